@@ -1,1 +1,408 @@
-fn main() {}
+//! `ccm-conformance`: run the suites, start an embedded cluster or a mock cloud for manual
+//! use. Command lines and ready files are contracts (DESIGN.md "Contracts").
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use ccm_harness::{Provider, Settings};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "ccm-conformance",
+    version,
+    about = "Conformance harness for Kubernetes cloud-controller-managers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the conformance suites against a CCM (default: the reference CCM).
+    Run(RunArgs),
+    /// Start the embedded API server (optionally a mock cloud, simulated nodes and a CCM)
+    /// and keep it up until SIGINT/SIGTERM.
+    Cluster(ClusterArgs),
+    /// Start one mock cloud alone.
+    Mock(MockArgs),
+    /// Benchmarks that print numbers (build with --release for meaningful ones).
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Which benchmark: node-init.
+    #[arg(default_value = "node-init")]
+    name: String,
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// Repetitions; the medians are reported.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[arg(long, default_value = "reference")]
+    ccm: String,
+    /// Extra CCM flags, e.g. --ccm-arg=--concurrent-node-syncs=8.
+    #[arg(long = "ccm-arg", allow_hyphen_values = true)]
+    ccm_args: Vec<String>,
+    #[arg(long)]
+    artifacts: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Provider to run (repeatable; default: all available).
+    #[arg(long = "provider")]
+    providers: Vec<String>,
+    /// `reference` or the path of a CCM binary.
+    #[arg(long, default_value = "reference")]
+    ccm: String,
+    /// Extra flag for the CCM (repeatable), e.g. --ccm-arg=--v=4.
+    #[arg(long = "ccm-arg", allow_hyphen_values = true)]
+    ccm_args: Vec<String>,
+    /// Run against an existing cluster (external mode).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Only cases whose full name matches this regular expression.
+    #[arg(long)]
+    focus: Option<String>,
+    /// Leave out cases whose full name matches this regular expression.
+    #[arg(long)]
+    skip: Option<String>,
+    /// Where JUnit and logs go (default: $ARTIFACTS or ./_artifacts).
+    #[arg(long)]
+    artifacts: Option<PathBuf>,
+    /// How many cases run at once.
+    #[arg(long)]
+    parallel: Option<usize>,
+    /// Only list the cases.
+    #[arg(long)]
+    list: bool,
+}
+
+#[derive(Args)]
+struct ClusterArgs {
+    /// Mock cloud to start beside the API server (openstack).
+    #[arg(long)]
+    cloud: Option<String>,
+    /// Simulated kubelets to register (with instances named like them when --cloud is set).
+    #[arg(long, default_value_t = 0)]
+    nodes: usize,
+    /// Start a CCM against the cluster: `reference` or a binary path (needs --cloud).
+    #[arg(long)]
+    ccm: Option<String>,
+    /// Where to write the kubeconfig (default: a file in a temporary directory).
+    #[arg(long)]
+    kubeconfig_out: Option<PathBuf>,
+    /// Written once serving: {"kubeconfig","server","token"[,"cloud"]}.
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct MockArgs {
+    /// Which cloud (openstack).
+    cloud: String,
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: std::net::SocketAddr,
+    /// Seeded instances, named node-0, node-1, ...
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Seed file (not supported yet: arrives with the shared cloud engine).
+    #[arg(long)]
+    seed: Option<PathBuf>,
+    /// Written once serving: the mock's connection object (DESIGN.md).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    ccm_harness::install_crypto_provider();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Cluster(args) => runtime()
+            .and_then(|rt| rt.block_on(cluster(args)))
+            .map(|_| ExitCode::SUCCESS),
+        Command::Mock(args) => runtime()
+            .and_then(|rt| rt.block_on(mock(args)))
+            .map(|_| ExitCode::SUCCESS),
+        Command::Bench(args) => runtime()
+            .and_then(|rt| rt.block_on(bench(args)))
+            .map(|_| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")
+}
+
+/// The reference CCM installed next to this binary.
+fn reference_ccm() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating ccm-conformance")?;
+    let path = exe.with_file_name("reference-ccm");
+    if !path.exists() {
+        bail!(
+            "reference-ccm not found next to {} (build it with `cargo build --bins`)",
+            exe.display()
+        );
+    }
+    Ok(path)
+}
+
+fn run(args: RunArgs) -> Result<ExitCode> {
+    let mut settings = Settings::new(reference_ccm()?);
+    if !args.providers.is_empty() {
+        settings.providers =
+            Provider::parse_list(&args.providers.join(",")).map_err(anyhow::Error::msg)?;
+    }
+    settings.set_ccm(&args.ccm);
+    if !settings.ccm.exists() {
+        bail!("CCM binary {} does not exist", settings.ccm.display());
+    }
+    settings.ccm_args = args.ccm_args;
+    settings.kubeconfig = args.kubeconfig;
+    if let Some(dir) = args.artifacts {
+        settings.artifacts = dir;
+    }
+    let focus = args
+        .focus
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--focus")?;
+    let skip = args
+        .skip
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--skip")?;
+    let mut targs = libtest_mimic::Arguments::from_iter(["ccm-conformance"]);
+    targs.test_threads = args.parallel;
+    targs.list = args.list;
+    let conclusion =
+        ccm_harness::runner::run_filtered(&ccm_suites::all(), settings, targs, |name| {
+            focus.as_ref().is_none_or(|f| f.is_match(name))
+                && !skip.as_ref().is_some_and(|s| s.is_match(name))
+        });
+    Ok(conclusion.exit_code())
+}
+
+async fn cluster(args: ClusterArgs) -> Result<()> {
+    let provider = args
+        .cloud
+        .as_deref()
+        .map(Provider::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    if args.ccm.is_some() && provider.is_none() {
+        bail!("--ccm needs --cloud");
+    }
+    let workdir = tempfile::tempdir().context("creating a work directory")?;
+    let mut settings = Settings::new(reference_ccm().unwrap_or_default());
+    if let Some(ccm) = &args.ccm {
+        settings.set_ccm(ccm);
+    }
+    let api = mock_kube_apiserver::ApiServer::start(mock_kube_apiserver::Config::default())
+        .await
+        .context("starting the API server")?;
+    let kubeconfig = args
+        .kubeconfig_out
+        .clone()
+        .unwrap_or_else(|| workdir.path().join("kubeconfig"));
+    api.write_kubeconfig(&kubeconfig)
+        .with_context(|| format!("writing {}", kubeconfig.display()))?;
+    let kubelet_client =
+        ccm_harness::env::client_for(&kubeconfig, ccm_harness::env::KUBELET_USER_AGENT)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+
+    let cloud = match provider {
+        Some(p) => Some(
+            ccm_harness::CloudControl::start(p, 0)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        ),
+        None => None,
+    };
+    let mut kubelets = Vec::new();
+    for i in 0..args.nodes {
+        let name = format!("node-{i}");
+        let mut config = mock_kubelet::KubeletConfig::new(&name);
+        if let Some(cloud) = &cloud {
+            let instance = cloud
+                .create_instance(ccm_harness::InstanceSpec::named(&name))
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            config.node_ip = instance.internal_ips.first().cloned();
+        } else {
+            config.external_cloud_provider = false;
+        }
+        kubelets.push(mock_kubelet::SimKubelet::start(kubelet_client.clone(), config).await?);
+    }
+
+    let mut ccm = None;
+    if let (Some(_), Some(cloud)) = (&args.ccm, &cloud) {
+        let conf = workdir.path().join("cloud.conf");
+        std::fs::write(&conf, cloud.cloud_config())?;
+        let port = ccm_harness::ccm::free_port()?;
+        let ccm_args = vec![
+            format!("--cloud-provider={}", cloud.provider().name()),
+            format!("--cloud-config={}", conf.display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={port}"),
+            "--configure-cloud-routes=false".into(),
+        ];
+        let log = workdir.path().join("ccm.log");
+        let mut process = ccm_harness::ccm::CcmProcess::spawn(&settings.ccm, &ccm_args, &log, port)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        process
+            .wait_healthy(std::time::Duration::from_secs(30))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        eprintln!("CCM log: {}", log.display());
+        ccm = Some(process);
+    }
+
+    let mut ready = serde_json::json!({
+        "kubeconfig": kubeconfig.canonicalize().unwrap_or(kubeconfig.clone()),
+        "server": api.url(),
+        "token": api.token(),
+    });
+    if let Some(cloud) = &cloud {
+        ready["cloud"] = cloud.ready_info();
+    }
+    announce(&ready, args.ready_file.as_deref())?;
+    wait_for_signal().await?;
+    if let Some(mut p) = ccm {
+        p.stop().await;
+    }
+    drop(kubelets);
+    if let Some(cloud) = cloud {
+        cloud.shutdown().await;
+    }
+    api.shutdown().await;
+    Ok(())
+}
+
+async fn mock(args: MockArgs) -> Result<()> {
+    let provider = Provider::parse(&args.cloud).map_err(anyhow::Error::msg)?;
+    if args.seed.is_some() {
+        bail!(
+            "--seed is not supported yet: seed files arrive with the shared cloud engine (issue 4)"
+        );
+    }
+    match provider {
+        Provider::OpenStack => {
+            let config = mock_openstack::Config {
+                listen: args.listen,
+                nodes: args.nodes,
+                ..Default::default()
+            };
+            let mock = mock_openstack::OpenStackMock::start(config)
+                .await
+                .context("starting mock OpenStack")?;
+            announce(
+                &serde_json::to_value(mock.ready_info())?,
+                args.ready_file.as_deref(),
+            )?;
+            wait_for_signal().await?;
+            mock.shutdown().await;
+        }
+    }
+    Ok(())
+}
+
+async fn bench(args: BenchArgs) -> Result<()> {
+    if args.name != "node-init" {
+        bail!("unknown benchmark {:?} (known: node-init)", args.name);
+    }
+    let mut settings = Settings::new(reference_ccm()?);
+    settings.set_ccm(&args.ccm);
+    settings.ccm_args = args.ccm_args;
+    if let Some(dir) = args.artifacts {
+        settings.artifacts = dir;
+    }
+    let settings = Arc::new(settings);
+    let mut reports = Vec::new();
+    for run in 1..=args.runs.max(1) {
+        let dir = settings
+            .artifacts
+            .join("bench")
+            .join(format!("node-init-{run}"));
+        let r = ccm_harness::bench::node_init(
+            Provider::OpenStack,
+            settings.clone(),
+            &dir,
+            args.nodes,
+            &[],
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        println!(
+            "run {run}: {} nodes  p50 {:.3}s  p99 {:.3}s  max {:.3}s  total {:.3}s  (registration {:.3}s)",
+            r.nodes,
+            r.p50.as_secs_f64(),
+            r.p99.as_secs_f64(),
+            r.max.as_secs_f64(),
+            r.total.as_secs_f64(),
+            r.registration.as_secs_f64()
+        );
+        reports.push(r);
+    }
+    let median = |f: &dyn Fn(&ccm_harness::bench::NodeInitReport) -> f64| {
+        let mut v: Vec<f64> = reports.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "node-init median of {} runs: {} nodes  p50 {:.3}s  p99 {:.3}s  total {:.3}s",
+        reports.len(),
+        args.nodes,
+        median(&|r| r.p50.as_secs_f64()),
+        median(&|r| r.p99.as_secs_f64()),
+        median(&|r| r.total.as_secs_f64()),
+    );
+    Ok(())
+}
+
+/// Prints the ready object and writes it atomically to the ready file.
+fn announce(ready: &serde_json::Value, ready_file: Option<&Path>) -> Result<()> {
+    let text = serde_json::to_string_pretty(ready)?;
+    println!("{text}");
+    if let Some(path) = ready_file {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, &text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

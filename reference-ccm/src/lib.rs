@@ -1,4 +1,309 @@
-//! (being written)
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::FAILURE
+//! The reference cloud-controller-manager, in Rust.
+//!
+//! Exists so ccm-conformance has a CCM it controls end to end: the harness starts it as a
+//! separate process with upstream's flags, a kubeconfig and the provider's upstream
+//! config file, and it talks to the API server and the cloud over HTTP like any CCM.
+//! Startup errors are one line on stderr and exit status 1. Only the cloud-node
+//! controller is implemented; the others are accepted and logged as skipped.
+
+#![forbid(unsafe_code)]
+
+pub mod address;
+pub mod cloud;
+pub mod controllers;
+pub mod leader;
+pub mod metrics;
+pub mod options;
+pub mod providers;
+pub mod serving;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+
+use options::Options;
+
+/// User-Agent on every Kubernetes request; the harness tells CCM writes by it.
+pub const USER_AGENT: &str = concat!("reference-ccm/", env!("CARGO_PKG_VERSION"));
+
+/// Startup failures; each is printed as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Options(#[from] options::OptionsError),
+    #[error("openstack provider: {0}")]
+    OpenStack(#[from] providers::openstack::OpenStackError),
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    #[error("kubernetes client: {0}")]
+    KubeClient(#[from] kube::Error),
+    #[error(transparent)]
+    Serving(#[from] serving::ServingError),
+    #[error("starting the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Entry point of the `reference-ccm` binary: parses `std::env::args`, runs until
+/// SIGINT/SIGTERM (exit 0), a lost lease (exit 1) or a startup error (exit 1).
+pub fn main() -> ExitCode {
+    main_with_args(std::env::args_os())
+}
+
+/// [`main`] with explicit arguments (the first is the program name).
+pub fn main_with_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let opts = match parse_args(args) {
+        Ok(Some(o)) => o,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(line) => {
+            eprintln!("reference-ccm: {line}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("reference-ccm: {}", StartupError::Runtime(e));
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(opts)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("reference-ccm: {}", error_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Parses flags; `Ok(None)` after printing `--help`/`--version`; `Err` is one line.
+pub fn parse_args<I, T>(args: I) -> Result<Option<Options>, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Options::try_parse_from(args) {
+        Ok(o) => Ok(Some(o)),
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return Ok(None);
+            }
+            let rendered = e.to_string();
+            let line = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            Err(one_line(line.trim_start_matches("error: ")))
+        }
+    }
+}
+
+/// A startup error as the single line printed on stderr.
+pub fn error_line(e: &StartupError) -> String {
+    one_line(&e.to_string())
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn init_logging(verbosity: u8) {
+    let level = match verbosity {
+        0..=2 => "info",
+        3..=4 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{level},hyper=info,rustls=info,tower=info"))
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+async fn kube_client(opts: &Options) -> Result<kube::Client, StartupError> {
+    let mut config = if opts.kubeconfig.is_empty() {
+        kube::Config::infer()
+            .await
+            .map_err(|e| StartupError::Kubeconfig(e.to_string()))?
+    } else {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&opts.kubeconfig)
+            .map_err(|e| StartupError::Kubeconfig(format!("{}: {e}", opts.kubeconfig)))?;
+        kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| StartupError::Kubeconfig(format!("{}: {e}", opts.kubeconfig)))?
+    };
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Runs the CCM until a signal; errors before controllers start are startup errors.
+pub async fn run(opts: Options) -> Result<(), StartupError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    opts.validate()?;
+    let enabled = opts.enabled_controllers()?;
+
+    // Provider and client first, logging after: a startup error stays one line.
+    let (cloud, warnings) = providers::openstack::OpenStack::new(&opts.cloud_config).await?;
+    let cloud = Arc::new(cloud);
+    let client = kube_client(&opts).await?;
+    init_logging(opts.verbosity);
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    if !opts.kube_api_content_type.contains("json") {
+        tracing::info!(content_type = %opts.kube_api_content_type, "only JSON is spoken to the API server; --kube-api-content-type ignored");
+    }
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), provider = %opts.cloud_provider, "starting reference-ccm");
+
+    let metrics = Arc::new(metrics::Metrics::default());
+    if opts.secure_port != 0 {
+        serving::start(
+            std::net::SocketAddr::new(opts.bind_address, opts.secure_port),
+            metrics.clone(),
+        )
+        .await?;
+    }
+
+    if opts.leader_elect {
+        let mut elector = leader::LeaderElector::new(
+            client.clone(),
+            leader::LeaderConfig {
+                namespace: opts.leader_elect_resource_namespace.clone(),
+                name: opts.leader_elect_resource_name.clone(),
+                identity: leader::default_identity(),
+                lease_duration: opts.leader_elect_lease_duration,
+                renew_deadline: opts.leader_elect_renew_deadline,
+                retry_period: opts.leader_elect_retry_period,
+            },
+        );
+        tokio::select! {
+            () = elector.acquire() => {}
+            () = shutdown_signal() => return Ok(()),
+        }
+        tokio::spawn(async move {
+            elector.renew_until_lost().await;
+            tracing::error!("leaderelection lost");
+            std::process::exit(1);
+        });
+    }
+
+    for name in &enabled {
+        match *name {
+            options::CLOUD_NODE => {
+                let node_opts = controllers::node::NodeControllerOptions {
+                    workers: opts.concurrent_node_syncs,
+                    status_workers: opts.node_status_workers(),
+                    status_update_period: opts.node_status_update_frequency,
+                };
+                tracing::info!(workers = node_opts.workers, "Starting {name}");
+                tokio::spawn(controllers::node::run(
+                    client.clone(),
+                    cloud.clone(),
+                    node_opts,
+                    metrics.clone(),
+                ));
+            }
+            other => {
+                tracing::warn!("Skipping {other}: not implemented in this reference CCM version")
+            }
+        }
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn startup_error(args: &[&str]) -> String {
+        let opts = match parse_args(args.iter().copied()) {
+            Ok(Some(o)) => o,
+            Ok(None) => return "help".into(),
+            Err(line) => return line,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        match rt.map(|rt| rt.block_on(run(opts))) {
+            Ok(Err(e)) => error_line(&e),
+            Ok(Ok(())) => "ran".into(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn startup_errors_are_one_line() {
+        let cases: [(&[&str], &str); 5] = [
+            (&["ccm", "--cloud-provider=nope"], "unknown cloud provider"),
+            (&["ccm"], "--cloud-provider cannot be empty"),
+            (&["ccm", "--bogus-flag"], "--bogus-flag"),
+            (
+                &["ccm", "--cloud-provider=openstack", "--controllers=*,foo"],
+                "foo",
+            ),
+            (
+                &[
+                    "ccm",
+                    "--cloud-provider=openstack",
+                    "--cloud-config=/nonexistent/cloud.conf",
+                ],
+                "/nonexistent/cloud.conf",
+            ),
+        ];
+        for (args, needle) in cases {
+            let line = startup_error(args);
+            assert!(line.contains(needle), "{args:?}: {line}");
+            assert!(!line.contains('\n'), "{args:?}: {line}");
+        }
+    }
+
+    #[test]
+    fn malformed_cloud_config_is_a_startup_error() {
+        let dir = tempfile::tempdir();
+        let Ok(dir) = dir else { panic!("tempdir") };
+        let file = dir.path().join("cloud.conf");
+        assert!(std::fs::write(&file, "[Global\nauth-url=x\n").is_ok());
+        let arg = format!("--cloud-config={}", file.display());
+        let line = startup_error(&["ccm", "--cloud-provider=openstack", &arg]);
+        assert!(line.contains("line 1"), "{line}");
+        assert_eq!(
+            main_with_args(["ccm", "--cloud-provider=nope"]),
+            ExitCode::FAILURE
+        );
+    }
 }

@@ -1,1 +1,16 @@
-//! (being written)
+//! What every cloud mock shares, so that each cloud crate only has to speak its own
+//! protocol: a request journal (cases assert "exactly one call", "no hot loop"), a fault
+//! engine (errors and latency injected by rule; the cloud renders them in its own error
+//! envelope), the admin HTTP routes that drive both, and a helper that serves an axum
+//! router on an ephemeral port with graceful shutdown.
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod faults;
+pub mod journal;
+pub mod serve;
+
+pub use admin::{AdminRejection, ResetFn, admin_error, admin_router, parse_admin_json};
+pub use faults::{FaultError, FaultRule, FaultStatus, Faults, FiredFault};
+pub use journal::{DEFAULT_JOURNAL_CAPACITY, Journal, JournalEntry};
+pub use serve::{BoundListener, ServeError, ServerHandle, bind, serve};

@@ -1,1 +1,31 @@
-//! (being written)
+//! An embedded Kubernetes API server for hermetic CCM tests.
+//!
+//! Real clients — kube-rs `Api`/`watcher`/`Controller`, kubectl, Go CCMs — must work
+//! against it unmodified, so it speaks the real wire protocol (paths, `Status`
+//! errors, NDJSON watches, resourceVersion semantics) while storing objects as plain
+//! JSON described by a resource table. See `shared/reference/kube-api.md` for the
+//! upstream behaviour it follows.
+//!
+//! Layout: [`resources`] (what is served) → [`store`] + [`strategy`] (semantics) →
+//! [`watch`] (event streams) → [`http`] (axum routing, auth, audit) → [`server`]
+//! (start/stop, kubeconfig). [`patch`] and [`selector`] are pure engines.
+#![forbid(unsafe_code)]
+
+pub mod audit;
+pub mod discovery;
+pub mod error;
+pub mod http;
+pub mod meta;
+pub mod patch;
+pub mod resources;
+pub mod selector;
+pub mod server;
+pub mod store;
+pub mod strategy;
+pub mod watch;
+
+pub use audit::AuditEntry;
+pub use error::ApiError;
+pub use http::{AppState, router};
+pub use server::{ApiServer, Config, Error};
+pub use store::Store;

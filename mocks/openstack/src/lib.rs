@@ -1,1 +1,317 @@
-//! (being written)
+//! A mock OpenStack (Keystone, Nova, Neutron; Octavia's discovery document only) that
+//! unmodified OpenStack clients — gophercloud in cloud-provider-openstack, openstacksdk,
+//! our reference CCM — can talk to, so CCM conformance cases run with no cloud at all.
+//!
+//! One listener, with devstack's path layout: Keystone at `/identity`, Nova at
+//! `/compute/v2.1`, Neutron at `/network`, Octavia at `/load-balancer`, and our control
+//! API at `/admin`. Servers live in 127/8 (fixed IPs in 127.10.0.0/16, floating IPs in
+//! 127.20.0.0/16) so the data plane works without root (DESIGN.md "Data plane").
+#![forbid(unsafe_code)]
+
+mod admin_api;
+mod envelope;
+mod gate;
+mod keystone;
+mod model;
+mod neutron;
+mod nova;
+mod octavia;
+mod util;
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use mock_cloud::{Faults, Journal, ServeError, ServerHandle};
+use serde::{Deserialize, Serialize};
+
+pub use model::{AdminError, ServerInfo, ServerPatch, ServerSpec};
+
+use crate::model::Cloud;
+
+/// Request bodies larger than this get a 413.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// How the mock starts.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Servers created at start (and restored by reset): `{node_name_prefix}{i}`.
+    pub nodes: usize,
+    pub node_name_prefix: String,
+    pub region: String,
+    pub username: String,
+    pub password: String,
+    pub project_name: String,
+    pub domain_name: String,
+    pub default_az: String,
+    /// Lifetime of issued tokens; an expired token gets a 401 (clients re-authenticate).
+    pub token_ttl: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            nodes: 3,
+            node_name_prefix: "node-".to_string(),
+            region: "RegionOne".to_string(),
+            username: "admin".to_string(),
+            // Random, so a client that ignores its configuration cannot pass by luck.
+            password: uuid::Uuid::new_v4().simple().to_string(),
+            project_name: "demo".to_string(),
+            domain_name: "Default".to_string(),
+            default_az: "nova".to_string(),
+            token_ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Failure to start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("starting mock OpenStack: {0}")]
+    Serve(#[from] ServeError),
+    #[error("seeding server {name:?}: {source}")]
+    Seed { name: String, source: AdminError },
+}
+
+/// What a client needs to reach the mock (the ready-file object of DESIGN.md "Contracts").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadyInfo {
+    /// Keystone v3, ending in `/v3`.
+    pub auth_url: String,
+    pub username: String,
+    pub password: String,
+    pub project_name: String,
+    pub domain_name: String,
+    pub region: String,
+    pub admin_url: String,
+}
+
+/// Ids of the single user, project and domain the mock knows.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    pub user_id: String,
+    pub project_id: String,
+    pub domain_id: String,
+}
+
+/// An issued token.
+#[derive(Debug, Clone)]
+pub(crate) struct Token {
+    pub expires_at: jiff::Timestamp,
+    /// The `token` object as issued, for validation requests.
+    pub body: serde_json::Value,
+}
+
+/// Everything the handlers share.
+pub(crate) struct Shared {
+    pub config: Config,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    pub identity: Identity,
+    pub catalog: serde_json::Value,
+    pub host_id: String,
+    cloud: Mutex<Cloud>,
+    seed: Cloud,
+    tokens: Mutex<HashMap<String, Token>>,
+    pub journal: Journal,
+    pub faults: Faults,
+}
+
+impl Shared {
+    /// The cloud state. Callers hold it briefly and never across an await.
+    pub fn cloud(&self) -> MutexGuard<'_, Cloud> {
+        self.cloud
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn tokens(&self) -> MutexGuard<'_, HashMap<String, Token>> {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether `token` was issued here and has not expired.
+    pub fn token_valid(&self, token: &str) -> bool {
+        self.tokens()
+            .get(token)
+            .is_some_and(|t| jiff::Timestamp::now() < t.expires_at)
+    }
+
+    pub fn compute_url(&self) -> String {
+        format!("{}/compute/v2.1", self.base)
+    }
+}
+
+/// The control side of a running mock: same operations as the HTTP admin API.
+#[derive(Clone)]
+pub struct Admin {
+    shared: Arc<Shared>,
+}
+
+impl Admin {
+    /// All servers, in creation order.
+    pub fn servers(&self) -> Vec<ServerInfo> {
+        let cloud = self.shared.cloud();
+        cloud
+            .servers_in_order()
+            .map(|s| cloud.server_info(s))
+            .collect()
+    }
+
+    pub fn server(&self, id: &str) -> Option<ServerInfo> {
+        let cloud = self.shared.cloud();
+        cloud.servers.get(id).map(|s| cloud.server_info(s))
+    }
+
+    /// The oldest server with this exact name.
+    pub fn server_by_name(&self, name: &str) -> Option<ServerInfo> {
+        let cloud = self.shared.cloud();
+        cloud.server_by_name(name).map(|s| cloud.server_info(s))
+    }
+
+    pub fn create_server(&self, spec: ServerSpec) -> Result<ServerInfo, AdminError> {
+        self.shared.cloud().create_server(spec)
+    }
+
+    pub fn update_server(&self, id: &str, patch: ServerPatch) -> Result<ServerInfo, AdminError> {
+        self.shared.cloud().update_server(id, patch)
+    }
+
+    /// Deletes the server and its ports.
+    pub fn delete_server(&self, id: &str) -> Result<(), AdminError> {
+        self.shared.cloud().delete_server(id)
+    }
+
+    pub fn journal(&self) -> Journal {
+        self.shared.journal.clone()
+    }
+
+    pub fn faults(&self) -> Faults {
+        self.shared.faults.clone()
+    }
+
+    /// Clears the journal and fault rules and puts the servers back to the seed (same ids
+    /// and addresses). Issued tokens stay valid.
+    pub fn reset(&self) {
+        self.shared.faults.clear();
+        self.shared.journal.clear();
+        self.reset_cloud();
+    }
+
+    fn reset_cloud(&self) {
+        let seed = self.shared.seed.clone();
+        *self.shared.cloud() = seed;
+    }
+}
+
+/// A running mock OpenStack.
+pub struct OpenStackMock {
+    shared: Arc<Shared>,
+    server: ServerHandle,
+}
+
+impl OpenStackMock {
+    /// Binds, seeds `config.nodes` servers and starts serving.
+    pub async fn start(config: Config) -> Result<OpenStackMock, Error> {
+        let bound = mock_cloud::bind(config.listen).await?;
+        let shared = Arc::new(build_shared(config, bound.base_url())?);
+        let server = bound.serve(router(shared.clone()));
+        tracing::info!(base = %shared.base, "mock OpenStack serving");
+        Ok(OpenStackMock { shared, server })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    pub fn ready_info(&self) -> ReadyInfo {
+        let c = &self.shared.config;
+        ReadyInfo {
+            auth_url: format!("{}/identity/v3", self.shared.base),
+            username: c.username.clone(),
+            password: c.password.clone(),
+            project_name: c.project_name.clone(),
+            domain_name: c.domain_name.clone(),
+            region: c.region.clone(),
+            admin_url: format!("{}/admin", self.shared.base),
+        }
+    }
+
+    pub fn admin(&self) -> Admin {
+        Admin {
+            shared: self.shared.clone(),
+        }
+    }
+
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
+    }
+}
+
+fn new_hex_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error> {
+    let identity = Identity {
+        user_id: new_hex_id(),
+        project_id: new_hex_id(),
+        // devstack's "Default" domain has id "default".
+        domain_id: config.domain_name.to_ascii_lowercase(),
+    };
+    let mut cloud = Cloud::new(&config.default_az);
+    for i in 0..config.nodes {
+        let name = format!("{}{i}", config.node_name_prefix);
+        cloud
+            .create_server(ServerSpec {
+                name: name.clone(),
+                ..Default::default()
+            })
+            .map_err(|source| Error::Seed { name, source })?;
+    }
+    let catalog = keystone::catalog(&base, &config.region);
+    Ok(Shared {
+        host_id: format!("{}{}", new_hex_id(), &new_hex_id()[..24]),
+        catalog,
+        identity,
+        seed: cloud.clone(),
+        cloud: Mutex::new(cloud),
+        tokens: Mutex::new(HashMap::new()),
+        journal: Journal::new(),
+        faults: Faults::new(),
+        base,
+        config,
+    })
+}
+
+/// The whole HTTP surface.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let admin = Admin {
+        shared: shared.clone(),
+    };
+    let reset_target = admin.clone();
+    let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
+    let control = mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
+        .merge(admin_api::routes(admin));
+    Router::new()
+        .merge(keystone::routes(shared.clone()))
+        .merge(nova::routes(shared.clone()))
+        .merge(neutron::routes(shared.clone()))
+        .merge(octavia::routes(shared.clone()))
+        .nest("/admin", control)
+        .fallback(envelope::not_found)
+        .method_not_allowed_fallback(envelope::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(shared, gate::gate))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+}
+
+#[cfg(test)]
+pub(crate) mod testing;

@@ -1,0 +1,130 @@
+//! The CCM under test, always a separate OS process (ours or the user's binary, same path):
+//! started with a kubeconfig and the provider's cloud config, its output kept in a log file
+//! beside the case, judged healthy by its HTTPS `/healthz` on `--secure-port`, stopped with
+//! SIGTERM and then SIGKILL.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use crate::case::CaseError;
+
+pub struct CcmProcess {
+    child: Child,
+    log: PathBuf,
+    port: u16,
+}
+
+/// A free TCP port on 127.0.0.1 (bound then released; the CCM binds it right after).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl CcmProcess {
+    /// Spawns `binary args...`, appending stdout and stderr to `log`.
+    pub fn spawn(binary: &Path, args: &[String], log: &Path, port: u16) -> Result<Self, CaseError> {
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .map_err(|e| CaseError::infra(&format!("opening CCM log {}", log.display()), e))
+        };
+        let (out, err) = (open()?, open()?);
+        use std::io::Write;
+        let _ = writeln!(&out, "==> {} {}", binary.display(), args.join(" "));
+        let child = Command::new(binary)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                CaseError::failed(format!("cannot start CCM {}: {e}", binary.display()))
+            })?;
+        Ok(Self {
+            child,
+            log: log.to_path_buf(),
+            port,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Waits until `https://127.0.0.1:PORT/healthz` answers 200, failing early (with the
+    /// log's tail) if the process exits.
+    pub async fn wait_healthy(&mut self, timeout: Duration) -> Result<(), CaseError> {
+        crate::install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .timeout(Duration::from_secs(2))
+            .build()
+            .map_err(|e| CaseError::infra("building HTTPS client", e))?;
+        let url = format!("https://127.0.0.1:{}/healthz", self.port);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(CaseError::with_detail(
+                    format!(
+                        "CCM exited during startup ({status}): {}",
+                        last_line(&self.log_tail(20))
+                    ),
+                    self.log_tail(40),
+                ));
+            }
+            let last = match client.get(&url).send().await {
+                Ok(r) if r.status().is_success() => return Ok(()),
+                Ok(r) => format!("/healthz answered {}", r.status()),
+                Err(e) => format!("/healthz: {e}"),
+            };
+            if Instant::now() >= deadline {
+                return Err(CaseError::with_detail(
+                    format!("CCM not healthy after {timeout:?}: {last}"),
+                    self.log_tail(40),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The exit status if the process has ended.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// SIGTERM, up to 5 s to exit, then SIGKILL.
+    pub async fn stop(&mut self) {
+        if self.exited().is_some() {
+            return;
+        }
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+
+    /// The last `lines` lines of the CCM's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+fn last_line(s: &str) -> &str {
+    s.lines().last().unwrap_or("")
+}

@@ -1,0 +1,417 @@
+//! The environment one case runs in. Embedded mode (the only one so far): a fresh API
+//! server, one mock cloud and simulated kubelets, all on 127.0.0.1 with ephemeral ports,
+//! plus the CCM under test as a child process. Everything a case leaves behind (kubeconfig,
+//! cloud config, CCM log) stays in the case's artifacts folder.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use mock_kube_apiserver::{ApiServer, AuditEntry, Config as ApiConfig};
+use mock_kubelet::{KubeletConfig, SimKubelet, UNINITIALIZED_TAINT};
+
+use crate::case::CaseError;
+use crate::ccm::{CcmProcess, free_port};
+use crate::cloud::{CloudControl, Instance, InstanceSpec, Provider};
+use crate::settings::Settings;
+use crate::wait::{Probe, eventually};
+
+/// User-Agent of the harness's own API calls.
+pub const HARNESS_USER_AGENT: &str = "ccm-conformance-harness";
+/// User-Agent of the simulated kubelets.
+pub const KUBELET_USER_AGENT: &str = "kubelet/v1.34.0 (ccm-conformance simulated)";
+
+/// How a node's kubelet is set up and whether its instance exists in the cloud.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// The cloud instance to create first; `None` = the node has no instance.
+    pub instance: Option<InstanceSpec>,
+    /// `--node-ip`: `Some(NodeIp::FirstInternal)` uses the instance's first internal IP.
+    pub node_ip: Option<NodeIp>,
+    /// `--provider-id` set by the kubelet itself.
+    pub kubelet_provider_id: Option<String>,
+    /// Raw annotations (to present values a real kubelet would refuse).
+    pub annotations: BTreeMap<String, String>,
+    /// The kubelet's status heartbeat period (default: upstream's 5 minutes).
+    pub status_report_interval: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub enum NodeIp {
+    FirstInternal,
+    Literal(String),
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        Self {
+            instance: Some(InstanceSpec::default()),
+            node_ip: None,
+            kubelet_provider_id: None,
+            annotations: BTreeMap::new(),
+            status_report_interval: None,
+        }
+    }
+}
+
+impl NodeOptions {
+    pub fn without_instance() -> Self {
+        Self {
+            instance: None,
+            ..Self::default()
+        }
+    }
+}
+
+pub struct Environment {
+    pub provider: Provider,
+    settings: Arc<Settings>,
+    dir: PathBuf,
+    apiserver: Option<ApiServer>,
+    client: kube::Client,
+    kubelet_client: kube::Client,
+    cloud: Option<CloudControl>,
+    kubelets: BTreeMap<String, SimKubelet>,
+    ccm: Option<CcmProcess>,
+    ccm_args: Vec<String>,
+    kubeconfig: PathBuf,
+    cloud_config: PathBuf,
+}
+
+impl Environment {
+    /// Starts the API server and the mock cloud; the CCM is started by [`Self::start_ccm`].
+    pub async fn embedded(
+        provider: Provider,
+        settings: Arc<Settings>,
+        dir: &Path,
+        case_ccm_args: &[&str],
+    ) -> Result<Self, CaseError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CaseError::infra("creating case artifacts dir", e))?;
+        let apiserver = ApiServer::start(ApiConfig::default())
+            .await
+            .map_err(|e| CaseError::infra("starting embedded API server", e))?;
+        let kubeconfig = dir.join("kubeconfig");
+        apiserver
+            .write_kubeconfig(&kubeconfig)
+            .map_err(|e| CaseError::infra("writing kubeconfig", e))?;
+        let client = client_for(&kubeconfig, HARNESS_USER_AGENT).await?;
+        let kubelet_client = client_for(&kubeconfig, KUBELET_USER_AGENT).await?;
+        let cloud = CloudControl::start(provider, 0).await?;
+        let cloud_config = dir.join("cloud.conf");
+        std::fs::write(&cloud_config, cloud.cloud_config())
+            .map_err(|e| CaseError::infra("writing cloud config", e))?;
+        let ccm_args = case_ccm_args.iter().map(|s| s.to_string()).collect();
+        Ok(Self {
+            provider,
+            settings,
+            dir: dir.to_path_buf(),
+            apiserver: Some(apiserver),
+            client,
+            kubelet_client,
+            cloud: Some(cloud),
+            kubelets: BTreeMap::new(),
+            ccm: None,
+            ccm_args,
+            kubeconfig,
+            cloud_config,
+        })
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The client the simulated kubelets use (their own User-Agent).
+    pub fn kubelet_client(&self) -> kube::Client {
+        self.kubelet_client.clone()
+    }
+
+    pub fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    pub fn cloud(&self) -> &CloudControl {
+        self.cloud
+            .as_ref()
+            .expect("cloud is present until teardown")
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// How long "stays true" checks watch.
+    pub fn hold(&self) -> Duration {
+        self.settings.hold
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The CCM command line: the provider's upstream flags, then the case's, then the user's.
+    pub fn ccm_command_line(&self, port: u16) -> Vec<String> {
+        let mut args = vec![
+            format!("--cloud-provider={}", self.provider.name()),
+            format!("--cloud-config={}", self.cloud_config.display()),
+            format!("--kubeconfig={}", self.kubeconfig.display()),
+            "--leader-elect=false".into(),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={port}"),
+            "--configure-cloud-routes=false".into(),
+            "--cluster-name=ccm-conformance".into(),
+        ];
+        args.extend(self.ccm_args.iter().cloned());
+        args.extend(self.settings.ccm_args.iter().cloned());
+        args
+    }
+
+    /// Starts (or restarts) the CCM and waits for its `/healthz`.
+    pub async fn start_ccm(&mut self) -> Result<(), CaseError> {
+        self.stop_ccm().await;
+        let port = free_port().map_err(|e| CaseError::infra("finding a free port", e))?;
+        let args = self.ccm_command_line(port);
+        let mut ccm =
+            CcmProcess::spawn(&self.settings.ccm, &args, &self.dir.join("ccm.log"), port)?;
+        ccm.wait_healthy(Duration::from_secs(30)).await?;
+        self.ccm = Some(ccm);
+        Ok(())
+    }
+
+    pub async fn stop_ccm(&mut self) {
+        if let Some(mut ccm) = self.ccm.take() {
+            ccm.stop().await;
+        }
+    }
+
+    /// Fails if the CCM process has died.
+    pub fn ccm_alive(&mut self) -> Result<(), CaseError> {
+        if let Some(ccm) = self.ccm.as_mut() {
+            if let Some(status) = ccm.exited() {
+                return Err(CaseError::with_detail(
+                    format!("the CCM exited unexpectedly ({status})"),
+                    ccm.log_tail(40),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn ccm_log_tail(&self, lines: usize) -> String {
+        self.ccm
+            .as_ref()
+            .map(|c| c.log_tail(lines))
+            .unwrap_or_default()
+    }
+
+    /// Creates the node's cloud instance (unless `options.instance` is `None`), then
+    /// registers the Node through a simulated kubelet.
+    pub async fn add_node(
+        &mut self,
+        name: &str,
+        options: NodeOptions,
+    ) -> Result<Option<Instance>, CaseError> {
+        let instance = match options.instance {
+            Some(mut spec) => {
+                spec.name = name.to_string();
+                Some(self.cloud().create_instance(spec)?)
+            }
+            None => None,
+        };
+        let mut config = KubeletConfig::new(name);
+        config.node_ip = match (&options.node_ip, &instance) {
+            (Some(NodeIp::Literal(ip)), _) => Some(ip.clone()),
+            (Some(NodeIp::FirstInternal), Some(i)) => i.internal_ips.first().cloned(),
+            _ => None,
+        };
+        config.provider_id = options.kubelet_provider_id;
+        config.annotations = options.annotations;
+        if let Some(p) = options.status_report_interval {
+            config.status_report_interval = p;
+        }
+        let kubelet = SimKubelet::start(self.kubelet_client.clone(), config)
+            .await
+            .map_err(|e| CaseError::infra("registering node", e))?;
+        self.kubelets.insert(name.to_string(), kubelet);
+        Ok(instance)
+    }
+
+    /// Restarts a node's kubelet (re-registration without re-tainting).
+    pub async fn restart_kubelet(&mut self, name: &str) -> Result<(), CaseError> {
+        let client = self.kubelet_client.clone();
+        let kubelet = self
+            .kubelets
+            .get_mut(name)
+            .ok_or_else(|| CaseError::failed(format!("no kubelet for node {name}")))?;
+        kubelet
+            .restart(client)
+            .await
+            .map_err(|e| CaseError::infra("restarting kubelet", e))
+    }
+
+    pub async fn node(&self, name: &str) -> Result<Node, CaseError> {
+        self.nodes()
+            .get(name)
+            .await
+            .map_err(|e| CaseError::infra(&format!("getting node {name}"), e))
+    }
+
+    /// Waits until the node has no uninitialized taint and returns it.
+    pub async fn wait_initialized(
+        &mut self,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<Node, CaseError> {
+        self.ccm_alive()?;
+        let nodes = self.nodes();
+        let result = eventually(
+            &format!("node {name} to lose the uninitialized taint"),
+            timeout,
+            || {
+                let nodes = nodes.clone();
+                async move {
+                    let node = nodes
+                        .get(name)
+                        .await
+                        .map_err(|e| CaseError::infra("getting node", e))?;
+                    Ok(if has_uninitialized_taint(&node) {
+                        Probe::Pending(format!("taints: {}", describe_taints(&node)))
+                    } else {
+                        Probe::Done(node)
+                    })
+                }
+            },
+        )
+        .await;
+        result.map_err(|e| self.with_ccm_log(e))
+    }
+
+    /// Appends the CCM log tail to a failure's detail.
+    pub fn with_ccm_log(&self, err: CaseError) -> CaseError {
+        match err {
+            CaseError::Failed { message, detail } => CaseError::Failed {
+                message,
+                detail: format!(
+                    "{detail}\n--- CCM log (tail) ---\n{}\n--- cloud journal (tail) ---\n{}",
+                    self.ccm_log_tail(30),
+                    self.cloud().journal_text(20)
+                ),
+            },
+            other => other,
+        }
+    }
+
+    /// Every write (create, update, patch, delete) the CCM made, i.e. not from the harness or
+    /// the kubelets, in order.
+    pub fn ccm_writes(&self) -> Vec<AuditEntry> {
+        let Some(api) = self.apiserver.as_ref() else {
+            return Vec::new();
+        };
+        api.audit()
+            .into_iter()
+            .filter(|e| matches!(e.verb.as_str(), "create" | "update" | "patch" | "delete"))
+            .filter(|e| {
+                !e.user_agent.starts_with(HARNESS_USER_AGENT)
+                    && !e.user_agent.starts_with(KUBELET_USER_AGENT)
+            })
+            .collect()
+    }
+
+    /// Core/v1 events about the node.
+    pub async fn node_events(&self, name: &str) -> Result<Vec<Event>, CaseError> {
+        let events: Api<Event> = Api::all(self.client.clone());
+        let lp = ListParams::default().fields(&format!(
+            "involvedObject.kind=Node,involvedObject.name={name}"
+        ));
+        events
+            .list(&lp)
+            .await
+            .map(|l| l.items)
+            .map_err(|e| CaseError::infra("listing events", e))
+    }
+
+    /// Stops every process and server the environment started.
+    pub async fn teardown(&mut self) {
+        self.stop_ccm().await;
+        self.kubelets.clear();
+        if let Some(cloud) = self.cloud.take() {
+            cloud.shutdown().await;
+        }
+        if let Some(api) = self.apiserver.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), api.shutdown()).await;
+        }
+    }
+}
+
+/// A kube client for the kubeconfig, identifying itself with `user_agent`.
+pub async fn client_for(kubeconfig: &Path, user_agent: &str) -> Result<kube::Client, CaseError> {
+    let kc =
+        Kubeconfig::read_from(kubeconfig).map_err(|e| CaseError::infra("reading kubeconfig", e))?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| CaseError::infra("loading kubeconfig", e))?;
+    let ua =
+        http::HeaderValue::from_str(user_agent).map_err(|e| CaseError::infra("user agent", e))?;
+    config.headers.push((http::header::USER_AGENT, ua));
+    kube::Client::try_from(config).map_err(|e| CaseError::infra("building kube client", e))
+}
+
+pub fn has_uninitialized_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == UNINITIALIZED_TAINT))
+}
+
+pub fn describe_taints(node: &Node) -> String {
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if taints.is_empty() {
+        return "none".into();
+    }
+    taints
+        .iter()
+        .map(|t| {
+            format!(
+                "{}={}:{}",
+                t.key,
+                t.value.clone().unwrap_or_default(),
+                t.effect
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The node's addresses as (type, address) pairs, in order.
+pub fn addresses(node: &Node) -> Vec<(String, String)> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .map(|a| {
+            a.iter()
+                .map(|a| (a.type_.clone(), a.address.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+pub fn provider_id(node: &Node) -> Option<&str> {
+    node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+}

@@ -1,0 +1,297 @@
+//! The control API every mock exposes next to its cloud API (mounted by the cloud under
+//! its admin prefix): the journal, fault rules and reset. It is our own API, so errors are
+//! plain `{"error": "..."}` with a 4xx status, never a cloud envelope.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::faults::{FaultError, FaultRule, Faults};
+use crate::journal::Journal;
+
+/// What `POST <admin>/reset` does beyond clearing the journal and the fault rules
+/// (which the router does itself): typically putting the cloud back to its seed.
+pub type ResetFn = Arc<dyn Fn() + Send + Sync>;
+
+/// An admin API error: `{"error": message}` with a 4xx status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminRejection {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl AdminRejection {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for AdminRejection {
+    fn into_response(self) -> Response {
+        admin_error(self.status, &self.message)
+    }
+}
+
+/// The admin API's error response.
+pub fn admin_error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+/// Parses a JSON request body for an admin route, turning every failure (too large,
+/// unreadable, not JSON, wrong shape) into a 4xx `{"error": ...}`.
+pub fn parse_admin_json<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, AdminRejection> {
+    let bytes = body.map_err(|e| AdminRejection::new(e.status(), e.body_text()))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        AdminRejection::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"))
+    })
+}
+
+#[derive(Clone)]
+struct AdminState {
+    journal: Journal,
+    faults: Faults,
+    reset: ResetFn,
+}
+
+#[derive(Deserialize)]
+struct SinceQuery {
+    since: Option<u64>,
+}
+
+/// Routes, relative to where the cloud mounts them (e.g. `Router::nest("/admin", ..)`):
+/// - `GET /journal[?since=SEQ]` -> `{"entries": [JournalEntry...]}`; `DELETE /journal` -> 204
+/// - `GET /faults` -> `{"faults": [FaultStatus...]}`; `POST /faults` (a `FaultRule`) -> 201
+///   `{"id": N}`; `DELETE /faults` -> 204; `DELETE /faults/{id}` -> 204 or 404
+/// - `POST /reset` -> 204: clears journal and faults, then calls `reset`.
+pub fn admin_router(journal: Journal, faults: Faults, reset: ResetFn) -> Router {
+    Router::new()
+        .route("/journal", get(get_journal).delete(clear_journal))
+        .route(
+            "/faults",
+            get(list_faults).post(add_fault).delete(clear_faults),
+        )
+        .route("/faults/{id}", delete(remove_fault))
+        .route("/reset", post(reset_all))
+        .with_state(AdminState {
+            journal,
+            faults,
+            reset,
+        })
+}
+
+async fn get_journal(
+    State(s): State<AdminState>,
+    query: Result<Query<SinceQuery>, QueryRejection>,
+) -> Result<Response, AdminRejection> {
+    let Query(q) =
+        query.map_err(|e| AdminRejection::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let entries = match q.since {
+        Some(seq) => s.journal.since(seq),
+        None => s.journal.entries(),
+    };
+    Ok(Json(json!({ "entries": entries })).into_response())
+}
+
+async fn clear_journal(State(s): State<AdminState>) -> StatusCode {
+    s.journal.clear();
+    StatusCode::NO_CONTENT
+}
+
+async fn list_faults(State(s): State<AdminState>) -> Response {
+    Json(json!({ "faults": s.faults.list() })).into_response()
+}
+
+async fn add_fault(
+    State(s): State<AdminState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AdminRejection> {
+    let rule: FaultRule = parse_admin_json(body)?;
+    let id = s
+        .faults
+        .try_add(rule)
+        .map_err(|e| AdminRejection::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
+}
+
+async fn clear_faults(State(s): State<AdminState>) -> StatusCode {
+    s.faults.clear();
+    StatusCode::NO_CONTENT
+}
+
+async fn remove_fault(
+    State(s): State<AdminState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, AdminRejection> {
+    let id: u64 = id.parse().map_err(|_| {
+        AdminRejection::new(
+            StatusCode::BAD_REQUEST,
+            format!("fault id {id:?} is not a number"),
+        )
+    })?;
+    match s.faults.remove(id) {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(e @ FaultError::NotFound(_)) => {
+            Err(AdminRejection::new(StatusCode::NOT_FOUND, e.to_string()))
+        }
+        Err(e) => Err(AdminRejection::new(StatusCode::BAD_REQUEST, e.to_string())),
+    }
+}
+
+async fn reset_all(State(s): State<AdminState>) -> StatusCode {
+    s.faults.clear();
+    s.journal.clear();
+    (s.reset)();
+    StatusCode::NO_CONTENT
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn setup() -> (Router, Journal, Faults, Arc<AtomicUsize>) {
+        let journal = Journal::new();
+        let faults = Faults::new();
+        let resets = Arc::new(AtomicUsize::new(0));
+        let counter = resets.clone();
+        let reset: ResetFn = Arc::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        let router = Router::new().nest(
+            "/admin",
+            admin_router(journal.clone(), faults.clone(), reset),
+        );
+        (router, journal, faults, resets)
+    }
+
+    async fn call(
+        router: &Router,
+        method: &str,
+        uri: &str,
+        body: &str,
+    ) -> (StatusCode, serde_json::Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .expect("request");
+        let resp = router.clone().oneshot(req).await.expect("infallible");
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        let value = if bytes.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_slice(&bytes).expect("json")
+        };
+        (status, value)
+    }
+
+    #[tokio::test]
+    async fn journal_get_since_and_delete() {
+        let (router, journal, _, _) = setup();
+        journal.record("compute", "GET", "/a", "", 200, None);
+        journal.record("compute", "GET", "/b", "x=1", 404, Some(3));
+        let (status, body) = call(&router, "GET", "/admin/journal", "").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body["entries"].as_array().map(Vec::len), Some(2));
+        assert_eq!(body["entries"][1]["fault"], 3);
+        let (_, body) = call(&router, "GET", "/admin/journal?since=1", "").await;
+        assert_eq!(body["entries"][0]["path"], "/b");
+        let (status, body) = call(&router, "GET", "/admin/journal?since=abc", "").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(body["error"].is_string());
+        let (status, _) = call(&router, "DELETE", "/admin/journal", "").await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        assert!(journal.is_empty());
+    }
+
+    #[tokio::test]
+    async fn faults_crud_and_errors() {
+        let (router, _, faults, _) = setup();
+        let (status, body) = call(
+            &router,
+            "POST",
+            "/admin/faults",
+            r#"{"service":"compute","path":"/servers","status":503,"count":1}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED);
+        let id = body["id"].as_u64().expect("id");
+        let (_, body) = call(&router, "GET", "/admin/faults", "").await;
+        assert_eq!(body["faults"][0]["id"], id);
+        assert_eq!(body["faults"][0]["status"], 503);
+        assert_eq!(faults.list().len(), 1);
+
+        let (status, body) = call(
+            &router,
+            "POST",
+            "/admin/faults",
+            r#"{"path":"(","status":500}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(body["error"].as_str().is_some_and(|e| e.contains("regex")));
+        let (status, _) = call(&router, "POST", "/admin/faults", "{not json").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let (status, _) = call(
+            &router,
+            "POST",
+            "/admin/faults",
+            r#"{"status":500,"bogus":1}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+
+        let (status, _) = call(&router, "DELETE", &format!("/admin/faults/{id}"), "").await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let (status, body) = call(&router, "DELETE", &format!("/admin/faults/{id}"), "").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(body["error"].is_string());
+        let (status, _) = call(&router, "DELETE", "/admin/faults/x", "").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+
+        faults.add(FaultRule {
+            status: 500,
+            ..Default::default()
+        });
+        let (status, _) = call(&router, "DELETE", "/admin/faults", "").await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        assert!(faults.list().is_empty());
+    }
+
+    #[tokio::test]
+    async fn reset_clears_and_calls_back() {
+        let (router, journal, faults, resets) = setup();
+        journal.record("compute", "GET", "/a", "", 200, None);
+        faults.add(FaultRule {
+            status: 500,
+            ..Default::default()
+        });
+        let (status, _) = call(&router, "POST", "/admin/reset", "").await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        assert!(journal.is_empty());
+        assert!(faults.list().is_empty());
+        assert_eq!(resets.load(Ordering::SeqCst), 1);
+    }
+}

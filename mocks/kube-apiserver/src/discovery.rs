@@ -1,0 +1,161 @@
+//! Legacy discovery documents and `/version`, generated from the resource table.
+//!
+//! kubectl and client-go ask for aggregated discovery first and fall back to these
+//! legacy documents when the response Content-Type is plain `application/json`
+//! (client-go discovery/discovery_client.go), so plain JSON is all that is needed.
+
+use serde_json::{Value, json};
+
+use crate::resources::{RESOURCES, ResourceDesc, groups};
+
+/// The version this server claims to be.
+pub const GIT_VERSION: &str = "v1.34.0";
+
+/// `GET /version` (apimachinery pkg/version/types.go `Info`).
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "34",
+        "emulationMajor": "1",
+        "emulationMinor": "34",
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": "33",
+        "gitVersion": GIT_VERSION,
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+/// `GET /api`.
+pub fn api_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    })
+}
+
+fn group_doc(group: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+/// `GET /apis`.
+pub fn api_groups() -> Value {
+    let groups: Vec<Value> = groups().into_iter().map(|(g, v)| group_doc(g, v)).collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `GET /apis/{group}`, if the group exists.
+pub fn api_group(group: &str) -> Option<Value> {
+    let (g, v) = groups().into_iter().find(|(g, _)| *g == group)?;
+    let mut doc = group_doc(g, v);
+    if let Some(map) = doc.as_object_mut() {
+        map.insert("kind".into(), json!("APIGroup"));
+        map.insert("apiVersion".into(), json!("v1"));
+    }
+    Some(doc)
+}
+
+/// Verbs served on every resource collection and item.
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+fn resource_doc(r: &ResourceDesc) -> Value {
+    json!({
+        "name": r.plural,
+        "singularName": r.singular,
+        "namespaced": r.namespaced,
+        "kind": r.kind,
+        "verbs": VERBS,
+        "shortNames": r.short_names,
+    })
+}
+
+/// `GET /api/v1` or `GET /apis/{group}/{version}`, if that group version exists.
+pub fn resource_list(group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        let mut doc = resource_doc(r);
+        if r.short_names.is_empty() {
+            if let Some(map) = doc.as_object_mut() {
+                map.remove("shortNames");
+            }
+        }
+        resources.push(doc);
+        if r.status_subresource {
+            resources.push(json!({
+                "name": format!("{}/status", r.plural),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_lists_node_status() {
+        let doc = resource_list("", "v1").expect("core");
+        let names: Vec<&str> = doc["resources"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert!(names.contains(&"nodes"));
+        assert!(names.contains(&"nodes/status"));
+        assert!(names.contains(&"namespaces"));
+        assert!(resource_list("nope", "v1").is_none());
+    }
+
+    #[test]
+    fn groups_include_coordination() {
+        let doc = api_groups();
+        assert!(
+            doc["groups"]
+                .as_array()
+                .expect("array")
+                .iter()
+                .any(|g| g["name"] == "coordination.k8s.io")
+        );
+        assert_eq!(
+            api_group("coordination.k8s.io").expect("group")["kind"],
+            "APIGroup"
+        );
+    }
+}

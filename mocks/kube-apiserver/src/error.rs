@@ -1,0 +1,287 @@
+//! API errors rendered as Kubernetes `Status` objects.
+//!
+//! Real clients decide what to do from `reason` and `code` (kube-rs `is_conflict`,
+//! `is_already_exists`, client-go `IsNotFound`...), so every failure of this server
+//! goes out as a `Status` body whose reason, code and message follow upstream
+//! (apimachinery pkg/api/errors/errors.go). Nothing here panics and nothing is an
+//! empty 500.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// One entry of `details.causes` (a field-level validation failure).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueForbidden`, ...
+    pub reason: String,
+    /// Human-readable text, already prefixed the way upstream does (`Invalid value: ...`).
+    pub message: String,
+    /// The field path, e.g. `metadata.name`.
+    pub field: String,
+}
+
+impl Cause {
+    /// A `FieldValueInvalid` cause for `field` holding `value`.
+    pub fn invalid(field: &str, value: &str, detail: &str) -> Cause {
+        Cause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {value:?}: {detail}"),
+            field: field.into(),
+        }
+    }
+    /// A `FieldValueRequired` cause.
+    pub fn required(field: &str, detail: &str) -> Cause {
+        let message = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
+        Cause {
+            reason: "FieldValueRequired".into(),
+            message,
+            field: field.into(),
+        }
+    }
+    /// A `FieldValueForbidden` cause.
+    pub fn forbidden(field: &str, detail: &str) -> Cause {
+        Cause {
+            reason: "FieldValueForbidden".into(),
+            message: format!("Forbidden: {detail}"),
+            field: field.into(),
+        }
+    }
+}
+
+/// Everything that can go wrong serving a request.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    #[error("{} {name:?} not found", qualified(group, resource))]
+    NotFound {
+        group: String,
+        resource: String,
+        name: String,
+    },
+    /// A path that names no resource this server knows.
+    #[error("the server could not find the requested resource")]
+    UnknownPath,
+    #[error("{} {name:?} already exists", qualified(group, resource))]
+    AlreadyExists {
+        group: String,
+        resource: String,
+        name: String,
+    },
+    #[error(
+        "Operation cannot be fulfilled on {} {name:?}: {reason}",
+        qualified(group, resource)
+    )]
+    Conflict {
+        group: String,
+        resource: String,
+        name: String,
+        reason: String,
+    },
+    #[error(
+        "{} {name:?} is invalid: {}",
+        qualified(group, kind),
+        join_causes(causes)
+    )]
+    Invalid {
+        group: String,
+        kind: String,
+        name: String,
+        causes: Vec<Cause>,
+    },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Expired(String),
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("Unauthorized")]
+    Unauthorized,
+    #[error("Request entity too large: limit is {0}")]
+    TooLarge(usize),
+    #[error("Internal error occurred: {0}")]
+    Internal(String),
+    /// A status built elsewhere (e.g. by the patch engines) with its own code and reason.
+    #[error("{message}")]
+    Other {
+        code: u16,
+        reason: &'static str,
+        message: String,
+    },
+}
+
+/// The "conflict" reason upstream gives for a stale resourceVersion.
+pub const OPTIMISTIC_LOCK_MESSAGE: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+fn join_causes(causes: &[Cause]) -> String {
+    let parts: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    if parts.len() == 1 {
+        parts[0].clone()
+    } else {
+        format!("[{}]", parts.join(", "))
+    }
+}
+
+impl ApiError {
+    /// HTTP status code.
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::NotFound { .. } | ApiError::UnknownPath => 404,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
+            ApiError::Invalid { .. } => 422,
+            ApiError::BadRequest(_) => 400,
+            ApiError::Expired(_) => 410,
+            ApiError::MethodNotAllowed => 405,
+            ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::Unauthorized => 401,
+            ApiError::TooLarge(_) => 413,
+            ApiError::Internal(_) => 500,
+            ApiError::Other { code, .. } => *code,
+        }
+    }
+
+    /// The `Status.reason` string.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::NotFound { .. } | ApiError::UnknownPath => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Invalid { .. } => "Invalid",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Expired(_) => "Expired",
+            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::TooLarge(_) => "RequestEntityTooLarge",
+            ApiError::Internal(_) => "InternalError",
+            ApiError::Other { reason, .. } => reason,
+        }
+    }
+
+    /// The full `Status` object.
+    pub fn to_status(&self) -> Value {
+        let details = match self {
+            ApiError::NotFound {
+                group,
+                resource,
+                name,
+            }
+            | ApiError::AlreadyExists {
+                group,
+                resource,
+                name,
+            }
+            | ApiError::Conflict {
+                group,
+                resource,
+                name,
+                ..
+            } => Some(json!({"name": name, "group": group, "kind": resource})),
+            ApiError::Invalid {
+                group,
+                kind,
+                name,
+                causes,
+            } => Some(json!({
+                "name": name, "group": group, "kind": kind,
+                "causes": causes.iter().map(|c| json!({
+                    "reason": c.reason, "message": c.message, "field": c.field
+                })).collect::<Vec<_>>(),
+            })),
+            _ => None,
+        };
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code(),
+        });
+        if let (Some(details), Some(map)) = (details, status.as_object_mut()) {
+            map.insert("details".into(), details);
+        }
+        status
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = self.to_status().to_string();
+        let mut resp = (code, body).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_message_matches_upstream() {
+        let e = ApiError::Conflict {
+            group: String::new(),
+            resource: "nodes".into(),
+            name: "x".into(),
+            reason: OPTIMISTIC_LOCK_MESSAGE.into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Operation cannot be fulfilled on nodes \"x\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        assert_eq!(e.to_status()["code"], 409);
+        assert_eq!(e.to_status()["reason"], "Conflict");
+    }
+
+    #[test]
+    fn group_is_qualified_in_messages() {
+        let e = ApiError::NotFound {
+            group: "coordination.k8s.io".into(),
+            resource: "leases".into(),
+            name: "l".into(),
+        };
+        assert_eq!(e.to_string(), "leases.coordination.k8s.io \"l\" not found");
+        assert_eq!(e.to_status()["details"]["kind"], "leases");
+    }
+
+    #[test]
+    fn invalid_lists_causes() {
+        let e = ApiError::Invalid {
+            group: String::new(),
+            kind: "Node".into(),
+            name: "A".into(),
+            causes: vec![Cause::invalid("metadata.name", "A", "bad")],
+        };
+        assert_eq!(
+            e.to_string(),
+            "Node \"A\" is invalid: metadata.name: Invalid value: \"A\": bad"
+        );
+        assert_eq!(
+            e.to_status()["details"]["causes"][0]["field"],
+            "metadata.name"
+        );
+    }
+}

@@ -1,0 +1,814 @@
+//! The HTTP surface: routing, authentication, auditing and request/response mapping.
+//!
+//! Kubernetes paths do not fit a fixed route table well (`/api/v1/namespaces/x` is a
+//! namespace, `/api/v1/namespaces/x/leases` is not), so one fallback handler parses
+//! the path against the resource table ([`classify`]) and dispatches on the method.
+//! Store semantics live in [`crate::store`]; this module only translates.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::audit::{AuditEntry, AuditLog};
+use crate::discovery;
+use crate::error::{ApiError, Cause};
+use crate::patch::{self, PatchType};
+use crate::resources::{self, ResourceDesc};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::server::Config;
+use crate::store::{DeleteOptions, DeleteOutcome, Filter, Store, WatchFrom, WriteOptions};
+use crate::strategy::Subresource;
+use crate::watch::{self, WatchParams};
+
+/// Watches without `timeoutSeconds` end after this long (upstream picks a random
+/// value around `--min-request-timeout`, 1800s).
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Audit entries kept in memory.
+const AUDIT_CAPACITY: usize = 200_000;
+
+/// Everything a request handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub audit: AuditLog,
+    token: Arc<str>,
+    bookmark_interval: Duration,
+    max_body_bytes: usize,
+    shutdown: Arc<tokio::sync::watch::Sender<bool>>,
+    allow_anonymous: Arc<AtomicBool>,
+}
+
+impl AppState {
+    /// Fresh state (new store with default namespaces) for `config`.
+    pub fn new(config: &Config) -> AppState {
+        let (shutdown, _) = tokio::sync::watch::channel(false);
+        AppState {
+            store: Store::new(config.watch_history),
+            audit: AuditLog::new(AUDIT_CAPACITY),
+            token: Arc::from(config.token.as_str()),
+            bookmark_interval: config.bookmark_interval,
+            max_body_bytes: config.max_body_bytes,
+            shutdown: Arc::new(shutdown),
+            allow_anonymous: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// The bearer token requests must carry.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Whether requests WITHOUT an `Authorization` header are served (as upstream's
+    /// `system:anonymous` with `--anonymous-auth=true` and an allow-all authorizer).
+    /// On by default: client-go and kubectl never send a bearer token over plain
+    /// HTTP (client-go tools/clientcmd/client_config.go only copies credentials for
+    /// TLS servers; kubernetes/kubectl#744). A wrong token is always a 401.
+    pub fn set_allow_anonymous(&self, allow: bool) {
+        self.allow_anonymous.store(allow, Ordering::Relaxed);
+    }
+
+    /// Ask open watches to end (and the serving task to stop).
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// A receiver that flips to `true` on shutdown.
+    pub fn shutdown_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}
+
+/// The whole API as an axum router (usable with `tower::ServiceExt::oneshot`).
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .fallback(serve)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth_and_audit,
+        ))
+        .with_state(state)
+}
+
+/// A request path, resolved against the resource table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    Version,
+    Health,
+    Api,
+    Apis,
+    Group(String),
+    GroupVersion(String, String),
+    Resource(ResourcePath),
+    Unknown,
+}
+
+/// A resource request: collection, object, or object subresource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourcePath {
+    pub desc: &'static ResourceDesc,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+/// Resolve a URL path.
+pub fn classify(path: &str) -> Target {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segs.as_slice() {
+        ["version"] => Target::Version,
+        [h, ..] if matches!(*h, "healthz" | "readyz" | "livez") => Target::Health,
+        ["api"] => Target::Api,
+        ["apis"] => Target::Apis,
+        ["api", "v1"] => Target::GroupVersion(String::new(), "v1".into()),
+        ["apis", g] => Target::Group((*g).into()),
+        ["apis", g, v] => Target::GroupVersion((*g).into(), (*v).into()),
+        ["api", "v1", rest @ ..] => classify_resource("", "v1", rest),
+        ["apis", g, v, rest @ ..] => classify_resource(g, v, rest),
+        _ => Target::Unknown,
+    }
+}
+
+fn classify_resource(group: &str, version: &str, rest: &[&str]) -> Target {
+    let build = |desc, namespace: Option<&str>, tail: &[&str]| {
+        Target::Resource(ResourcePath {
+            desc,
+            namespace: namespace.map(str::to_string),
+            name: tail.first().map(|s| s.to_string()),
+            subresource: tail.get(1).map(|s| s.to_string()),
+        })
+    };
+    if let ["namespaces", ns, plural, tail @ ..] = rest {
+        if let Some(desc) = resources::lookup(group, version, plural).filter(|d| d.namespaced) {
+            if tail.len() <= 2 {
+                return build(desc, Some(ns), tail);
+            }
+            return Target::Unknown;
+        }
+    }
+    if let [plural, tail @ ..] = rest {
+        if let Some(desc) = resources::lookup(group, version, plural) {
+            // A namespaced resource is listable across namespaces, not addressable.
+            if tail.len() <= 2 && (tail.is_empty() || !desc.namespaced) {
+                return build(desc, None, tail);
+            }
+        }
+    }
+    Target::Unknown
+}
+
+/// The audit verb of a request.
+fn verb_of(method: &Method, target: &Target, query: &str) -> String {
+    let Target::Resource(rp) = target else {
+        return method.as_str().to_ascii_lowercase();
+    };
+    let has_name = rp.name.is_some();
+    match *method {
+        Method::GET if has_name => "get".into(),
+        Method::GET if is_watch(query) => "watch".into(),
+        Method::GET => "list".into(),
+        Method::POST => "create".into(),
+        Method::PUT => "update".into(),
+        Method::PATCH => "patch".into(),
+        Method::DELETE if has_name => "delete".into(),
+        Method::DELETE => "deletecollection".into(),
+        _ => method.as_str().to_ascii_lowercase(),
+    }
+}
+
+fn is_watch(query: &str) -> bool {
+    query.split('&').any(|kv| {
+        kv.split_once('=')
+            .is_some_and(|(k, v)| k == "watch" && parse_bool(v) == Some(true))
+    })
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+fn patch_type_name(ct: &str) -> String {
+    match PatchType::from_content_type(ct) {
+        Some(PatchType::Merge) => "merge".into(),
+        Some(PatchType::Json) => "json".into(),
+        Some(PatchType::Strategic) => "strategic".into(),
+        Some(PatchType::Apply) => "apply".into(),
+        None => ct.to_string(),
+    }
+}
+
+fn header_string(headers: &HeaderMap, name: header::HeaderName) -> String {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Bearer-token check, then the audit record. `/version` and health checks are
+/// public, as upstream's `system:public-info-viewer` role makes them; see
+/// [`AppState::set_allow_anonymous`] for requests without credentials.
+async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let user_agent = header_string(req.headers(), header::USER_AGENT);
+    let content_type = header_string(req.headers(), header::CONTENT_TYPE);
+    let target = classify(&path);
+    let public = matches!(target, Target::Version | Target::Health);
+    let authorized = public
+        || match req.headers().get(header::AUTHORIZATION) {
+            Some(v) => v.as_bytes() == format!("Bearer {}", state.token).as_bytes(),
+            None => state.allow_anonymous.load(Ordering::Relaxed),
+        };
+    let response = if authorized {
+        next.run(req).await
+    } else {
+        ApiError::Unauthorized.into_response()
+    };
+
+    let (resource, subresource, namespace, name) = match &target {
+        Target::Resource(rp) => (
+            rp.desc.plural.to_string(),
+            rp.subresource.clone(),
+            rp.namespace.clone(),
+            rp.name.clone(),
+        ),
+        _ => (String::new(), None, None, None),
+    };
+    state.audit.record(AuditEntry {
+        seq: 0,
+        time: jiff::Timestamp::now(),
+        verb: verb_of(&method, &target, &query),
+        patch_type: (method == Method::PATCH).then(|| patch_type_name(&content_type)),
+        method: method.to_string(),
+        path,
+        query,
+        resource,
+        subresource,
+        namespace,
+        name,
+        user_agent,
+        status: response.status().as_u16(),
+    });
+    response
+}
+
+/// Query parameters, in order.
+struct Params(Vec<(String, String)>);
+
+impl Params {
+    fn parse(uri: &Uri) -> Result<Params, ApiError> {
+        Query::<Vec<(String, String)>>::try_from_uri(uri)
+            .map(|q| Params(q.0))
+            .map_err(|e| ApiError::BadRequest(format!("invalid query string: {e}")))
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn get_nonempty(&self, key: &str) -> Option<&str> {
+        self.get(key).filter(|v| !v.is_empty())
+    }
+
+    fn bool(&self, key: &str) -> Result<Option<bool>, ApiError> {
+        match self.get_nonempty(key) {
+            None => Ok(None),
+            Some(v) => parse_bool(v)
+                .map(Some)
+                .ok_or_else(|| ApiError::BadRequest(format!("invalid boolean for {key}: {v:?}"))),
+        }
+    }
+
+    fn write_options(&self) -> Result<WriteOptions, ApiError> {
+        let mut dry_run = false;
+        for (k, v) in &self.0 {
+            if k == "dryRun" {
+                match v.as_str() {
+                    "All" => dry_run = true,
+                    "" => {}
+                    other => {
+                        return Err(ApiError::BadRequest(format!(
+                            "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(WriteOptions { dry_run })
+    }
+}
+
+fn json_response(code: StatusCode, body: &Value) -> Response {
+    let mut resp = (code, body.to_string()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+async fn serve(State(state): State<AppState>, req: Request) -> Response {
+    match handle(state, req).await {
+        Ok(resp) => resp,
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn handle(state: AppState, req: Request) -> Result<Response, ApiError> {
+    let (parts, body) = req.into_parts();
+    let target = classify(parts.uri.path());
+    let get_only = |doc: Option<Value>| -> Result<Response, ApiError> {
+        if parts.method != Method::GET {
+            return Err(ApiError::MethodNotAllowed);
+        }
+        doc.map(|d| json_response(StatusCode::OK, &d))
+            .ok_or(ApiError::UnknownPath)
+    };
+    match target {
+        Target::Version => get_only(Some(discovery::version())),
+        Target::Health => {
+            if parts.method != Method::GET {
+                return Err(ApiError::MethodNotAllowed);
+            }
+            Ok((
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                "ok",
+            )
+                .into_response())
+        }
+        Target::Api => {
+            let host = parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("127.0.0.1");
+            get_only(Some(discovery::api_versions(host)))
+        }
+        Target::Apis => get_only(Some(discovery::api_groups())),
+        Target::Group(g) => get_only(discovery::api_group(&g)),
+        Target::GroupVersion(g, v) => get_only(discovery::resource_list(&g, &v)),
+        Target::Unknown => Err(ApiError::UnknownPath),
+        Target::Resource(rp) => {
+            let params = Params::parse(&parts.uri)?;
+            handle_resource(&state, rp, &parts.method, &parts.headers, &params, body).await
+        }
+    }
+}
+
+async fn handle_resource(
+    state: &AppState,
+    rp: ResourcePath,
+    method: &Method,
+    headers: &HeaderMap,
+    params: &Params,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let desc = rp.desc;
+    let sub = match rp.subresource.as_deref() {
+        None => Subresource::Main,
+        Some("status") if desc.status_subresource => Subresource::Status,
+        Some(_) => return Err(ApiError::UnknownPath),
+    };
+    let ns = rp.namespace.as_deref();
+    let store = &state.store;
+    match (method, rp.name.as_deref()) {
+        (&Method::GET, Some(name)) => {
+            Ok(json_response(StatusCode::OK, &store.get(desc, ns, name)?))
+        }
+        (&Method::GET, None) => {
+            if params.bool("watch")? == Some(true) {
+                watch(state, desc, ns, params)
+            } else {
+                list(store, desc, ns, params)
+            }
+        }
+        (&Method::POST, None) if !desc.namespaced || ns.is_some() => {
+            let opts = params.write_options()?;
+            let obj = read_json(headers, body, state.max_body_bytes).await?;
+            Ok(json_response(
+                StatusCode::CREATED,
+                &store.create(desc, ns, obj, opts)?,
+            ))
+        }
+        (&Method::PUT, Some(name)) => {
+            let opts = params.write_options()?;
+            let obj = read_json(headers, body, state.max_body_bytes).await?;
+            Ok(json_response(
+                StatusCode::OK,
+                &store.update(desc, ns, name, sub, obj, opts)?,
+            ))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let opts = params.write_options()?;
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let patch_type = PatchType::from_content_type(ct).ok_or_else(|| {
+                ApiError::UnsupportedMediaType(format!(
+                    "the body of the request was in an unknown format - accepted media types include: \
+                     application/json-patch+json, application/merge-patch+json, \
+                     application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"
+                ))
+            })?;
+            let bytes = read_body(headers, body, state.max_body_bytes).await?;
+            let patched = store.patch(
+                desc,
+                ns,
+                name,
+                sub,
+                |current| {
+                    patch::apply_patch(desc.kind, current, patch_type, &bytes).map_err(|e| {
+                        ApiError::Other {
+                            code: e.code(),
+                            reason: e.reason(),
+                            message: e.status_message(),
+                        }
+                    })
+                },
+                opts,
+            )?;
+            Ok(json_response(StatusCode::OK, &patched))
+        }
+        (&Method::DELETE, Some(name)) if sub == Subresource::Main => {
+            let bytes = read_body(headers, body, state.max_body_bytes).await?;
+            let opts = delete_options(params, &bytes)?;
+            match store.delete(desc, ns, name, &opts)? {
+                DeleteOutcome::Pending(obj) => Ok(json_response(StatusCode::OK, &obj)),
+                DeleteOutcome::Deleted(obj) if desc.delete_returns_object => {
+                    Ok(json_response(StatusCode::OK, &obj))
+                }
+                DeleteOutcome::Deleted(obj) => {
+                    Ok(json_response(StatusCode::OK, &success_status(desc, &obj)))
+                }
+            }
+        }
+        (&Method::DELETE, None) if sub == Subresource::Main => {
+            let bytes = read_body(headers, body, state.max_body_bytes).await?;
+            let opts = delete_options(params, &bytes)?;
+            delete_collection(store, desc, ns, params, &opts)
+        }
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+/// `Status{Success}` for an immediate delete (apiserver store.go `finalizeDelete`).
+fn success_status(desc: &ResourceDesc, obj: &Value) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {
+            "name": obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+            "group": desc.group,
+            "kind": desc.plural,
+            "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+        },
+    })
+}
+
+fn delete_options(params: &Params, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions {
+        dry_run: params.write_options()?.dry_run,
+        ..DeleteOptions::default()
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(opts);
+    }
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
+    let pre = v.get("preconditions");
+    let s = |key: &str| {
+        pre.and_then(|p| p.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    opts.precondition_uid = s("uid");
+    opts.precondition_resource_version = s("resourceVersion");
+    if let Some(dry) = v.get("dryRun").and_then(Value::as_array) {
+        opts.dry_run |= dry.iter().any(|d| d == "All");
+    }
+    Ok(opts)
+}
+
+fn delete_collection(
+    store: &Store,
+    desc: &'static ResourceDesc,
+    ns: Option<&str>,
+    params: &Params,
+    opts: &DeleteOptions,
+) -> Result<Response, ApiError> {
+    let filter = build_filter(desc, ns, params)?;
+    let page = store.list(desc, &filter, None, None)?;
+    let mut items = Vec::new();
+    for obj in page.items {
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let obj_ns = obj.pointer("/metadata/namespace").and_then(Value::as_str);
+        match store.delete(desc, obj_ns, name, opts) {
+            Ok(DeleteOutcome::Deleted(o) | DeleteOutcome::Pending(o)) => items.push(o),
+            Err(ApiError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": format!("{}List", desc.kind),
+            "apiVersion": desc.api_version(),
+            "metadata": {"resourceVersion": store.revision().to_string()},
+            "items": items,
+        }),
+    ))
+}
+
+fn build_filter(
+    desc: &ResourceDesc,
+    ns: Option<&str>,
+    params: &Params,
+) -> Result<Filter, ApiError> {
+    let labels = params
+        .get_nonempty("labelSelector")
+        .map(LabelSelector::parse)
+        .transpose()
+        .map_err(|e| ApiError::BadRequest(format!("unable to parse requirement: {}", e.0)))?;
+    let fields = params
+        .get_nonempty("fieldSelector")
+        .map(FieldSelector::parse)
+        .transpose()
+        .map_err(|e| ApiError::BadRequest(format!("invalid field selector: {}", e.0)))?;
+    if let Some(sel) = &fields {
+        // kubernetes pkg/registry/*/strategy.go field label conversion: unknown fields are a 400.
+        if let Some(bad) = sel.fields().into_iter().find(|f| !desc.supports_field(f)) {
+            return Err(ApiError::BadRequest(format!(
+                "field label not supported: {bad}"
+            )));
+        }
+    }
+    Ok(Filter {
+        namespace: ns.map(str::to_string),
+        labels,
+        fields,
+    })
+}
+
+/// ListOptions validation shared by list and watch (apimachinery
+/// pkg/apis/meta/internalversion/validation/validation.go).
+fn list_options_invalid(causes: Vec<Cause>) -> ApiError {
+    ApiError::Invalid {
+        group: "meta.k8s.io".into(),
+        kind: "ListOptions".into(),
+        name: String::new(),
+        causes,
+    }
+}
+
+fn list(
+    store: &Store,
+    desc: &'static ResourceDesc,
+    ns: Option<&str>,
+    params: &Params,
+) -> Result<Response, ApiError> {
+    let mut causes = Vec::new();
+    if params.get_nonempty("sendInitialEvents").is_some() {
+        causes.push(Cause::forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for list",
+        ));
+    }
+    if params.get_nonempty("resourceVersionMatch").is_some()
+        && params.get_nonempty("resourceVersion").is_none()
+    {
+        causes.push(Cause::forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ));
+    }
+    if !causes.is_empty() {
+        return Err(list_options_invalid(causes));
+    }
+    let filter = build_filter(desc, ns, params)?;
+    let limit = match params.get_nonempty("limit") {
+        None => None,
+        Some(l) => Some(
+            l.parse::<usize>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?,
+        ),
+    };
+    let page = store.list(desc, &filter, limit, params.get_nonempty("continue"))?;
+    let mut metadata = json!({"resourceVersion": page.revision.to_string()});
+    if let Some(token) = page.continue_token {
+        metadata["continue"] = json!(token);
+    }
+    if let Some(n) = page.remaining {
+        metadata["remainingItemCount"] = json!(n);
+    }
+    let items: Vec<Value> = page.items.iter().map(|o| (**o).clone()).collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": format!("{}List", desc.kind),
+            "apiVersion": desc.api_version(),
+            "metadata": metadata,
+            "items": items,
+        }),
+    ))
+}
+
+fn watch(
+    state: &AppState,
+    desc: &'static ResourceDesc,
+    ns: Option<&str>,
+    params: &Params,
+) -> Result<Response, ApiError> {
+    let send_initial = params.bool("sendInitialEvents")?;
+    let rv_match = params.get_nonempty("resourceVersionMatch");
+    let mut causes = Vec::new();
+    if send_initial.is_some() && rv_match != Some("NotOlderThan") {
+        causes.push(Cause::forbidden(
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if rv_match.is_some() && send_initial.is_none() {
+        causes.push(Cause::forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ));
+    }
+    if !causes.is_empty() {
+        return Err(list_options_invalid(causes));
+    }
+    let rv = match params.get_nonempty("resourceVersion") {
+        None | Some("0") => None,
+        Some(s) => Some(
+            s.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {s:?}")))?,
+        ),
+    };
+    let bookmarks = params.bool("allowWatchBookmarks")?.unwrap_or(false);
+    // RV ""/"0" defaults to sending the current state (apimachinery
+    // pkg/apis/meta/internalversion/defaults.go); sendInitialEvents overrides it.
+    let from = match (send_initial, rv) {
+        (Some(true), _) => WatchFrom::Now { initial: true },
+        (Some(false), None) => WatchFrom::Now { initial: false },
+        (None, None) => WatchFrom::Now { initial: true },
+        (_, Some(rv)) => WatchFrom::After(rv),
+    };
+    let timeout = match params.get_nonempty("timeoutSeconds") {
+        None => DEFAULT_WATCH_TIMEOUT,
+        Some(s) => Duration::from_secs(
+            s.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid timeoutSeconds {s:?}")))?,
+        ),
+    };
+    let filter = build_filter(desc, ns, params)?;
+    let watch_params = WatchParams {
+        from,
+        bookmarks,
+        initial_events_end: send_initial == Some(true) && bookmarks,
+        timeout,
+        bookmark_interval: state.bookmark_interval,
+    };
+    let stream = watch::stream(
+        state.store.clone(),
+        desc,
+        filter,
+        watch_params,
+        state.shutdown_signal(),
+    );
+    let mut resp = Response::new(Body::from_stream(stream));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(resp)
+}
+
+/// Read the whole body, refusing more than `max` bytes with a 413.
+async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(ApiError::TooLarge(max));
+    }
+    // The only failure left for an in-memory read is the length limit (or a client
+    // that went away, which never sees the answer).
+    axum::body::to_bytes(body, max)
+        .await
+        .map_err(|_| ApiError::TooLarge(max))
+}
+
+/// Read a JSON object body for create/update.
+async fn read_json(headers: &HeaderMap, body: Body, max: usize) -> Result<Value, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let media = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if !matches!(media.as_str(), "" | "application/json" | "*/*") {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json (got {ct:?})"
+        )));
+    }
+    let bytes = read_body(headers, body, max).await?;
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::BadRequest(
+            "the request body must be a JSON object".into(),
+        ));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(path: &str) -> ResourcePath {
+        match classify(path) {
+            Target::Resource(rp) => rp,
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn classify_paths() {
+        assert_eq!(classify("/version"), Target::Version);
+        assert_eq!(classify("/healthz/ping"), Target::Health);
+        assert_eq!(
+            classify("/api/v1"),
+            Target::GroupVersion(String::new(), "v1".into())
+        );
+        let ns = resource("/api/v1/namespaces/kube-system");
+        assert_eq!(
+            (ns.desc.plural, ns.name.as_deref()),
+            ("namespaces", Some("kube-system"))
+        );
+        let leases = resource("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1");
+        assert_eq!(leases.desc.plural, "leases");
+        assert_eq!(leases.namespace.as_deref(), Some("kube-node-lease"));
+        assert_eq!(leases.name.as_deref(), Some("n1"));
+        let status = resource("/api/v1/nodes/n1/status");
+        assert_eq!(status.subresource.as_deref(), Some("status"));
+        let all_events = resource("/api/v1/events");
+        assert!(all_events.namespace.is_none() && all_events.name.is_none());
+        assert_eq!(classify("/api/v1/events/x"), Target::Unknown);
+        assert_eq!(classify("/api/v1/widgets"), Target::Unknown);
+        // Parsed as a (non-existent) subresource of namespace x; answered with 404.
+        assert_eq!(
+            resource("/api/v1/namespaces/x/nodes")
+                .subresource
+                .as_deref(),
+            Some("nodes")
+        );
+    }
+
+    #[test]
+    fn verbs() {
+        let nodes = classify("/api/v1/nodes");
+        assert_eq!(verb_of(&Method::GET, &nodes, "watch=1&x=y"), "watch");
+        assert_eq!(verb_of(&Method::GET, &nodes, "limit=500"), "list");
+        assert_eq!(
+            verb_of(&Method::GET, &classify("/api/v1/nodes/a"), ""),
+            "get"
+        );
+        assert_eq!(verb_of(&Method::GET, &classify("/version"), ""), "get");
+    }
+}

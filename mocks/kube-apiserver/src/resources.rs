@@ -1,0 +1,365 @@
+//! The table of resources this server serves.
+//!
+//! Objects are stored as plain JSON, so everything that differs between resource
+//! types (URL, kind, scope, status subresource, which field selectors work, name
+//! rules) is data in one table instead of one Rust type per resource. Discovery,
+//! routing, validation and selectors all read this table.
+
+use serde_json::Value;
+
+/// Which name syntax a resource accepts (apimachinery pkg/api/validation/generic.go,
+/// kubernetes pkg/apis/core/validation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// RFC 1123 subdomain (most resources).
+    Subdomain,
+    /// RFC 1123 label (namespaces).
+    Label,
+    /// RFC 1035 label (services).
+    Label1035,
+}
+
+/// A selectable field: its selector name, where it lives in the object, and the value
+/// used when it is absent (upstream field sets stringify zero values).
+#[derive(Debug, Clone, Copy)]
+pub struct SelectableField {
+    pub name: &'static str,
+    /// JSON pointer into the object.
+    pub pointer: &'static str,
+    pub default: &'static str,
+}
+
+const fn field(
+    name: &'static str,
+    pointer: &'static str,
+    default: &'static str,
+) -> SelectableField {
+    SelectableField {
+        name,
+        pointer,
+        default,
+    }
+}
+
+/// Everything the server needs to know about one resource type.
+#[derive(Debug)]
+pub struct ResourceDesc {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    pub status_subresource: bool,
+    pub short_names: &'static [&'static str],
+    /// Per-type selectable fields, beyond `metadata.name`/`metadata.namespace`.
+    pub fields: &'static [SelectableField],
+    /// Whether PUT without `metadata.resourceVersion` is accepted (the strategy's
+    /// `AllowUnconditionalUpdate`).
+    pub allow_unconditional_update: bool,
+    pub name_rule: NameRule,
+    /// Pods answer DELETE with the object rather than a Status (`ReturnDeletedObject`).
+    pub delete_returns_object: bool,
+}
+
+/// Descriptors are identified by group, version and plural.
+impl PartialEq for ResourceDesc {
+    fn eq(&self, other: &ResourceDesc) -> bool {
+        (self.group, self.version, self.plural) == (other.group, other.version, other.plural)
+    }
+}
+
+impl ResourceDesc {
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// A stable key for store maps and events: `plural` or `plural.group`.
+    pub fn key(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// Whether `name` is a field selector this resource supports.
+    pub fn supports_field(&self, name: &str) -> bool {
+        name == "metadata.name"
+            || (self.namespaced && name == "metadata.namespace")
+            || self.fields.iter().any(|f| f.name == name)
+    }
+
+    /// The value of a selectable field in `obj`, or `None` if the field is not
+    /// selectable on this resource.
+    pub fn field_value(&self, obj: &Value, name: &str) -> Option<String> {
+        let (pointer, default) = match name {
+            "metadata.name" => ("/metadata/name", ""),
+            "metadata.namespace" if self.namespaced => ("/metadata/namespace", ""),
+            _ => {
+                let f = self.fields.iter().find(|f| f.name == name)?;
+                (f.pointer, f.default)
+            }
+        };
+        Some(match obj.pointer(pointer) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Bool(b)) => b.to_string(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => default.to_string(),
+        })
+    }
+}
+
+// Field selector tables: kubernetes pkg/registry/core/{node,pod,event}/strategy.go
+// (`NodeToSelectableFields`, `ToSelectableFields`) and pkg/apis/core/v1/conversion.go.
+const NODE_FIELDS: &[SelectableField] =
+    &[field("spec.unschedulable", "/spec/unschedulable", "false")];
+const POD_FIELDS: &[SelectableField] = &[
+    field("spec.nodeName", "/spec/nodeName", ""),
+    field("spec.restartPolicy", "/spec/restartPolicy", ""),
+    field("spec.schedulerName", "/spec/schedulerName", ""),
+    field("spec.serviceAccountName", "/spec/serviceAccountName", ""),
+    field("spec.hostNetwork", "/spec/hostNetwork", "false"),
+    field("status.phase", "/status/phase", ""),
+    field("status.podIP", "/status/podIP", ""),
+    field("status.nominatedNodeName", "/status/nominatedNodeName", ""),
+];
+const EVENT_FIELDS: &[SelectableField] = &[
+    field("involvedObject.kind", "/involvedObject/kind", ""),
+    field("involvedObject.namespace", "/involvedObject/namespace", ""),
+    field("involvedObject.name", "/involvedObject/name", ""),
+    field("involvedObject.uid", "/involvedObject/uid", ""),
+    field(
+        "involvedObject.apiVersion",
+        "/involvedObject/apiVersion",
+        "",
+    ),
+    field(
+        "involvedObject.resourceVersion",
+        "/involvedObject/resourceVersion",
+        "",
+    ),
+    field("involvedObject.fieldPath", "/involvedObject/fieldPath", ""),
+    field("reason", "/reason", ""),
+    field("reportingComponent", "/reportingComponent", ""),
+    field("source", "/source/component", ""),
+    field("type", "/type", ""),
+];
+const SERVICE_FIELDS: &[SelectableField] = &[
+    field("spec.clusterIP", "/spec/clusterIP", ""),
+    field("spec.type", "/spec/type", ""),
+];
+const SECRET_FIELDS: &[SelectableField] = &[field("type", "/type", "")];
+const NAMESPACE_FIELDS: &[SelectableField] = &[field("status.phase", "/status/phase", "")];
+
+/// Every resource served. Unconditional-update flags follow each upstream strategy
+/// (e.g. kubernetes pkg/registry/coordination/lease/strategy.go returns false).
+pub static RESOURCES: &[ResourceDesc] = &[
+    ResourceDesc {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        namespaced: false,
+        status_subresource: false,
+        short_names: &["ns"],
+        fields: NAMESPACE_FIELDS,
+        allow_unconditional_update: true,
+        name_rule: NameRule::Label,
+        delete_returns_object: false,
+    },
+    ResourceDesc {
+        group: "",
+        version: "v1",
+        plural: "nodes",
+        singular: "node",
+        kind: "Node",
+        namespaced: false,
+        status_subresource: true,
+        short_names: &["no"],
+        fields: NODE_FIELDS,
+        allow_unconditional_update: true,
+        name_rule: NameRule::Subdomain,
+        delete_returns_object: false,
+    },
+    ResourceDesc {
+        group: "",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        status_subresource: false,
+        short_names: &["ev"],
+        fields: EVENT_FIELDS,
+        allow_unconditional_update: true,
+        name_rule: NameRule::Subdomain,
+        delete_returns_object: false,
+    },
+    ResourceDesc {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        namespaced: true,
+        status_subresource: false,
+        short_names: &["cm"],
+        fields: &[],
+        allow_unconditional_update: true,
+        name_rule: NameRule::Subdomain,
+        delete_returns_object: false,
+    },
+    ResourceDesc {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        namespaced: true,
+        status_subresource: false,
+        short_names: &[],
+        fields: SECRET_FIELDS,
+        allow_unconditional_update: true,
+        name_rule: NameRule::Subdomain,
+        delete_returns_object: false,
+    },
+    ResourceDesc {
+        group: "",
+        version: "v1",
+        plural: "services",
+        singular: "service",
+        kind: "Service",
+        namespaced: true,
+        status_subresource: true,
+        short_names: &["svc"],
+        fields: SERVICE_FIELDS,
+        allow_unconditional_update: true,
+        name_rule: NameRule::Label1035,
+        delete_returns_object: false,
+    },
+    ResourceDesc {
+        group: "",
+        version: "v1",
+        plural: "pods",
+        singular: "pod",
+        kind: "Pod",
+        namespaced: true,
+        status_subresource: true,
+        short_names: &["po"],
+        fields: POD_FIELDS,
+        allow_unconditional_update: true,
+        name_rule: NameRule::Subdomain,
+        delete_returns_object: true,
+    },
+    ResourceDesc {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        namespaced: true,
+        status_subresource: false,
+        short_names: &[],
+        fields: &[],
+        allow_unconditional_update: false,
+        name_rule: NameRule::Subdomain,
+        delete_returns_object: false,
+    },
+    ResourceDesc {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        status_subresource: false,
+        short_names: &["ev"],
+        fields: &[],
+        allow_unconditional_update: true,
+        name_rule: NameRule::Subdomain,
+        delete_returns_object: false,
+    },
+    ResourceDesc {
+        group: "discovery.k8s.io",
+        version: "v1",
+        plural: "endpointslices",
+        singular: "endpointslice",
+        kind: "EndpointSlice",
+        namespaced: true,
+        status_subresource: false,
+        short_names: &[],
+        fields: &[],
+        allow_unconditional_update: true,
+        name_rule: NameRule::Subdomain,
+        delete_returns_object: false,
+    },
+];
+
+/// The resource at `/api/v1/<plural>` (group "") or `/apis/<group>/<version>/<plural>`.
+pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static ResourceDesc> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource named `plural` (core) or `plural.group`, as [`ResourceDesc::key`] spells it.
+pub fn by_key(key: &str) -> Option<&'static ResourceDesc> {
+    RESOURCES.iter().find(|r| r.key() == key)
+}
+
+/// The API groups other than core, in table order, with their versions.
+pub fn groups() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        if !out.contains(&(r.group, r.version)) {
+            out.push((r.group, r.version));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn node_unschedulable_defaults_to_false() {
+        let nodes = lookup("", "v1", "nodes").expect("nodes");
+        assert_eq!(
+            nodes
+                .field_value(&json!({}), "spec.unschedulable")
+                .as_deref(),
+            Some("false")
+        );
+        assert_eq!(
+            nodes
+                .field_value(
+                    &json!({"spec": {"unschedulable": true}}),
+                    "spec.unschedulable"
+                )
+                .as_deref(),
+            Some("true")
+        );
+        assert!(
+            nodes
+                .field_value(&json!({}), "metadata.namespace")
+                .is_none()
+        );
+        assert!(!nodes.supports_field("spec.nodeName"));
+    }
+
+    #[test]
+    fn keys_are_unique() {
+        for r in RESOURCES {
+            assert!(std::ptr::eq(by_key(&r.key()).expect("key"), r));
+        }
+    }
+}

@@ -1,0 +1,1109 @@
+//! The object store: objects, the global resourceVersion, and the event history.
+//!
+//! It plays the part of etcd plus the generic registry (apiserver
+//! pkg/registry/generic/registry/store.go): every write bumps ONE global revision
+//! (including deletes), is recorded in a bounded history for watch resumption,
+//! and is broadcast to live watchers. Writes broadcast while holding the lock, so a
+//! watcher that subscribes under the lock sees every later event exactly once.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use base64::Engine;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::error::{ApiError, Cause, OPTIMISTIC_LOCK_MESSAGE};
+use crate::meta::{
+    finalizers, generate_name, labels, meta_nonempty, meta_str, now_rfc3339, set_meta,
+    validate_name,
+};
+use crate::resources::{self, ResourceDesc};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::strategy::{self, Subresource};
+
+/// Namespaces that exist in every fresh server.
+pub const DEFAULT_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Watch event types the store produces (BOOKMARK and ERROR are made by the watch layer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventKind {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Added => "ADDED",
+            EventKind::Modified => "MODIFIED",
+            EventKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One write, as kept in the history and sent to watchers.
+#[derive(Debug)]
+pub struct StoreEvent {
+    /// The revision this write produced.
+    pub revision: u64,
+    pub kind: EventKind,
+    pub resource: &'static ResourceDesc,
+    pub namespace: String,
+    /// The new state (for deletes: the last state, carrying the delete revision).
+    pub object: Arc<Value>,
+    /// The state before the write (None for creates).
+    pub prev: Option<Arc<Value>>,
+}
+
+/// Options common to writes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: validate and answer, store nothing.
+    pub dry_run: bool,
+}
+
+/// DeleteOptions the store understands.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub dry_run: bool,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+}
+
+/// What a DELETE did.
+#[derive(Debug, Clone)]
+pub enum DeleteOutcome {
+    /// The object is gone; this is its last state.
+    Deleted(Value),
+    /// Finalizers are pending; the object is marked for deletion.
+    Pending(Value),
+}
+
+/// Which objects a list or watch wants.
+#[derive(Default)]
+pub struct Filter {
+    /// Restrict to one namespace.
+    pub namespace: Option<String>,
+    pub labels: Option<LabelSelector>,
+    pub fields: Option<FieldSelector>,
+}
+
+impl Filter {
+    /// Whether `obj` (of resource `desc`) passes.
+    pub fn matches(&self, desc: &ResourceDesc, obj: &Value) -> bool {
+        if let Some(ns) = &self.namespace {
+            if meta_str(obj, "namespace").unwrap_or("") != ns {
+                return false;
+            }
+        }
+        if let Some(sel) = &self.labels {
+            if !sel.matches(&labels(obj)) {
+                return false;
+            }
+        }
+        if let Some(sel) = &self.fields {
+            let get = |f: &str| desc.field_value(obj, f);
+            if !sel.matches(&get) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// A page of a list.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    pub items: Vec<Arc<Value>>,
+    /// The list's `metadata.resourceVersion`.
+    pub revision: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<u64>,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// From now; with `initial`, first the current objects as synthetic ADDED events.
+    Now { initial: bool },
+    /// Every event after this revision.
+    After(u64),
+}
+
+/// A registered watcher's starting point.
+pub struct Subscription {
+    /// Current objects to send as ADDED first (only for `WatchFrom::Now { initial: true }`).
+    pub initial: Vec<Arc<Value>>,
+    /// History events to replay (only for `WatchFrom::After`).
+    pub replay: Vec<Arc<StoreEvent>>,
+    /// The store revision when the watch was registered.
+    pub revision: u64,
+    /// Live events after `revision`.
+    pub live: broadcast::Receiver<Arc<StoreEvent>>,
+}
+
+type ObjectKey = (String, String);
+
+struct Inner {
+    revision: u64,
+    objects: BTreeMap<String, BTreeMap<ObjectKey, Arc<Value>>>,
+    history: VecDeque<Arc<StoreEvent>>,
+    history_cap: usize,
+    /// Revision of the newest event evicted from history (0: nothing evicted yet).
+    floor: u64,
+}
+
+/// A cheap-to-clone handle on the shared store.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Mutex<Inner>>,
+    tx: broadcast::Sender<Arc<StoreEvent>>,
+}
+
+fn not_found(desc: &ResourceDesc, name: &str) -> ApiError {
+    ApiError::NotFound {
+        group: desc.group.into(),
+        resource: desc.plural.into(),
+        name: name.into(),
+    }
+}
+
+fn conflict(desc: &ResourceDesc, name: &str, reason: String) -> ApiError {
+    ApiError::Conflict {
+        group: desc.group.into(),
+        resource: desc.plural.into(),
+        name: name.into(),
+        reason,
+    }
+}
+
+fn invalid(desc: &ResourceDesc, name: &str, causes: Vec<Cause>) -> ApiError {
+    ApiError::Invalid {
+        group: desc.group.into(),
+        kind: desc.kind.into(),
+        name: name.into(),
+        causes,
+    }
+}
+
+fn namespace_of(desc: &ResourceDesc, ns: Option<&str>) -> String {
+    if desc.namespaced {
+        ns.unwrap_or_default().to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// A present `apiVersion`/`kind` must name this resource (a wrong one is a 400, as in
+/// upstream's decoder); a missing one is filled in.
+fn check_type_meta(desc: &ResourceDesc, obj: &Value) -> Result<(), ApiError> {
+    let want_av = desc.api_version();
+    if let Some(av) = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        if av != want_av {
+            return Err(ApiError::BadRequest(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )));
+        }
+    }
+    if let Some(kind) = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        if kind != desc.kind {
+            return Err(ApiError::BadRequest(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                desc.kind
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn set_type_meta(desc: &ResourceDesc, obj: &mut Value) {
+    if let Some(map) = obj.as_object_mut() {
+        map.insert("apiVersion".into(), json!(desc.api_version()));
+        map.insert("kind".into(), json!(desc.kind));
+    }
+}
+
+/// Body namespace vs URL namespace (apiserver pkg/registry/rest/meta.go
+/// `EnsureObjectNamespaceMatchesRequestNamespace`).
+fn reconcile_namespace(desc: &ResourceDesc, obj: &mut Value, ns: &str) -> Result<(), ApiError> {
+    let body_ns = meta_str(obj, "namespace").unwrap_or("").to_string();
+    if desc.namespaced {
+        if !body_ns.is_empty() && body_ns != ns {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request"
+                    .into(),
+            ));
+        }
+        set_meta(obj, "namespace", Some(json!(ns)));
+    } else {
+        if !body_ns.is_empty() {
+            return Err(ApiError::BadRequest(
+                "a namespace was set on a cluster-scoped object".into(),
+            ));
+        }
+        set_meta(obj, "namespace", None);
+    }
+    Ok(())
+}
+
+fn parse_rv(s: &str) -> Option<u64> {
+    s.parse().ok()
+}
+
+/// Opaque continue token: base64 of JSON, like upstream's (apiserver
+/// pkg/storage/continue.go) but with our own fields.
+fn encode_continue(revision: u64, last: &ObjectKey) -> String {
+    let raw = json!({"v": "meta.k8s.io/v1", "rv": revision, "ns": last.0, "name": last.1});
+    base64::engine::general_purpose::URL_SAFE.encode(raw.to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(u64, ObjectKey), ApiError> {
+    let bad = |why: &str| ApiError::BadRequest(format!("continue key is not valid: {why}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE
+        .decode(token)
+        .map_err(|_| bad("not base64"))?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad("not JSON"))?;
+    if v.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
+        return Err(bad("unknown version"));
+    }
+    let rv = v
+        .get("rv")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("no resource version"))?;
+    let ns = v
+        .get("ns")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("no start key"))?;
+    let name = v
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("no start key"))?;
+    Ok((rv, (ns.to_string(), name.to_string())))
+}
+
+impl Store {
+    /// A store holding the default namespaces, keeping `history` events for resumption.
+    pub fn new(history: usize) -> Store {
+        let (tx, _) = broadcast::channel(history.clamp(64, 1 << 16));
+        let store = Store {
+            inner: Arc::new(Mutex::new(Inner {
+                revision: 0,
+                objects: BTreeMap::new(),
+                history: VecDeque::new(),
+                history_cap: history.max(1),
+                floor: 0,
+            })),
+            tx,
+        };
+        if let Some(ns) = resources::lookup("", "v1", "namespaces") {
+            for name in DEFAULT_NAMESPACES {
+                // Cannot fail on a fresh store with valid names.
+                let _ = store.create(
+                    ns,
+                    None,
+                    json!({"metadata": {"name": name}}),
+                    WriteOptions::default(),
+                );
+            }
+        }
+        store
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The current global revision.
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
+    /// A copy of the retained event history (oldest first).
+    pub fn history(&self) -> Vec<Arc<StoreEvent>> {
+        self.lock().history.iter().cloned().collect()
+    }
+
+    /// One object.
+    pub fn get(
+        &self,
+        desc: &'static ResourceDesc,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let inner = self.lock();
+        inner
+            .get(desc, &namespace_of(desc, ns), name)
+            .map(|o| (*o).clone())
+    }
+
+    /// A page of objects sorted by namespace then name.
+    pub fn list(
+        &self,
+        desc: &'static ResourceDesc,
+        filter: &Filter,
+        limit: Option<usize>,
+        continue_token: Option<&str>,
+    ) -> Result<ListPage, ApiError> {
+        let start = continue_token.map(decode_continue).transpose()?;
+        let inner = self.lock();
+        let revision = match &start {
+            Some((rv, _)) if *rv < inner.floor => {
+                return Err(ApiError::Expired(
+                    "The provided continue parameter is too old to display a consistent list result. \
+                     You can start a new list without the continue parameter."
+                        .into(),
+                ));
+            }
+            // Later pages report the first page's revision, so a watch started from the
+            // list's RV replays everything that changed while paging.
+            Some((rv, _)) => *rv,
+            None => inner.revision,
+        };
+        let empty = BTreeMap::new();
+        let objects = inner.objects.get(&desc.key()).unwrap_or(&empty);
+        let range = match &start {
+            Some((_, key)) => objects.range::<ObjectKey, _>((
+                std::ops::Bound::Excluded(key.clone()),
+                std::ops::Bound::Unbounded,
+            )),
+            None => objects.range::<ObjectKey, _>(..),
+        };
+        let mut matching = range.filter(|(_, obj)| filter.matches(desc, obj));
+        let mut items = Vec::new();
+        let mut last_key = None;
+        let limit = limit.filter(|l| *l > 0);
+        for (key, obj) in matching.by_ref() {
+            items.push(obj.clone());
+            last_key = Some(key.clone());
+            if limit.is_some_and(|l| items.len() >= l) {
+                break;
+            }
+        }
+        let remaining = matching.count() as u64;
+        let (continue_token, remaining) = match (limit, last_key, remaining) {
+            (Some(_), Some(last), n) if n > 0 => (Some(encode_continue(revision, &last)), Some(n)),
+            _ => (None, None),
+        };
+        Ok(ListPage {
+            items,
+            revision,
+            continue_token,
+            remaining,
+        })
+    }
+
+    /// Create an object (apiserver pkg/registry/rest/create.go `BeforeCreate`).
+    pub fn create(
+        &self,
+        desc: &'static ResourceDesc,
+        ns: Option<&str>,
+        mut obj: Value,
+        opts: WriteOptions,
+    ) -> Result<Value, ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::BadRequest(
+                "the request body must be a JSON object".into(),
+            ));
+        }
+        check_type_meta(desc, &obj)?;
+        let ns = namespace_of(desc, ns);
+        reconcile_namespace(desc, &mut obj, &ns)?;
+        for field in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "selfLink",
+        ] {
+            set_meta(&mut obj, field, None);
+        }
+        let name = match (
+            meta_nonempty(&obj, "name"),
+            meta_nonempty(&obj, "generateName"),
+        ) {
+            (Some(name), _) => name.to_string(),
+            (None, Some(prefix)) => generate_name(prefix),
+            (None, None) => {
+                return Err(invalid(
+                    desc,
+                    "",
+                    vec![Cause::required(
+                        "metadata.name",
+                        "name or generateName is required",
+                    )],
+                ));
+            }
+        };
+        let causes = validate_name(&name, desc.name_rule);
+        if !causes.is_empty() {
+            return Err(invalid(desc, &name, causes));
+        }
+        set_meta(&mut obj, "name", Some(json!(name)));
+        strategy::prepare_create(desc, &mut obj);
+        set_meta(
+            &mut obj,
+            "uid",
+            Some(json!(uuid::Uuid::new_v4().to_string())),
+        );
+        set_meta(&mut obj, "creationTimestamp", Some(json!(now_rfc3339())));
+        set_type_meta(desc, &mut obj);
+
+        let mut inner = self.lock();
+        if desc.namespaced && !inner.namespace_exists(&ns) {
+            return Err(ApiError::NotFound {
+                group: String::new(),
+                resource: "namespaces".into(),
+                name: ns,
+            });
+        }
+        let key = (ns.clone(), name.clone());
+        if inner
+            .objects
+            .get(&desc.key())
+            .is_some_and(|m| m.contains_key(&key))
+        {
+            return Err(ApiError::AlreadyExists {
+                group: desc.group.into(),
+                resource: desc.plural.into(),
+                name,
+            });
+        }
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        let revision = inner.revision + 1;
+        set_meta(
+            &mut obj,
+            "resourceVersion",
+            Some(json!(revision.to_string())),
+        );
+        let obj = Arc::new(obj);
+        inner
+            .objects
+            .entry(desc.key())
+            .or_default()
+            .insert(key, obj.clone());
+        self.commit(&mut inner, EventKind::Added, desc, ns, obj.clone(), None);
+        Ok((*obj).clone())
+    }
+
+    /// Replace an object (PUT). `sub` selects main resource or `/status` rules.
+    pub fn update(
+        &self,
+        desc: &'static ResourceDesc,
+        ns: Option<&str>,
+        name: &str,
+        sub: Subresource,
+        obj: Value,
+        opts: WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let ns = namespace_of(desc, ns);
+        let old = inner.get(desc, &ns, name)?;
+        self.update_locked(
+            &mut inner,
+            desc,
+            &ns,
+            name,
+            sub,
+            old,
+            obj,
+            !desc.allow_unconditional_update,
+            opts,
+        )
+    }
+
+    /// Read-modify-write under the lock (PATCH). `patch` gets the current object and
+    /// returns the desired one; a `metadata.resourceVersion` it carries that differs
+    /// from the current one is a 409, as for PUT.
+    pub fn patch(
+        &self,
+        desc: &'static ResourceDesc,
+        ns: Option<&str>,
+        name: &str,
+        sub: Subresource,
+        patch: impl FnOnce(&Value) -> Result<Value, ApiError>,
+        opts: WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let ns = namespace_of(desc, ns);
+        let old = inner.get(desc, &ns, name)?;
+        let new = patch(&old)?;
+        self.update_locked(&mut inner, desc, &ns, name, sub, old, new, false, opts)
+    }
+
+    /// The shared update path (apiserver pkg/registry/generic/registry/store.go `Update`
+    /// and pkg/registry/rest/update.go `BeforeUpdate`).
+    #[allow(clippy::too_many_arguments)]
+    fn update_locked(
+        &self,
+        inner: &mut Inner,
+        desc: &'static ResourceDesc,
+        ns: &str,
+        name: &str,
+        sub: Subresource,
+        old: Arc<Value>,
+        mut new: Value,
+        rv_required: bool,
+        opts: WriteOptions,
+    ) -> Result<Value, ApiError> {
+        if !new.is_object() {
+            return Err(ApiError::BadRequest(
+                "the request body must be a JSON object".into(),
+            ));
+        }
+        check_type_meta(desc, &new)?;
+        match meta_nonempty(&new, "name") {
+            Some(n) if n != name => {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => set_meta(&mut new, "name", Some(json!(name))),
+        }
+        reconcile_namespace(desc, &mut new, ns)?;
+
+        let old_rv = meta_str(&old, "resourceVersion").unwrap_or("").to_string();
+        match meta_nonempty(&new, "resourceVersion") {
+            Some(rv) if rv != old_rv => {
+                if parse_rv(rv).is_none() {
+                    return Err(ApiError::BadRequest(format!(
+                        "invalid resourceVersion {rv:?}"
+                    )));
+                }
+                return Err(conflict(desc, name, OPTIMISTIC_LOCK_MESSAGE.into()));
+            }
+            Some(_) => {}
+            None if rv_required => {
+                return Err(invalid(
+                    desc,
+                    name,
+                    vec![Cause::invalid(
+                        "metadata.resourceVersion",
+                        "",
+                        "must be specified for an update",
+                    )],
+                ));
+            }
+            None => {}
+        }
+
+        strategy::prepare_update(desc, sub, &old, &mut new);
+
+        // System fields: uid may be omitted but not changed; the rest always come from
+        // the stored object.
+        match (meta_nonempty(&new, "uid"), meta_str(&old, "uid")) {
+            (Some(u), Some(o)) if u != o => {
+                return Err(invalid(
+                    desc,
+                    name,
+                    vec![Cause::invalid("metadata.uid", u, "field is immutable")],
+                ));
+            }
+            _ => {}
+        }
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            let value = old.get("metadata").and_then(|m| m.get(field)).cloned();
+            set_meta(&mut new, field, value);
+        }
+        set_meta(&mut new, "selfLink", None);
+
+        let deleting = meta_nonempty(&old, "deletionTimestamp").is_some();
+        let new_finalizers = finalizers(&new);
+        if deleting {
+            let old_finalizers = finalizers(&old);
+            let added: Vec<&String> = new_finalizers
+                .iter()
+                .filter(|f| !old_finalizers.contains(f))
+                .collect();
+            if !added.is_empty() {
+                return Err(invalid(
+                    desc,
+                    name,
+                    vec![Cause::forbidden(
+                        "metadata.finalizers",
+                        &format!(
+                            "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                        ),
+                    )],
+                ));
+            }
+        }
+        let causes = strategy::validate_update(desc, &old, &new);
+        if !causes.is_empty() {
+            return Err(invalid(desc, name, causes));
+        }
+
+        set_type_meta(desc, &mut new);
+        set_meta(&mut new, "resourceVersion", Some(json!(old_rv)));
+        if new == *old {
+            return Ok(new);
+        }
+        if opts.dry_run {
+            return Ok(new);
+        }
+        let revision = inner.revision + 1;
+        set_meta(
+            &mut new,
+            "resourceVersion",
+            Some(json!(revision.to_string())),
+        );
+        let new = Arc::new(new);
+        let key = (ns.to_string(), name.to_string());
+        if deleting && new_finalizers.is_empty() {
+            // apiserver store.go: an update that empties the finalizers of an object
+            // being deleted deletes it.
+            if let Some(map) = inner.objects.get_mut(&desc.key()) {
+                map.remove(&key);
+            }
+            self.commit(
+                inner,
+                EventKind::Deleted,
+                desc,
+                ns.to_string(),
+                new.clone(),
+                Some(old),
+            );
+        } else {
+            inner
+                .objects
+                .entry(desc.key())
+                .or_default()
+                .insert(key, new.clone());
+            self.commit(
+                inner,
+                EventKind::Modified,
+                desc,
+                ns.to_string(),
+                new.clone(),
+                Some(old),
+            );
+        }
+        Ok((*new).clone())
+    }
+
+    /// Delete an object (apiserver store.go `Delete` with finalizer handling).
+    pub fn delete(
+        &self,
+        desc: &'static ResourceDesc,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome, ApiError> {
+        let mut inner = self.lock();
+        let ns = namespace_of(desc, ns);
+        let old = inner.get(desc, &ns, name)?;
+        let uid = meta_str(&old, "uid").unwrap_or("");
+        let rv = meta_str(&old, "resourceVersion").unwrap_or("");
+        if let Some(want) = opts.precondition_uid.as_deref().filter(|s| !s.is_empty()) {
+            if want != uid {
+                return Err(conflict(
+                    desc,
+                    name,
+                    format!(
+                        "Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
+                    ),
+                ));
+            }
+        }
+        if let Some(want) = opts
+            .precondition_resource_version
+            .as_deref()
+            .filter(|s| !s.is_empty())
+        {
+            if want != rv {
+                return Err(conflict(
+                    desc,
+                    name,
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rv}"
+                    ),
+                ));
+            }
+        }
+        let key = (ns.clone(), name.to_string());
+        if !finalizers(&old).is_empty() {
+            if meta_nonempty(&old, "deletionTimestamp").is_some() {
+                return Ok(DeleteOutcome::Pending((*old).clone()));
+            }
+            let mut marked = (*old).clone();
+            set_meta(&mut marked, "deletionTimestamp", Some(json!(now_rfc3339())));
+            set_meta(&mut marked, "deletionGracePeriodSeconds", Some(json!(0)));
+            if opts.dry_run {
+                return Ok(DeleteOutcome::Pending(marked));
+            }
+            let revision = inner.revision + 1;
+            set_meta(
+                &mut marked,
+                "resourceVersion",
+                Some(json!(revision.to_string())),
+            );
+            let marked = Arc::new(marked);
+            inner
+                .objects
+                .entry(desc.key())
+                .or_default()
+                .insert(key, marked.clone());
+            self.commit(
+                &mut inner,
+                EventKind::Modified,
+                desc,
+                ns,
+                marked.clone(),
+                Some(old),
+            );
+            return Ok(DeleteOutcome::Pending((*marked).clone()));
+        }
+        if opts.dry_run {
+            return Ok(DeleteOutcome::Deleted((*old).clone()));
+        }
+        let revision = inner.revision + 1;
+        let mut last = (*old).clone();
+        set_meta(
+            &mut last,
+            "resourceVersion",
+            Some(json!(revision.to_string())),
+        );
+        let last = Arc::new(last);
+        if let Some(map) = inner.objects.get_mut(&desc.key()) {
+            map.remove(&key);
+        }
+        self.commit(
+            &mut inner,
+            EventKind::Deleted,
+            desc,
+            ns,
+            last.clone(),
+            Some(old),
+        );
+        Ok(DeleteOutcome::Deleted((*last).clone()))
+    }
+
+    /// Register a watcher. `Err(Expired)` when `from` is older than the history.
+    pub fn watch(
+        &self,
+        desc: &'static ResourceDesc,
+        filter: &Filter,
+        from: WatchFrom,
+    ) -> Result<Subscription, ApiError> {
+        let inner = self.lock();
+        let live = self.tx.subscribe();
+        let mut sub = Subscription {
+            initial: Vec::new(),
+            replay: Vec::new(),
+            revision: inner.revision,
+            live,
+        };
+        match from {
+            WatchFrom::Now { initial: false } => {}
+            WatchFrom::Now { initial: true } => {
+                if let Some(objects) = inner.objects.get(&desc.key()) {
+                    sub.initial = objects
+                        .values()
+                        .filter(|o| filter.matches(desc, o))
+                        .cloned()
+                        .collect();
+                }
+            }
+            WatchFrom::After(rv) => {
+                if rv < inner.floor {
+                    return Err(ApiError::Expired(format!(
+                        "too old resource version: {rv} ({})",
+                        inner.floor + 1
+                    )));
+                }
+                sub.replay = inner
+                    .history
+                    .iter()
+                    .filter(|e| e.revision > rv)
+                    .cloned()
+                    .collect();
+            }
+        }
+        Ok(sub)
+    }
+
+    /// Record a write: bump the revision, append to history, broadcast. Called with
+    /// the lock held; the object already carries the new revision.
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        kind: EventKind,
+        resource: &'static ResourceDesc,
+        namespace: String,
+        object: Arc<Value>,
+        prev: Option<Arc<Value>>,
+    ) {
+        inner.revision += 1;
+        let event = Arc::new(StoreEvent {
+            revision: inner.revision,
+            kind,
+            resource,
+            namespace,
+            object,
+            prev,
+        });
+        inner.history.push_back(event.clone());
+        while inner.history.len() > inner.history_cap {
+            if let Some(evicted) = inner.history.pop_front() {
+                inner.floor = evicted.revision;
+            }
+        }
+        // No receivers is fine.
+        let _ = self.tx.send(event);
+    }
+}
+
+impl Inner {
+    fn get(&self, desc: &ResourceDesc, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+        self.objects
+            .get(&desc.key())
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+            .ok_or_else(|| not_found(desc, name))
+    }
+
+    fn namespace_exists(&self, ns: &str) -> bool {
+        self.objects
+            .get("namespaces")
+            .is_some_and(|m| m.contains_key(&(String::new(), ns.to_string())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes() -> &'static ResourceDesc {
+        resources::lookup("", "v1", "nodes").expect("nodes")
+    }
+    fn leases() -> &'static ResourceDesc {
+        resources::lookup("coordination.k8s.io", "v1", "leases").expect("leases")
+    }
+
+    #[test]
+    fn create_sets_system_fields_and_bumps_revision() {
+        let store = Store::new(100);
+        let start = store.revision();
+        assert_eq!(start, DEFAULT_NAMESPACES.len() as u64);
+        let n = store
+            .create(
+                nodes(),
+                None,
+                json!({"metadata": {"name": "n1", "uid": "mine"}}),
+                WriteOptions::default(),
+            )
+            .expect("create");
+        assert_eq!(n["kind"], "Node");
+        assert_eq!(n["apiVersion"], "v1");
+        assert_ne!(n["metadata"]["uid"], "mine");
+        assert_eq!(n["metadata"]["resourceVersion"], (start + 1).to_string());
+        let err = store.create(
+            nodes(),
+            None,
+            json!({"metadata": {"name": "n1"}}),
+            WriteOptions::default(),
+        );
+        assert!(matches!(err, Err(ApiError::AlreadyExists { .. })));
+    }
+
+    #[test]
+    fn create_in_missing_namespace_is_not_found() {
+        let store = Store::new(100);
+        let err = store
+            .create(
+                leases(),
+                Some("nope"),
+                json!({"metadata": {"name": "l"}}),
+                WriteOptions::default(),
+            )
+            .expect_err("missing ns");
+        assert_eq!(err.to_string(), "namespaces \"nope\" not found");
+    }
+
+    #[test]
+    fn update_rules() {
+        let store = Store::new(100);
+        let created = store
+            .create(
+                leases(),
+                Some("default"),
+                json!({"metadata": {"name": "l"}, "spec": {}}),
+                WriteOptions::default(),
+            )
+            .expect("create");
+        // Lease needs an RV on PUT.
+        let err = store
+            .update(
+                leases(),
+                Some("default"),
+                "l",
+                Subresource::Main,
+                json!({"metadata": {"name": "l"}}),
+                WriteOptions::default(),
+            )
+            .expect_err("rv required");
+        assert_eq!(err.code(), 422);
+        // No-op keeps the RV.
+        let same = store
+            .update(
+                leases(),
+                Some("default"),
+                "l",
+                Subresource::Main,
+                created.clone(),
+                WriteOptions::default(),
+            )
+            .expect("noop");
+        assert_eq!(
+            same["metadata"]["resourceVersion"],
+            created["metadata"]["resourceVersion"]
+        );
+        let mut changed = created.clone();
+        changed["spec"]["holderIdentity"] = json!("me");
+        let updated = store
+            .update(
+                leases(),
+                Some("default"),
+                "l",
+                Subresource::Main,
+                changed.clone(),
+                WriteOptions::default(),
+            )
+            .expect("update");
+        assert_ne!(
+            updated["metadata"]["resourceVersion"],
+            created["metadata"]["resourceVersion"]
+        );
+        let err = store
+            .update(
+                leases(),
+                Some("default"),
+                "l",
+                Subresource::Main,
+                changed,
+                WriteOptions::default(),
+            )
+            .expect_err("stale");
+        assert_eq!(err.code(), 409);
+    }
+
+    #[test]
+    fn finalizers_delay_delete() {
+        let store = Store::new(100);
+        store
+            .create(
+                nodes(),
+                None,
+                json!({"metadata": {"name": "n", "finalizers": ["a"]}}),
+                WriteOptions::default(),
+            )
+            .expect("create");
+        let out = store
+            .delete(nodes(), None, "n", &DeleteOptions::default())
+            .expect("delete");
+        let DeleteOutcome::Pending(marked) = out else {
+            panic!("expected pending")
+        };
+        assert!(marked["metadata"]["deletionTimestamp"].is_string());
+        let mut adding = marked.clone();
+        adding["metadata"]["finalizers"] = json!(["a", "b"]);
+        let err = store
+            .update(
+                nodes(),
+                None,
+                "n",
+                Subresource::Main,
+                adding,
+                WriteOptions::default(),
+            )
+            .expect_err("no new finalizers");
+        assert_eq!(err.code(), 422);
+        let mut emptied = marked;
+        emptied["metadata"]["finalizers"] = json!([]);
+        store
+            .update(
+                nodes(),
+                None,
+                "n",
+                Subresource::Main,
+                emptied,
+                WriteOptions::default(),
+            )
+            .expect("empty");
+        assert!(store.get(nodes(), None, "n").is_err());
+        let kinds: Vec<EventKind> = store
+            .history()
+            .iter()
+            .rev()
+            .take(3)
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![EventKind::Deleted, EventKind::Modified, EventKind::Added]
+        );
+    }
+
+    #[test]
+    fn list_pages_and_history_expiry() {
+        let store = Store::new(3);
+        for i in 0..5 {
+            store
+                .create(
+                    nodes(),
+                    None,
+                    json!({"metadata": {"name": format!("n{i}")}}),
+                    WriteOptions::default(),
+                )
+                .expect("create");
+        }
+        let first = store
+            .list(nodes(), &Filter::default(), Some(2), None)
+            .expect("page 1");
+        assert_eq!(first.items.len(), 2);
+        assert_eq!(first.remaining, Some(3));
+        let token = first.continue_token.clone().expect("token");
+        let second = store.list(nodes(), &Filter::default(), Some(10), Some(&token));
+        // The first page's revision is already beyond the history floor? It is the newest
+        // revision, so it is still valid.
+        let second = second.expect("page 2");
+        assert_eq!(second.items.len(), 3);
+        assert!(second.continue_token.is_none());
+        assert_eq!(second.revision, first.revision);
+        assert!(matches!(
+            store.watch(nodes(), &Filter::default(), WatchFrom::After(1)),
+            Err(ApiError::Expired(_))
+        ));
+        let sub = store
+            .watch(
+                nodes(),
+                &Filter::default(),
+                WatchFrom::After(store.revision() - 2),
+            )
+            .expect("recent");
+        assert_eq!(sub.replay.len(), 2);
+    }
+}

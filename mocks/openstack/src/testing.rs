@@ -1,0 +1,144 @@
+//! Test support: a router over a fresh mock (no socket) and a small request helper.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::{Admin, Config, Shared, build_shared, router};
+
+pub(crate) const BASE: &str = "http://127.0.0.1:5000";
+
+pub(crate) struct Mock {
+    pub router: Router,
+    pub shared: Arc<Shared>,
+}
+
+pub(crate) struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+pub(crate) fn config(nodes: usize) -> Config {
+    Config {
+        nodes,
+        password: "secret".into(),
+        ..Config::default()
+    }
+}
+
+impl Mock {
+    pub fn new(config: Config) -> Mock {
+        let shared = Arc::new(build_shared(config, BASE.to_string()).expect("seed"));
+        Mock {
+            router: router(shared.clone()),
+            shared,
+        }
+    }
+
+    pub fn seeded(nodes: usize) -> Mock {
+        Mock::new(config(nodes))
+    }
+
+    pub fn with_ttl(ttl: Duration) -> Mock {
+        Mock::new(Config {
+            token_ttl: ttl,
+            ..config(1)
+        })
+    }
+
+    pub fn admin(&self) -> Admin {
+        Admin {
+            shared: self.shared.clone(),
+        }
+    }
+
+    pub async fn send(
+        &self,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Body>,
+    ) -> Reply {
+        let mut builder = Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        let req = builder.body(body.into()).expect("request");
+        let resp = self.router.clone().oneshot(req).await.expect("infallible");
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn get(&self, uri: &str, token: &str) -> Reply {
+        self.send("GET", uri, &[("x-auth-token", token)], Body::empty())
+            .await
+    }
+
+    pub async fn get_with(&self, uri: &str, token: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut all = vec![("x-auth-token", token)];
+        all.extend_from_slice(headers);
+        self.send("GET", uri, &all, Body::empty()).await
+    }
+
+    pub async fn admin_json(&self, method: &str, uri: &str, body: Value) -> Reply {
+        self.send(
+            method,
+            uri,
+            &[("content-type", "application/json")],
+            body.to_string(),
+        )
+        .await
+    }
+
+    /// A password, project-scoped token request as gophercloud sends it.
+    pub fn password_auth(&self, password: &str) -> Value {
+        json!({"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": self.shared.config.username, "domain": {"name": self.shared.config.domain_name},
+                "password": password}}},
+            "scope": {"project": {"name": self.shared.config.project_name, "domain": {"name": self.shared.config.domain_name}}}
+        }})
+    }
+
+    pub async fn auth(&self, body: Value) -> Reply {
+        self.send(
+            "POST",
+            "/identity/v3/auth/tokens",
+            &[("content-type", "application/json")],
+            body.to_string(),
+        )
+        .await
+    }
+
+    /// A valid token.
+    pub async fn token(&self) -> String {
+        let password = self.shared.config.password.clone();
+        let reply = self.auth(self.password_auth(&password)).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        reply
+            .headers
+            .get("x-subject-token")
+            .and_then(|v| v.to_str().ok())
+            .expect("X-Subject-Token")
+            .to_string()
+    }
+}

@@ -1,0 +1,352 @@
+//! Command-line flags of the reference CCM.
+//!
+//! Exists so the harness can start this binary exactly like an upstream CCM: same flag
+//! names, same defaults, Go-style values (`--flag=value`, `--flag value`,
+//! `--leader-elect=false`, durations like `1m30s`). Defaults follow
+//! `kubernetes/cloud-provider` `options/` and `config/v1alpha1/defaults.go` and
+//! `kubernetes/controller-manager` `options/generic.go`.
+
+use std::time::Duration;
+
+use clap::{ArgAction, Parser};
+
+/// Canonical names of the controllers a CCM knows (`kubernetes/cloud-provider`
+/// `names/controller_names.go`), with their pre-1.27 aliases.
+pub const CLOUD_NODE: &str = "cloud-node-controller";
+pub const CLOUD_NODE_LIFECYCLE: &str = "cloud-node-lifecycle-controller";
+pub const SERVICE_LB: &str = "service-lb-controller";
+pub const NODE_ROUTE: &str = "node-route-controller";
+const KNOWN_CONTROLLERS: [(&str, &str); 4] = [
+    (CLOUD_NODE, "cloud-node"),
+    (CLOUD_NODE_LIFECYCLE, "cloud-node-lifecycle"),
+    (SERVICE_LB, "service"),
+    (NODE_ROUTE, "route"),
+];
+
+/// Errors found while validating flags (after clap's own parsing).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum OptionsError {
+    #[error("--cloud-provider cannot be empty")]
+    MissingCloudProvider,
+    #[error("unknown cloud provider {0:?} (known: openstack)")]
+    UnknownCloudProvider(String),
+    #[error("--controllers: {0:?} is not in the list of known controllers")]
+    UnknownController(String),
+    #[error("--leader-elect-resource-lock: {0:?} is not supported, only \"leases\"")]
+    UnsupportedResourceLock(String),
+    #[error("--concurrent-node-syncs must be greater than 0, got {0}")]
+    BadNodeSyncs(usize),
+    #[error("invalid duration {value:?}: {reason}")]
+    BadDuration { value: String, reason: &'static str },
+}
+
+/// All flags. Flags whose controllers are not implemented yet are accepted with their
+/// upstream defaults so a command line written for an upstream CCM also works here.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "reference-ccm",
+    version,
+    about = "Reference cloud-controller-manager"
+)]
+pub struct Options {
+    /// Provider of cloud services (required; only "openstack" is known).
+    #[arg(long, default_value = "")]
+    pub cloud_provider: String,
+    /// Path to the cloud provider configuration file.
+    #[arg(long, default_value = "")]
+    pub cloud_config: String,
+    /// Path to a kubeconfig; absent means in-cluster / $KUBECONFIG / ~/.kube/config.
+    #[arg(long, default_value = "")]
+    pub kubeconfig: String,
+    /// Controllers to enable: '*' = all, 'name' enables, '-name' disables.
+    #[arg(long, default_value = "*", value_delimiter = ',')]
+    pub controllers: Vec<String>,
+    #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
+    pub node_status_update_frequency: Duration,
+    #[arg(long, default_value = "5s", value_parser = parse_go_duration)]
+    pub node_monitor_period: Duration,
+    #[arg(long, default_value_t = 1)]
+    pub concurrent_node_syncs: usize,
+    /// 0 means the same as --concurrent-node-syncs.
+    #[arg(long, default_value_t = 0)]
+    pub concurrent_node_status_updates: usize,
+    #[arg(long, default_value_t = 1)]
+    pub concurrent_service_syncs: usize,
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    pub leader_elect: bool,
+    #[arg(long, default_value = "15s", value_parser = parse_go_duration)]
+    pub leader_elect_lease_duration: Duration,
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration)]
+    pub leader_elect_retry_period: Duration,
+    #[arg(long, default_value = "leases")]
+    pub leader_elect_resource_lock: String,
+    #[arg(long, default_value = "cloud-controller-manager")]
+    pub leader_elect_resource_name: String,
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+    /// HTTPS port for /healthz and /metrics; 0 disables serving.
+    #[arg(long, default_value_t = 10258)]
+    pub secure_port: u16,
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: std::net::IpAddr,
+    #[arg(long, default_value = "kubernetes")]
+    pub cluster_name: String,
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    pub configure_cloud_routes: bool,
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    pub allocate_node_cidrs: bool,
+    #[arg(long, default_value = "")]
+    pub cluster_cidr: String,
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    pub route_reconciliation_period: Duration,
+    #[arg(long, default_value_t = 20.0)]
+    pub kube_api_qps: f32,
+    #[arg(long, default_value_t = 30)]
+    pub kube_api_burst: u32,
+    /// Only JSON is spoken; protobuf is accepted and logged as ignored.
+    #[arg(long, default_value = "application/vnd.kubernetes.protobuf")]
+    pub kube_api_content_type: String,
+    #[arg(long, default_value = "12h", value_parser = parse_go_duration)]
+    pub min_resync_period: Duration,
+    /// Log verbosity, klog style (0-10).
+    #[arg(long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+}
+
+impl Options {
+    /// Checks what clap cannot: provider, controller names, lock kind, worker counts.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        match self.cloud_provider.as_str() {
+            "" => return Err(OptionsError::MissingCloudProvider),
+            "openstack" => {}
+            other => return Err(OptionsError::UnknownCloudProvider(other.to_owned())),
+        }
+        self.enabled_controllers()?;
+        if self.leader_elect_resource_lock != "leases" {
+            return Err(OptionsError::UnsupportedResourceLock(
+                self.leader_elect_resource_lock.clone(),
+            ));
+        }
+        if self.concurrent_node_syncs == 0 {
+            return Err(OptionsError::BadNodeSyncs(0));
+        }
+        Ok(())
+    }
+
+    /// Workers for the periodic address sync (0 = same as node syncs, as upstream).
+    pub fn node_status_workers(&self) -> usize {
+        if self.concurrent_node_status_updates == 0 {
+            self.concurrent_node_syncs
+        } else {
+            self.concurrent_node_status_updates
+        }
+    }
+
+    /// Canonical names of the enabled controllers, in the canonical order.
+    /// Semantics of `k8s.io/controller-manager` `IsControllerEnabled`: an explicit
+    /// `name`/`-name` wins, otherwise `*` enables.
+    pub fn enabled_controllers(&self) -> Result<Vec<&'static str>, OptionsError> {
+        let canonical = |name: &str| {
+            KNOWN_CONTROLLERS
+                .iter()
+                .find(|(c, alias)| *c == name || *alias == name)
+                .map(|(c, _)| *c)
+        };
+        let mut star = false;
+        let mut on = Vec::new();
+        let mut off = Vec::new();
+        for raw in &self.controllers {
+            let item = raw.trim();
+            if item.is_empty() {
+                continue;
+            }
+            if item == "*" {
+                star = true;
+            } else if let Some(name) = item.strip_prefix('-') {
+                off.push(
+                    canonical(name).ok_or_else(|| OptionsError::UnknownController(item.into()))?,
+                );
+            } else {
+                on.push(
+                    canonical(item).ok_or_else(|| OptionsError::UnknownController(item.into()))?,
+                );
+            }
+        }
+        Ok(KNOWN_CONTROLLERS
+            .iter()
+            .map(|(c, _)| *c)
+            .filter(|c| !off.contains(c) && (on.contains(c) || star))
+            .collect())
+    }
+}
+
+/// Parses a Go `time.ParseDuration` string: `300ms`, `1.5h`, `1m30s`, `0`.
+pub fn parse_go_duration(value: &str) -> Result<Duration, OptionsError> {
+    let bad = |reason| OptionsError::BadDuration {
+        value: value.to_owned(),
+        reason,
+    };
+    let s = value.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err(bad("empty"));
+    }
+    if s.starts_with('-') {
+        return Err(bad("negative durations are not allowed here"));
+    }
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let mut rest = s;
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| bad("missing unit"))?;
+        if num_len == 0 {
+            return Err(bad("expected a number"));
+        }
+        let number: f64 = rest[..num_len].parse().map_err(|_| bad("bad number"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds_per_unit = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad("unknown unit")),
+        };
+        rest = &rest[unit_len..];
+        total += number * seconds_per_unit;
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| bad("out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Options {
+        let mut all = vec!["reference-ccm"];
+        all.extend_from_slice(args);
+        match Options::try_parse_from(all) {
+            Ok(o) => o,
+            Err(e) => panic!("parse failed: {e}"),
+        }
+    }
+
+    #[test]
+    fn defaults_match_upstream() {
+        let o = parse(&["--cloud-provider=openstack"]);
+        assert_eq!(o.node_status_update_frequency, Duration::from_secs(300));
+        assert_eq!(o.node_monitor_period, Duration::from_secs(5));
+        assert_eq!(o.concurrent_node_syncs, 1);
+        assert_eq!(o.node_status_workers(), 1);
+        assert!(o.leader_elect);
+        assert_eq!(o.leader_elect_lease_duration, Duration::from_secs(15));
+        assert_eq!(o.leader_elect_renew_deadline, Duration::from_secs(10));
+        assert_eq!(o.leader_elect_retry_period, Duration::from_secs(2));
+        assert_eq!(o.leader_elect_resource_name, "cloud-controller-manager");
+        assert_eq!(o.leader_elect_resource_namespace, "kube-system");
+        assert_eq!(o.secure_port, 10258);
+        assert_eq!(o.cluster_name, "kubernetes");
+        assert!(o.configure_cloud_routes);
+        assert!(!o.allocate_node_cidrs);
+        assert_eq!(o.route_reconciliation_period, Duration::from_secs(10));
+        assert_eq!(o.enabled_controllers().ok().map(|c| c.len()), Some(4));
+        assert_eq!(o.validate(), Ok(()));
+    }
+
+    #[test]
+    fn go_style_values() {
+        let o = parse(&[
+            "--cloud-provider",
+            "openstack",
+            "--leader-elect=false",
+            "--node-status-update-frequency=1m30s",
+            "--concurrent-node-syncs",
+            "50",
+            "--concurrent-node-status-updates=7",
+            "--secure-port=0",
+            "--v=4",
+        ]);
+        assert!(!o.leader_elect);
+        assert_eq!(o.node_status_update_frequency, Duration::from_secs(90));
+        assert_eq!(o.concurrent_node_syncs, 50);
+        assert_eq!(o.node_status_workers(), 7);
+        assert_eq!(o.secure_port, 0);
+        assert_eq!(o.verbosity, 4);
+        let bare = parse(&["--cloud-provider=openstack", "--leader-elect"]);
+        assert!(bare.leader_elect);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_go_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_go_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_go_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_go_duration("1h2m3s"), Ok(Duration::from_secs(3723)));
+        assert_eq!(parse_go_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
+        for bad in ["", "5", "5x", "m", "-1s", "1s2"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad} should fail");
+        }
+        assert!(Options::try_parse_from(["x", "--node-monitor-period=5"]).is_err());
+    }
+
+    #[test]
+    fn controllers_star_minus_and_aliases() {
+        let o = parse(&[
+            "--cloud-provider=openstack",
+            "--controllers=*,-service,-route",
+        ]);
+        assert_eq!(
+            o.enabled_controllers(),
+            Ok(vec![CLOUD_NODE, CLOUD_NODE_LIFECYCLE])
+        );
+        let o = parse(&["--cloud-provider=openstack", "--controllers=cloud-node"]);
+        assert_eq!(o.enabled_controllers(), Ok(vec![CLOUD_NODE]));
+        let o = parse(&[
+            "--cloud-provider=openstack",
+            "--controllers=*,-cloud-node-controller",
+        ]);
+        assert_eq!(
+            o.enabled_controllers(),
+            Ok(vec![CLOUD_NODE_LIFECYCLE, SERVICE_LB, NODE_ROUTE])
+        );
+        let o = parse(&["--cloud-provider=openstack", "--controllers=*,bogus"]);
+        assert_eq!(
+            o.validate(),
+            Err(OptionsError::UnknownController("bogus".into()))
+        );
+    }
+
+    #[test]
+    fn provider_and_lock_validation() {
+        assert_eq!(
+            parse(&[]).validate(),
+            Err(OptionsError::MissingCloudProvider)
+        );
+        assert_eq!(
+            parse(&["--cloud-provider=nope"]).validate(),
+            Err(OptionsError::UnknownCloudProvider("nope".into()))
+        );
+        let o = parse(&[
+            "--cloud-provider=openstack",
+            "--leader-elect-resource-lock=endpoints",
+        ]);
+        assert!(matches!(
+            o.validate(),
+            Err(OptionsError::UnsupportedResourceLock(_))
+        ));
+        let o = parse(&["--cloud-provider=openstack", "--concurrent-node-syncs=0"]);
+        assert_eq!(o.validate(), Err(OptionsError::BadNodeSyncs(0)));
+        assert!(Options::try_parse_from(["x", "--no-such-flag=1"]).is_err());
+    }
+}

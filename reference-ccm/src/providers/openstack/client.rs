@@ -1,0 +1,420 @@
+//! A small OpenStack HTTP client: Keystone v3 auth, catalog lookup, authenticated GETs.
+//!
+//! Exists instead of `openstack_sdk` because the reference CCM needs five read calls and
+//! the exact gophercloud behaviour (version discovery, one re-auth on 401, no retry on
+//! 429) more than a full SDK; one pooled `reqwest::Client` and one token serve every
+//! worker. Wire shapes and rules: gophercloud `openstack/client.go` (auth),
+//! `openstack/utils/choose_version.go` (discovery), `openstack/endpoint_location.go`
+//! (catalog), `provider_client.go` (401 -> reauth once, other codes surface as errors).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, RwLock};
+
+use super::config::GlobalOpts;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("GET {url}: resource not found (404)")]
+    NotFound { url: String },
+    #[error("{method} {url}: unexpected status {status}: {body}")]
+    Status {
+        method: &'static str,
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("{method} {url}: {reason}")]
+    Transport {
+        method: &'static str,
+        url: String,
+        reason: String,
+    },
+    #[error("decoding the response of {url}: {reason}")]
+    Decode { url: String, reason: String },
+    #[error("keystone authentication at {url} failed: {reason}")]
+    Auth { url: String, reason: String },
+    #[error(
+        "no {service} endpoint (interface {interface}, region {region:?}) in the service catalog"
+    )]
+    NoEndpoint {
+        service: &'static str,
+        interface: String,
+        region: String,
+    },
+    #[error("building the HTTP client: {0}")]
+    Setup(String),
+}
+
+/// Which catalog entry a request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Compute,
+    Network,
+}
+
+#[derive(Debug)]
+struct Session {
+    token: String,
+    compute: String,
+    network: String,
+}
+
+/// Authenticated client shared by every worker.
+#[derive(Debug)]
+pub struct OpenStackClient {
+    http: reqwest::Client,
+    opts: GlobalOpts,
+    /// The Keystone v3 base (`.../v3`), after discovery.
+    identity_v3: String,
+    session: RwLock<Arc<Session>>,
+    reauth: Mutex<()>,
+}
+
+impl OpenStackClient {
+    /// Builds the HTTP client, discovers Keystone v3 and authenticates: every startup
+    /// error (bad URL, unreachable, bad credentials, no endpoint) surfaces here.
+    pub async fn connect(opts: &GlobalOpts) -> Result<Self, ClientError> {
+        // reqwest is built without a provider; the process uses ring (already-installed is fine).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(256);
+        if !opts.ca_file.is_empty() {
+            let pem = std::fs::read(&opts.ca_file).map_err(|e| {
+                ClientError::Setup(format!("reading ca-file {}: {e}", opts.ca_file))
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                ClientError::Setup(format!("parsing ca-file {}: {e}", opts.ca_file))
+            })?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        if opts.tls_insecure {
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        let http = builder
+            .build()
+            .map_err(|e| ClientError::Setup(e.to_string()))?;
+        let identity_v3 = discover_identity_v3(&http, &opts.auth_url).await?;
+        let session = authenticate(&http, &identity_v3, opts).await?;
+        Ok(Self {
+            http,
+            opts: opts.clone(),
+            identity_v3,
+            session: RwLock::new(Arc::new(session)),
+            reauth: Mutex::new(()),
+        })
+    }
+
+    /// GET `<service endpoint><path>` with query parameters, decoded as JSON.
+    /// 401 -> authenticate again (once, shared by concurrent callers) and retry once.
+    pub async fn get_json<T: DeserializeOwned>(
+        &self,
+        service: Service,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, ClientError> {
+        let mut reauthed = false;
+        loop {
+            let session = self.session.read().await.clone();
+            let base = match service {
+                Service::Compute => &session.compute,
+                Service::Network => &session.network,
+            };
+            let url = format!("{base}{path}");
+            let response = self
+                .http
+                .get(&url)
+                .query(query)
+                .header("X-Auth-Token", &session.token)
+                .header(reqwest::header::ACCEPT, "application/json")
+                .send()
+                .await
+                .map_err(|e| ClientError::Transport {
+                    method: "GET",
+                    url: url.clone(),
+                    reason: error_chain(&e),
+                })?;
+            let status = response.status();
+            if status == StatusCode::UNAUTHORIZED && !reauthed {
+                reauthed = true;
+                self.reauthenticate(&session).await?;
+                continue;
+            }
+            if status == StatusCode::NOT_FOUND {
+                return Err(ClientError::NotFound { url });
+            }
+            let body = response.bytes().await.map_err(|e| ClientError::Transport {
+                method: "GET",
+                url: url.clone(),
+                reason: error_chain(&e),
+            })?;
+            if status != StatusCode::OK {
+                return Err(ClientError::Status {
+                    method: "GET",
+                    url,
+                    status: status.as_u16(),
+                    body: snippet(&body),
+                });
+            }
+            return serde_json::from_slice(&body).map_err(|e| ClientError::Decode {
+                url,
+                reason: e.to_string(),
+            });
+        }
+    }
+
+    /// Replaces the session unless another caller already did since `stale` was read.
+    async fn reauthenticate(&self, stale: &Arc<Session>) -> Result<(), ClientError> {
+        let _guard = self.reauth.lock().await;
+        if !Arc::ptr_eq(&*self.session.read().await, stale) {
+            return Ok(());
+        }
+        tracing::info!("OpenStack token rejected (401); authenticating again");
+        let fresh = authenticate(&self.http, &self.identity_v3, &self.opts).await?;
+        *self.session.write().await = Arc::new(fresh);
+        Ok(())
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(inner) = cur {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        cur = inner.source();
+    }
+    s
+}
+
+fn snippet(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    one_line.chars().take(300).collect()
+}
+
+/// gophercloud `ChooseVersion`: an auth URL ending in `/v3` is used as is; otherwise
+/// `GET <auth-url>` (200 or 300) lists versions and the v3 entry's self link wins.
+async fn discover_identity_v3(
+    http: &reqwest::Client,
+    auth_url: &str,
+) -> Result<String, ClientError> {
+    let trimmed = auth_url.trim_end_matches('/');
+    if trimmed.ends_with("/v3") {
+        return Ok(trimmed.to_owned());
+    }
+    let auth = |reason: String| ClientError::Auth {
+        url: auth_url.to_owned(),
+        reason,
+    };
+    let response = http
+        .get(auth_url)
+        .header(reqwest::header::ACCEPT, "application/json")
+        .send()
+        .await
+        .map_err(|e| auth(error_chain(&e)))?;
+    let status = response.status();
+    if status != StatusCode::OK && status != StatusCode::MULTIPLE_CHOICES {
+        return Err(auth(format!("version discovery returned {status}")));
+    }
+    let body: Value = response
+        .json()
+        .await
+        .map_err(|e| auth(format!("version discovery: {e}")))?;
+    let versions = body
+        .pointer("/versions/values")
+        .or_else(|| body.get("versions"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for v in versions {
+        let id = v.get("id").and_then(Value::as_str).unwrap_or_default();
+        if !id.starts_with("v3") {
+            continue;
+        }
+        let href = v
+            .get("links")
+            .and_then(Value::as_array)
+            .and_then(|links| {
+                links
+                    .iter()
+                    .find(|l| l.get("rel").and_then(Value::as_str) == Some("self"))
+            })
+            .and_then(|l| l.get("href"))
+            .and_then(Value::as_str);
+        return Ok(match href {
+            Some(h) => h.trim_end_matches('/').to_owned(),
+            None => format!("{trimmed}/v3"),
+        });
+    }
+    Err(auth(
+        "no identity v3 endpoint in version discovery".to_owned(),
+    ))
+}
+
+/// The Keystone v3 auth body: password (user by id, or name + domain) with project
+/// scope, or an application credential (which carries its own scope).
+pub(crate) fn auth_body(opts: &GlobalOpts) -> Value {
+    let domain = |id: &str, name: &str| -> Option<Value> {
+        if !id.is_empty() {
+            Some(json!({ "id": id }))
+        } else if !name.is_empty() {
+            Some(json!({ "name": name }))
+        } else {
+            None
+        }
+    };
+    if !opts.application_credential_id.is_empty() || !opts.application_credential_name.is_empty() {
+        let mut cred = json!({ "secret": opts.application_credential_secret });
+        if !opts.application_credential_id.is_empty() {
+            cred["id"] = json!(opts.application_credential_id);
+        } else {
+            cred["name"] = json!(opts.application_credential_name);
+            let mut user = if opts.user_id.is_empty() {
+                json!({"name": opts.username})
+            } else {
+                json!({"id": opts.user_id})
+            };
+            if let Some(d) = domain(&opts.user_domain_id, &opts.user_domain_name)
+                .or_else(|| domain(&opts.domain_id, &opts.domain_name))
+            {
+                user["domain"] = d;
+            }
+            cred["user"] = user;
+        }
+        return json!({ "auth": { "identity": {
+            "methods": ["application_credential"], "application_credential": cred } } });
+    }
+    let mut user = if opts.user_id.is_empty() {
+        json!({ "name": opts.username, "password": opts.password })
+    } else {
+        json!({ "id": opts.user_id, "password": opts.password })
+    };
+    if opts.user_id.is_empty()
+        && let Some(d) = domain(&opts.user_domain_id, &opts.user_domain_name)
+            .or_else(|| domain(&opts.domain_id, &opts.domain_name))
+    {
+        user["domain"] = d;
+    }
+    let mut body = json!({ "auth": { "identity": { "methods": ["password"], "password": { "user": user } } } });
+    let project = if !opts.project_id.is_empty() {
+        Some(json!({ "id": opts.project_id }))
+    } else if !opts.project_name.is_empty() {
+        let mut p = json!({ "name": opts.project_name });
+        if let Some(d) = domain(&opts.project_domain_id, &opts.project_domain_name)
+            .or_else(|| domain(&opts.domain_id, &opts.domain_name))
+        {
+            p["domain"] = d;
+        }
+        Some(p)
+    } else {
+        None
+    };
+    if let Some(p) = project {
+        body["auth"]["scope"] = json!({ "project": p });
+    }
+    body
+}
+
+#[derive(Debug, Deserialize)]
+struct TokenEnvelope {
+    token: TokenBody,
+}
+#[derive(Debug, Deserialize)]
+struct TokenBody {
+    #[serde(default)]
+    catalog: Vec<CatalogEntry>,
+}
+#[derive(Debug, Deserialize)]
+struct CatalogEntry {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    endpoints: Vec<Endpoint>,
+}
+#[derive(Debug, Deserialize)]
+struct Endpoint {
+    #[serde(default)]
+    interface: String,
+    #[serde(default)]
+    region: Option<String>,
+    #[serde(default)]
+    region_id: Option<String>,
+    url: String,
+}
+
+async fn authenticate(
+    http: &reqwest::Client,
+    identity_v3: &str,
+    opts: &GlobalOpts,
+) -> Result<Session, ClientError> {
+    let url = format!("{identity_v3}/auth/tokens");
+    let auth = |reason: String| ClientError::Auth {
+        url: url.clone(),
+        reason,
+    };
+    let response = http
+        .post(&url)
+        .header(reqwest::header::ACCEPT, "application/json")
+        .json(&auth_body(opts))
+        .send()
+        .await
+        .map_err(|e| auth(error_chain(&e)))?;
+    let status = response.status();
+    if status != StatusCode::CREATED && status != StatusCode::OK {
+        let body = response.bytes().await.unwrap_or_default();
+        return Err(auth(format!("status {status}: {}", snippet(&body))));
+    }
+    let token = response
+        .headers()
+        .get("X-Subject-Token")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| auth("response has no X-Subject-Token header".to_owned()))?;
+    let body: TokenEnvelope = response
+        .json()
+        .await
+        .map_err(|e| auth(format!("decoding token: {e}")))?;
+    let find = |kind: &'static str| -> Result<String, ClientError> {
+        body.token
+            .catalog
+            .iter()
+            .filter(|e| e.kind == kind)
+            .flat_map(|e| e.endpoints.iter())
+            .find(|ep| {
+                ep.interface == opts.endpoint_type
+                    && (opts.region.is_empty()
+                        || ep.region.as_deref() == Some(opts.region.as_str())
+                        || ep.region_id.as_deref() == Some(opts.region.as_str()))
+            })
+            .map(|ep| ep.url.trim_end_matches('/').to_owned())
+            .ok_or_else(|| ClientError::NoEndpoint {
+                service: kind,
+                interface: opts.endpoint_type.clone(),
+                region: opts.region.clone(),
+            })
+    };
+    let compute = find("compute")?;
+    let network_root = find("network")?;
+    // gophercloud's network client puts `v2.0/` under the catalog URL.
+    let network = if network_root.ends_with("/v2.0") {
+        network_root
+    } else {
+        format!("{network_root}/v2.0")
+    };
+    Ok(Session {
+        token,
+        compute,
+        network,
+    })
+}

@@ -1,0 +1,468 @@
+//! `cloud.conf` for the OpenStack provider: a small gcfg (git-config style INI) reader.
+//!
+//! Exists because CCMs are configured with upstream's file format, unchanged
+//! (`kubernetes/cloud-provider-openstack` `pkg/openstack/openstack.go` `ReadConfig`,
+//! `pkg/client/client.go` `AuthOpts`). Upstream reads with
+//! `gcfg.FatalOnly(gcfg.ReadInto(...))`: syntax and value errors are fatal, unknown
+//! sections/variables ("extra data") are not; we return those as warnings to log.
+//! gcfg rules kept here: section and variable names are case-insensitive; `[s "sub"]`
+//! subsections; `#`/`;` comments (also after a value, outside quotes); double-quoted
+//! values with `\"`, `\\`, `\n`, `\t` escapes; a variable without `=` is boolean true;
+//! repeated variables make multi-valued settings.
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("cannot read cloud config {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("cloud config line {line}: {reason}")]
+    Syntax { line: usize, reason: String },
+    #[error("cloud config [{section}] {key}: invalid boolean {value:?}")]
+    BadBool {
+        section: String,
+        key: String,
+        value: String,
+    },
+    #[error("cloud config [Global]: {0}")]
+    Missing(&'static str),
+}
+
+/// One `[section "sub"]` with its variables (names lower-cased, in file order).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Section {
+    pub name: String,
+    pub subsection: Option<String>,
+    pub values: Vec<(String, String)>,
+}
+
+impl Section {
+    /// Last value of a variable (gcfg: a single-valued variable takes the last one).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+    /// Every value of a multi-valued variable; an empty value resets the list (gcfg).
+    pub fn get_all(&self, key: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, v) in &self.values {
+            if k == key {
+                if v.is_empty() {
+                    out.clear();
+                } else {
+                    out.push(v.clone());
+                }
+            }
+        }
+        out
+    }
+    fn get_bool(&self, key: &str) -> Result<Option<bool>, ConfigError> {
+        self.get(key)
+            .map(|v| match v.to_ascii_lowercase().as_str() {
+                "true" | "yes" | "on" | "1" => Ok(true),
+                "false" | "no" | "off" | "0" => Ok(false),
+                _ => Err(ConfigError::BadBool {
+                    section: self.name.clone(),
+                    key: key.to_owned(),
+                    value: v.to_owned(),
+                }),
+            })
+            .transpose()
+    }
+}
+
+/// Parses gcfg text into sections (names lower-cased).
+pub fn parse_gcfg(text: &str) -> Result<Vec<Section>, ConfigError> {
+    let mut sections: Vec<Section> = Vec::new();
+    for (idx, raw) in text.lines().enumerate() {
+        let line_no = idx + 1;
+        let syntax = |reason: &str| ConfigError::Syntax {
+            line: line_no,
+            reason: reason.to_owned(),
+        };
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let close = rest
+                .rfind(']')
+                .ok_or_else(|| syntax("section header without ']'"))?;
+            let after = strip_comment(&rest[close + 1..]).map_err(&syntax)?;
+            if !after.trim().is_empty() {
+                return Err(syntax("text after section header"));
+            }
+            let header = rest[..close].trim();
+            let (name, sub) = match header.find(char::is_whitespace) {
+                None => (header, None),
+                Some(pos) => {
+                    let sub = header[pos..].trim();
+                    let inner = sub
+                        .strip_prefix('"')
+                        .and_then(|s| s.strip_suffix('"'))
+                        .ok_or_else(|| syntax("subsection name must be quoted"))?;
+                    (
+                        &header[..pos],
+                        Some(inner.replace("\\\"", "\"").replace("\\\\", "\\")),
+                    )
+                }
+            };
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+            {
+                return Err(syntax("invalid section name"));
+            }
+            sections.push(Section {
+                name: name.to_ascii_lowercase(),
+                subsection: sub,
+                values: Vec::new(),
+            });
+            continue;
+        }
+        let section = sections
+            .last_mut()
+            .ok_or_else(|| syntax("variable outside of a section"))?;
+        let (key, value) = match line.find('=') {
+            Some(eq) => (line[..eq].trim(), Some(&line[eq + 1..])),
+            None => (strip_comment(line).map_err(&syntax)?.trim(), None),
+        };
+        if key.is_empty()
+            || !key.starts_with(|c: char| c.is_ascii_alphabetic())
+            || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(syntax("invalid variable name"));
+        }
+        let value = match value {
+            None => "true".to_owned(), // gcfg "blank" value: boolean true
+            Some(v) => unquote(v).map_err(syntax)?,
+        };
+        section.values.push((key.to_ascii_lowercase(), value));
+    }
+    Ok(sections)
+}
+
+/// Removes a trailing comment that is outside quotes (used where no value is expected).
+fn strip_comment(s: &str) -> Result<&str, &'static str> {
+    match s.find(['#', ';']) {
+        Some(pos) => Ok(&s[..pos]),
+        None => Ok(s),
+    }
+}
+
+/// gcfg value: unquoted parts are trimmed (inner whitespace runs kept), quoted parts are
+/// kept verbatim with escapes; `#`/`;` outside quotes start a comment.
+fn unquote(raw: &str) -> Result<String, &'static str> {
+    let mut out = String::new();
+    let mut pending_space = String::new();
+    let mut in_quotes = false;
+    let mut chars = raw.trim().chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                out.push_str(&pending_space);
+                pending_space.clear();
+                in_quotes = !in_quotes;
+            }
+            '\\' => {
+                let escaped = match chars.next() {
+                    Some('"') => '"',
+                    Some('\\') => '\\',
+                    Some('n') => '\n',
+                    Some('t') => '\t',
+                    Some('b') => '\u{8}',
+                    _ => return Err("invalid escape sequence"),
+                };
+                out.push_str(&pending_space);
+                pending_space.clear();
+                out.push(escaped);
+            }
+            '#' | ';' if !in_quotes => break,
+            c if c.is_whitespace() && !in_quotes => {
+                if !out.is_empty() {
+                    pending_space.push(c);
+                }
+            }
+            c => {
+                out.push_str(&pending_space);
+                pending_space.clear();
+                out.push(c);
+            }
+        }
+    }
+    if in_quotes {
+        return Err("unterminated quoted value");
+    }
+    Ok(out)
+}
+
+/// `[Global]` authentication options (`pkg/client/client.go` `AuthOpts`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GlobalOpts {
+    pub auth_url: String,
+    pub username: String,
+    pub user_id: String,
+    pub password: String,
+    pub project_id: String,
+    pub project_name: String,
+    pub domain_id: String,
+    pub domain_name: String,
+    pub user_domain_id: String,
+    pub user_domain_name: String,
+    pub project_domain_id: String,
+    pub project_domain_name: String,
+    pub region: String,
+    pub application_credential_id: String,
+    pub application_credential_name: String,
+    pub application_credential_secret: String,
+    pub ca_file: String,
+    pub tls_insecure: bool,
+    /// Catalog interface, `public` unless `os-endpoint-type` says otherwise.
+    pub endpoint_type: String,
+}
+
+/// `[Networking]` options that shape node addresses (`pkg/openstack/openstack.go`
+/// `NetworkingOpts`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkingOpts {
+    pub ipv6_support_disabled: bool,
+    pub public_network_name: Vec<String>,
+    pub internal_network_name: Vec<String>,
+    pub address_sort_order: String,
+}
+
+/// The whole file: typed parts used now, every section kept for later controllers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CloudConfig {
+    pub global: GlobalOpts,
+    pub networking: NetworkingOpts,
+    pub sections: Vec<Section>,
+}
+
+const GLOBAL_KEYS: &[&str] = &[
+    "auth-url",
+    "username",
+    "user-id",
+    "password",
+    "tenant-id",
+    "tenant-name",
+    "project-id",
+    "project-name",
+    "trust-id",
+    "trustee-id",
+    "trustee-password",
+    "domain-id",
+    "domain-name",
+    "tenant-domain-id",
+    "tenant-domain-name",
+    "project-domain-id",
+    "project-domain-name",
+    "user-domain-id",
+    "user-domain-name",
+    "region",
+    "ca-file",
+    "cert-file",
+    "key-file",
+    "tls-insecure",
+    "application-credential-id",
+    "application-credential-name",
+    "application-credential-secret",
+    "os-endpoint-type",
+    "use-clouds",
+    "clouds-file",
+    "cloud",
+];
+const NETWORKING_KEYS: &[&str] = &[
+    "ipv6-support-disabled",
+    "public-network-name",
+    "internal-network-name",
+    "address-sort-order",
+];
+const KNOWN_SECTIONS: &[&str] = &[
+    "global",
+    "loadbalancer",
+    "loadbalancerclass",
+    "networking",
+    "route",
+    "metadata",
+    "blockstorage",
+];
+
+impl CloudConfig {
+    /// Reads and parses a file; returns the config and non-fatal warnings.
+    pub fn load(path: &str) -> Result<(Self, Vec<String>), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses text; unknown sections/variables become warnings, as gcfg "extra data".
+    pub fn parse(text: &str) -> Result<(Self, Vec<String>), ConfigError> {
+        let sections = parse_gcfg(text)?;
+        let mut warnings = Vec::new();
+        let mut cfg = CloudConfig::default();
+        for s in &sections {
+            let known_keys: &[&str] = match s.name.as_str() {
+                "global" => GLOBAL_KEYS,
+                "networking" => NETWORKING_KEYS,
+                name if KNOWN_SECTIONS.contains(&name) => continue,
+                name => {
+                    warnings.push(format!("cloud config: unknown section [{name}] ignored"));
+                    continue;
+                }
+            };
+            for (k, _) in &s.values {
+                if !known_keys.contains(&k.as_str()) {
+                    warnings.push(format!(
+                        "cloud config: unknown variable {k:?} in [{}] ignored",
+                        s.name
+                    ));
+                }
+            }
+        }
+        let empty = Section::default();
+        let global = sections
+            .iter()
+            .rev()
+            .find(|s| s.name == "global")
+            .unwrap_or(&empty);
+        let get = |k: &str| global.get(k).unwrap_or_default().to_owned();
+        let either = |a: &str, b: &str| {
+            let v = get(a);
+            if v.is_empty() { get(b) } else { v }
+        };
+        cfg.global = GlobalOpts {
+            auth_url: get("auth-url"),
+            username: get("username"),
+            user_id: get("user-id"),
+            password: get("password"),
+            project_id: either("project-id", "tenant-id"),
+            project_name: either("project-name", "tenant-name"),
+            domain_id: get("domain-id"),
+            domain_name: get("domain-name"),
+            user_domain_id: get("user-domain-id"),
+            user_domain_name: get("user-domain-name"),
+            project_domain_id: either("project-domain-id", "tenant-domain-id"),
+            project_domain_name: either("project-domain-name", "tenant-domain-name"),
+            region: get("region"),
+            application_credential_id: get("application-credential-id"),
+            application_credential_name: get("application-credential-name"),
+            application_credential_secret: get("application-credential-secret"),
+            ca_file: get("ca-file"),
+            tls_insecure: global.get_bool("tls-insecure")?.unwrap_or(false),
+            endpoint_type: {
+                let v = get("os-endpoint-type");
+                if v.is_empty() { "public".to_owned() } else { v }
+            },
+        };
+        if let Some(net) = sections.iter().rev().find(|s| s.name == "networking") {
+            cfg.networking = NetworkingOpts {
+                ipv6_support_disabled: net.get_bool("ipv6-support-disabled")?.unwrap_or(false),
+                public_network_name: net.get_all("public-network-name"),
+                internal_network_name: net.get_all("internal-network-name"),
+                address_sort_order: net.get("address-sort-order").unwrap_or_default().to_owned(),
+            };
+        }
+        if cfg.global.auth_url.is_empty() {
+            return Err(ConfigError::Missing("auth-url is required"));
+        }
+        let has_app_cred = !cfg.global.application_credential_id.is_empty()
+            || !cfg.global.application_credential_name.is_empty();
+        if !has_app_cred && cfg.global.username.is_empty() && cfg.global.user_id.is_empty() {
+            return Err(ConfigError::Missing(
+                "username, user-id or application-credential-id is required",
+            ));
+        }
+        cfg.sections = sections;
+        Ok((cfg, warnings))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+# comment
+; other comment
+[Global]
+auth-url = http://127.0.0.1:5000/v3
+username = "admin"
+password = "p#ss;word \"q\""   # trailing comment
+Tenant-Name = demo
+domain-name = Default
+region = RegionOne
+tls-insecure
+some-future-key = x
+
+[LoadBalancer]
+floating-network-id = abc
+
+[Networking]
+internal-network-name = private
+internal-network-name = private2
+public-network-name = public
+
+[LoadBalancerClass "fast"]
+floating-network-id = def
+"#;
+
+    #[test]
+    fn parses_upstream_shapes() {
+        let (cfg, warnings) = match CloudConfig::parse(GOOD) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(cfg.global.auth_url, "http://127.0.0.1:5000/v3");
+        assert_eq!(cfg.global.username, "admin");
+        assert_eq!(cfg.global.password, "p#ss;word \"q\"");
+        assert_eq!(cfg.global.project_name, "demo");
+        assert_eq!(cfg.global.domain_name, "Default");
+        assert_eq!(cfg.global.region, "RegionOne");
+        assert!(cfg.global.tls_insecure);
+        assert_eq!(cfg.global.endpoint_type, "public");
+        assert_eq!(
+            cfg.networking.internal_network_name,
+            vec!["private", "private2"]
+        );
+        assert_eq!(cfg.networking.public_network_name, vec!["public"]);
+        let class = cfg.sections.iter().find(|s| s.name == "loadbalancerclass");
+        assert_eq!(class.and_then(|s| s.subsection.as_deref()), Some("fast"));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("some-future-key"));
+    }
+
+    #[test]
+    fn malformed_files_fail() {
+        let cases = [
+            "auth-url = x\n",                                           // outside a section
+            "[Global\nauth-url = x\n",                                  // unclosed header
+            "[Global]\nauth-url = \"x\n",                               // unterminated quote
+            "[Global]\n= x\n",                                          // empty name
+            "[Global]\nauth url = x\n",                                 // bad name
+            "[Global]\nauth-url = x\\q\n",                              // bad escape
+            "[Global]\nauth-url=x\nusername=u\ntls-insecure = maybe\n", // bad bool
+            "[Global]\nusername = u\n",                                 // no auth-url
+            "[Global \"unquoted]\nauth-url=x\n",                        // bad subsection
+        ];
+        for text in cases {
+            assert!(CloudConfig::parse(text).is_err(), "should fail: {text:?}");
+        }
+        assert!(matches!(
+            CloudConfig::load("/nonexistent/cloud.conf"),
+            Err(ConfigError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn value_whitespace_and_quotes() {
+        assert_eq!(unquote("  a  b  ").as_deref(), Ok("a  b"));
+        assert_eq!(unquote("\" a \"").as_deref(), Ok(" a "));
+        assert_eq!(unquote("a ; c").as_deref(), Ok("a"));
+        assert_eq!(unquote("").as_deref(), Ok(""));
+    }
+}

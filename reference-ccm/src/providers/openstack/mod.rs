@@ -1,0 +1,186 @@
+//! The OpenStack provider: `cloud.conf`, Keystone/Nova/Neutron client, `InstancesV2`.
+//!
+//! Exists as the first provider of the reference CCM; it talks HTTP to whatever the
+//! `cloud.conf` points at (a real cloud or the harness's mock) exactly like
+//! `kubernetes/cloud-provider-openstack` does for node initialization.
+
+pub mod client;
+pub mod config;
+pub mod instances;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::Node;
+
+use crate::cloud::{CloudError, InstanceMetadata, Instances};
+use client::{ClientError, OpenStackClient, Service};
+use config::CloudConfig;
+use instances::{
+    FlavorEnvelope, Lookup, PROVIDER_NAME, PortList, Server, ServerEnvelope, ServerList,
+    is_valid_label_value, lookup_for, node_addresses, quote_meta,
+};
+
+/// Startup failures of the provider.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenStackError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// The OpenStack cloud: one authenticated client plus the parsed config.
+#[derive(Debug)]
+pub struct OpenStack {
+    client: OpenStackClient,
+    config: CloudConfig,
+    /// Flavor ID -> instance type; flavors are immutable in Nova, so this never goes stale.
+    flavor_names: Mutex<HashMap<String, String>>,
+    /// `OS_CCM_REGIONAL=true` puts the region into providerIDs, as upstream.
+    regional: bool,
+}
+
+impl From<ClientError> for CloudError {
+    fn from(e: ClientError) -> Self {
+        CloudError::Other(e.to_string())
+    }
+}
+
+impl OpenStack {
+    /// Reads `cloud.conf`, authenticates, resolves endpoints. Returns config warnings
+    /// for the caller to log once logging is up.
+    pub async fn new(cloud_config_path: &str) -> Result<(Self, Vec<String>), OpenStackError> {
+        let (config, warnings) = CloudConfig::load(cloud_config_path)?;
+        Ok((Self::from_config(config).await?, warnings))
+    }
+
+    /// Authenticates with an already parsed config.
+    pub async fn from_config(config: CloudConfig) -> Result<Self, OpenStackError> {
+        let client = OpenStackClient::connect(&config.global).await?;
+        let regional = std::env::var("OS_CCM_REGIONAL").is_ok_and(|v| v == "true");
+        Ok(Self {
+            client,
+            config,
+            flavor_names: Mutex::new(HashMap::new()),
+            regional,
+        })
+    }
+
+    /// The server behind a node; `InstanceNotFound` on 404 or an empty name lookup.
+    pub async fn get_server(&self, node: &Node) -> Result<Server, CloudError> {
+        match lookup_for(node).map_err(CloudError::Other)? {
+            Lookup::ById(id) => {
+                match self
+                    .client
+                    .get_json::<ServerEnvelope>(Service::Compute, &format!("/servers/{id}"), &[])
+                    .await
+                {
+                    Ok(env) => Ok(env.server),
+                    Err(ClientError::NotFound { .. }) => Err(CloudError::InstanceNotFound),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Lookup::ByName(name) => {
+                let pattern = format!("^{}$", quote_meta(&name));
+                let list: ServerList = self
+                    .client
+                    .get_json(
+                        Service::Compute,
+                        "/servers/detail",
+                        &[("name", pattern.as_str())],
+                    )
+                    .await?;
+                let mut servers = list.servers;
+                match servers.len() {
+                    0 => Err(CloudError::InstanceNotFound),
+                    1 => Ok(servers.remove(0)),
+                    n => Err(CloudError::Other(format!(
+                        "found {n} servers named {name:?}, expected one"
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// `original_name` if it is a valid label value, else the flavor's name, else its ID.
+    async fn instance_type(&self, server: &Server) -> Result<String, CloudError> {
+        if let Some(name) = server
+            .flavor
+            .original_name
+            .as_deref()
+            .filter(|n| is_valid_label_value(n))
+        {
+            return Ok(name.to_owned());
+        }
+        let Some(id) = server.flavor.id.clone().filter(|id| !id.is_empty()) else {
+            return Err(CloudError::Other(
+                "flavor original_name/id not found".to_owned(),
+            ));
+        };
+        if let Some(name) = self.cached_flavor(&id) {
+            return Ok(name);
+        }
+        let flavor: FlavorEnvelope = self
+            .client
+            .get_json(Service::Compute, &format!("/flavors/{id}"), &[])
+            .await?;
+        let name = if is_valid_label_value(&flavor.flavor.name) {
+            flavor.flavor.name
+        } else {
+            id.clone()
+        };
+        if let Ok(mut cache) = self.flavor_names.lock() {
+            cache.insert(id, name.clone());
+        }
+        Ok(name)
+    }
+
+    fn cached_flavor(&self, id: &str) -> Option<String> {
+        self.flavor_names
+            .lock()
+            .ok()
+            .and_then(|c| c.get(id).cloned())
+    }
+}
+
+impl Instances for OpenStack {
+    async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
+        match self.get_server(node).await {
+            Ok(_) => Ok(true),
+            Err(CloudError::InstanceNotFound) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
+        Ok(self.get_server(node).await?.status == "SHUTOFF")
+    }
+
+    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+        let server = self.get_server(node).await?;
+        let instance_type = self.instance_type(&server).await?;
+        let ports: PortList = self
+            .client
+            .get_json(
+                Service::Network,
+                "/ports",
+                &[("device_id", server.id.as_str())],
+            )
+            .await?;
+        let region = self.config.global.region.clone();
+        let provider_id = if self.regional {
+            format!("{PROVIDER_NAME}://{region}/{}", server.id)
+        } else {
+            format!("{PROVIDER_NAME}:///{}", server.id)
+        };
+        Ok(Some(InstanceMetadata {
+            provider_id,
+            instance_type,
+            node_addresses: node_addresses(&server, &ports.ports, &self.config.networking),
+            zone: server.availability_zone.clone().unwrap_or_default(),
+            region,
+            additional_labels: Default::default(),
+        }))
+    }
+}

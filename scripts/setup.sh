@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything the tests use that cargo does not: kubectl (the API server's tests
+# drive it) and junitparser (CI parses the JUnit file strictly). Idempotent; run as root or
+# with sudo on a Debian machine.
+set -euo pipefail
+
+need_apt=()
+command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+python3 -c 'import junitparser' 2>/dev/null || python3 -m pip install --quiet 'junitparser>=3,<5'
+
+command -v kubectl >/dev/null && kubectl version --client 2>/dev/null | head -1
+python3 -c 'import junitparser; print("junitparser", junitparser.version)'

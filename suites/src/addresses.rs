@@ -1,0 +1,401 @@
+//! NodeAddresses: the periodic address sync of the cloud-node controller
+//! (`UpdateNodeStatus` / `updateNodeAddress` in kubernetes/cloud-provider
+//! controllers/node/node_controller.go; ccm-behaviour.md §1.2, cases NA-*).
+//!
+//! Every case runs the CCM with `--node-status-update-frequency=1s` (upstream default 5m;
+//! ccm-behaviour.md suggests 5s for mocks; 1s keeps "10 periods" at 10 s).
+
+use std::time::Duration;
+
+use ccm_harness::case::CaseMetrics;
+use ccm_harness::env::{NodeIp, NodeOptions, addresses};
+use ccm_harness::{
+    Case, CaseError, Environment, FaultSpec, InstancePatch, InstanceSpec, Probe, Tag, ensure,
+    eventually, holds_for,
+};
+
+use crate::common::{
+    address_set, ccm_node_writes, ccm_status_writes, initialized_node, show_addresses,
+};
+
+const PERIOD: Duration = Duration::from_secs(1);
+const ARGS: &[&str] = &["--node-status-update-frequency=1s"];
+
+macro_rules! case {
+    ($id:literal, $title:literal, $tags:expr, $body:ident) => {
+        Case {
+            id: $id,
+            suite: "NodeAddresses",
+            title: $title,
+            tags: $tags,
+            ccm_args: ARGS,
+            start_ccm: true,
+            run: |env| Box::pin($body(env)),
+        }
+    };
+}
+
+pub fn cases() -> Vec<Case> {
+    use Tag::*;
+    vec![
+        case!(
+            "NA-01",
+            "adds an address the cloud reports and never patches unchanged addresses",
+            &[Mock],
+            na01
+        ),
+        case!(
+            "NA-02",
+            "keeps the addresses when the cloud reports none",
+            &[Mock],
+            na02
+        ),
+        case!(
+            "NA-03",
+            "keeps the kubelet's Hostname address the cloud does not report",
+            &[Mock],
+            na03
+        ),
+        case!(
+            "NA-04",
+            "leaves tainted nodes out of the periodic sync",
+            &[Mock],
+            na04
+        ),
+        case!(
+            "NA-05",
+            "does not flap addresses of a node with a provided node IP",
+            &[Mock],
+            na05
+        ),
+        case!(
+            "NA-06",
+            "updates other nodes when one node's lookup fails",
+            &[Mock],
+            na06
+        ),
+    ]
+}
+
+async fn wait_address(
+    env: &Environment,
+    name: &str,
+    pair: (&str, &str),
+    within: Duration,
+) -> Result<(), CaseError> {
+    let nodes = env.nodes();
+    eventually(
+        &format!("{} {} on node {name}", pair.0, pair.1),
+        within,
+        || {
+            let nodes = nodes.clone();
+            async move {
+                let n = nodes
+                    .get(name)
+                    .await
+                    .map_err(|e| CaseError::infra("getting node", e))?;
+                let found = addresses(&n)
+                    .iter()
+                    .any(|(t, a)| t == pair.0 && a == pair.1);
+                Ok(if found {
+                    Probe::Done(())
+                } else {
+                    Probe::Pending(show_addresses(&n))
+                })
+            }
+        },
+    )
+    .await
+}
+
+/// The node's addresses stay exactly `expected` for `period`.
+async fn addresses_hold(
+    env: &Environment,
+    name: &str,
+    expected: &[(String, String)],
+    period: Duration,
+) -> Result<(), CaseError> {
+    let nodes = env.nodes();
+    holds_for(&format!("addresses of {name} unchanged"), period, || {
+        let nodes = nodes.clone();
+        async move {
+            let n = nodes
+                .get(name)
+                .await
+                .map_err(|e| CaseError::infra("getting node", e))?;
+            Ok(if addresses(&n) == expected {
+                Probe::Done(())
+            } else {
+                Probe::Pending(show_addresses(&n))
+            })
+        }
+    })
+    .await
+}
+
+/// Waits until the CCM made `more` instance lookups beyond `since` (i.e. sync periods ran).
+async fn wait_lookups(env: &Environment, since: usize, more: usize) -> Result<(), CaseError> {
+    eventually(
+        &format!("{more} more instance lookups (address sync periods)"),
+        PERIOD * (more as u32 + 10),
+        || async {
+            let n = env.cloud().instance_lookups();
+            Ok(if n >= since + more {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{} lookups", n - since))
+            })
+        },
+    )
+    .await
+}
+
+async fn na01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    // Starts without an ExternalIP, so the node never holds two addresses of one type:
+    // upstream's change detection (cloud-provider node/helpers/address.go
+    // nodeAddressesChangeDetected) maps addresses by type and so re-patches such nodes every
+    // period; that is upstream behaviour, not what this case is about.
+    let spec = InstanceSpec {
+        external_ips: Some(vec![]),
+        ..Default::default()
+    };
+    let (instance, _) = initialized_node(
+        env,
+        "node-a",
+        NodeOptions {
+            instance: Some(spec),
+            ..Default::default()
+        },
+    )
+    .await?;
+    env.cloud().update_instance(
+        &instance.id,
+        InstancePatch {
+            external_ips: Some(vec!["127.20.9.9".into()]),
+            ..Default::default()
+        },
+    )?;
+    wait_address(
+        env,
+        "node-a",
+        ("ExternalIP", "127.20.9.9"),
+        PERIOD * 2 + Duration::from_secs(3),
+    )
+    .await?;
+    let node = env.node("node-a").await?;
+    let before = ccm_status_writes(env, "node-a");
+    let lookups = env.cloud().instance_lookups();
+    addresses_hold(env, "node-a", &addresses(&node), PERIOD * 10).await?;
+    let after = ccm_status_writes(env, "node-a");
+    ensure!(
+        after == before,
+        "expected no status writes over 10 unchanged periods, observed {}",
+        after - before
+    );
+    let synced = env.cloud().instance_lookups() - lookups;
+    ensure!(
+        synced >= 5,
+        "expected the sync to keep looking the instance up over 10 periods, observed {synced} lookups"
+    );
+    Ok(vec![])
+}
+
+async fn na02(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let (instance, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let node = wait_settled(env, "node-a", &instance.cloud_addresses(), node).await?;
+    env.cloud().update_instance(
+        &instance.id,
+        InstancePatch {
+            internal_ips: Some(vec![]),
+            external_ips: Some(vec![]),
+            ..Default::default()
+        },
+    )?;
+    let lookups = env.cloud().instance_lookups();
+    let expected = addresses(&node);
+    addresses_hold(env, "node-a", &expected, PERIOD * 3).await?;
+    wait_lookups(env, lookups, 2).await?;
+    addresses_hold(env, "node-a", &expected, PERIOD).await?;
+    Ok(vec![])
+}
+
+/// Waits until every cloud address is on the node (initialization patches them right after
+/// the taint goes) and returns the node.
+async fn wait_settled(
+    env: &Environment,
+    name: &str,
+    cloud: &[(String, String)],
+    _node: k8s_openapi::api::core::v1::Node,
+) -> Result<k8s_openapi::api::core::v1::Node, CaseError> {
+    let nodes = env.nodes();
+    eventually(
+        &format!("cloud addresses on {name}"),
+        Duration::from_secs(10),
+        || {
+            let nodes = nodes.clone();
+            async move {
+                let n = nodes
+                    .get(name)
+                    .await
+                    .map_err(|e| CaseError::infra("getting node", e))?;
+                let have = addresses(&n);
+                Ok(if cloud.iter().all(|p| have.contains(p)) {
+                    Probe::Done(n)
+                } else {
+                    Probe::Pending(show_addresses(&n))
+                })
+            }
+        },
+    )
+    .await
+}
+
+async fn na03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let (instance, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let node = wait_settled(env, "node-a", &instance.cloud_addresses(), node).await?;
+    let hostname = ("Hostname".to_string(), "node-a".to_string());
+    ensure!(
+        addresses(&node).contains(&hostname),
+        "expected Hostname node-a after init, observed {}",
+        show_addresses(&node)
+    );
+    env.cloud().update_instance(
+        &instance.id,
+        InstancePatch {
+            external_ips: Some(vec!["127.20.9.8".into()]),
+            ..Default::default()
+        },
+    )?;
+    wait_address(
+        env,
+        "node-a",
+        ("ExternalIP", "127.20.9.8"),
+        PERIOD * 2 + Duration::from_secs(3),
+    )
+    .await?;
+    let node = env.node("node-a").await?;
+    ensure!(
+        addresses(&node).contains(&hostname),
+        "expected Hostname node-a kept after a sync, observed {}",
+        show_addresses(&node)
+    );
+    let mut want = instance
+        .internal_ips
+        .iter()
+        .map(|a| ("InternalIP".to_string(), a.clone()))
+        .collect::<Vec<_>>();
+    want.push(("ExternalIP".into(), "127.20.9.8".into()));
+    want.push(hostname);
+    ensure!(
+        address_set(&addresses(&node)) == address_set(&want),
+        "expected exactly the cloud's addresses plus Hostname, observed {}",
+        show_addresses(&node)
+    );
+    Ok(vec![])
+}
+
+async fn na04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    // Tainted for good: its provided node IP is unknown to the cloud.
+    env.add_node(
+        "node-a",
+        NodeOptions {
+            node_ip: Some(NodeIp::Literal("127.99.0.1".into())),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let node = env.node("node-a").await?;
+    let lookups = env.cloud().instance_lookups();
+    wait_lookups(env, lookups, 2).await?;
+    addresses_hold(env, "node-a", &addresses(&node), PERIOD * 3).await?;
+    let writes = ccm_node_writes(env, "node-a");
+    ensure!(
+        writes == 0,
+        "expected no CCM writes to a tainted node, observed {writes}"
+    );
+    Ok(vec![])
+}
+
+async fn na05(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let options = NodeOptions {
+        node_ip: Some(NodeIp::FirstInternal),
+        status_report_interval: Some(PERIOD),
+        ..Default::default()
+    };
+    let (instance, node) = initialized_node(env, "node-a", options).await?;
+    let node = wait_settled(
+        env,
+        "node-a",
+        &[("InternalIP".into(), instance.internal_ips[0].clone())],
+        node,
+    )
+    .await?;
+    // Let the post-initialization status patch land.
+    let env_ref: &Environment = env;
+    let node = eventually(
+        "addresses to include the ExternalIP",
+        Duration::from_secs(10),
+        || {
+            let node = node.clone();
+            async move {
+                let n = env_ref.node("node-a").await?;
+                let _ = node;
+                Ok(if addresses(&n).iter().any(|(t, _)| t == "ExternalIP") {
+                    Probe::Done(n)
+                } else {
+                    Probe::Pending(show_addresses(&n))
+                })
+            }
+        },
+    )
+    .await?;
+    let before = ccm_status_writes(env, "node-a");
+    addresses_hold(env, "node-a", &addresses(&node), PERIOD * 10).await?;
+    let after = ccm_status_writes(env, "node-a");
+    ensure!(
+        after == before,
+        "expected no address writes over 10 periods with a provided node IP, observed {}",
+        after - before
+    );
+    Ok(vec![])
+}
+
+async fn na06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let (a, node_a) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let (b, node_b) = initialized_node(env, "node-b", NodeOptions::default()).await?;
+    let node_a = wait_settled(env, "node-a", &a.cloud_addresses(), node_a).await?;
+    wait_settled(env, "node-b", &b.cloud_addresses(), node_b).await?;
+    env.cloud().inject(FaultSpec::InstanceLookup {
+        instance_id: Some(a.id.clone()),
+        status: 500,
+        count: None,
+    });
+    env.cloud().update_instance(
+        &a.id,
+        InstancePatch {
+            external_ips: Some(vec!["127.20.9.7".into()]),
+            ..Default::default()
+        },
+    )?;
+    env.cloud().update_instance(
+        &b.id,
+        InstancePatch {
+            external_ips: Some(vec!["127.20.9.6".into()]),
+            ..Default::default()
+        },
+    )?;
+    wait_address(
+        env,
+        "node-b",
+        ("ExternalIP", "127.20.9.6"),
+        PERIOD * 2 + Duration::from_secs(3),
+    )
+    .await?;
+    addresses_hold(env, "node-a", &addresses(&node_a), PERIOD * 2).await?;
+    let faulted = env.cloud().faulted_calls();
+    ensure!(
+        faulted >= 1,
+        "expected node-a's lookups to fail, observed {faulted} failed calls"
+    );
+    Ok(vec![])
+}

@@ -1,0 +1,723 @@
+//! NodeInit: the cloud-node controller initializes nodes registered by
+//! `kubelet --cloud-provider=external` (kubernetes/cloud-provider
+//! controllers/node/node_controller.go; ccm-behaviour.md §1.2, cases NI-*).
+//!
+//! Not here, because they cannot happen with every provider's real cloud API: NI-06
+//! (provider returns an empty providerID), NI-08 (AdditionalLabels), NI-13 (nil metadata)
+//! and NI-16 (v1 Instances) need a provider that can return those; they arrive with a
+//! provider that can (issue 5).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use ccm_harness::case::CaseMetrics;
+use ccm_harness::env::{
+    NodeIp, NodeOptions, addresses, describe_taints, has_uninitialized_taint, label, provider_id,
+};
+use ccm_harness::{
+    Case, CaseError, Environment, FaultSpec, InstanceSpec, Probe, Tag, ensure, eventually,
+    holds_for,
+};
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use crate::common::{
+    INIT_TIMEOUT, ccm_node_writes, initialized_node, show_addresses, synced_events,
+};
+
+const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
+
+macro_rules! case {
+    ($id:literal, $title:literal, $tags:expr, $body:ident) => {
+        Case {
+            id: $id,
+            suite: "NodeInit",
+            title: $title,
+            tags: $tags,
+            ccm_args: &[],
+            start_ccm: true,
+            run: |env| Box::pin($body(env)),
+        }
+    };
+}
+
+pub fn cases() -> Vec<Case> {
+    use Tag::*;
+    vec![
+        case!(
+            "NI-01",
+            "removes the uninitialized taint, sets the providerID and reports Synced",
+            &[Conformance],
+            ni01
+        ),
+        case!(
+            "NI-02",
+            "sets zone, region and instance-type labels, GA and beta alike",
+            &[Conformance],
+            ni02
+        ),
+        case!(
+            "NI-03",
+            "leaves the zone labels off when the cloud reports no zone",
+            &[Mock],
+            ni03
+        ),
+        case!(
+            "NI-04",
+            "keeps the taint while instance lookups fail and removes it after recovery",
+            &[Mock],
+            ni04
+        ),
+        case!(
+            "NI-05",
+            "keeps the taint and the node while the instance is unknown",
+            &[Mock],
+            ni05
+        ),
+        case!(
+            "NI-07",
+            "never overwrites a providerID the kubelet set",
+            &[Conformance],
+            ni07
+        ),
+        case!(
+            "NI-09",
+            "puts the provided node IP first and drops the other internal IPs",
+            &[Conformance],
+            ni09
+        ),
+        case!(
+            "NI-10",
+            "keeps the taint while the provided node IP is unknown to the cloud",
+            &[Conformance],
+            ni10
+        ),
+        case!(
+            "NI-11",
+            "keeps the taint when the provided node IP annotation is invalid",
+            &[Mock],
+            ni11
+        ),
+        case!(
+            "NI-12",
+            "puts both dual-stack provided node IPs first in annotation order",
+            &[Mock],
+            ni12
+        ),
+        case!(
+            "NI-14",
+            "makes no writes to initialized nodes after a CCM restart",
+            &[Conformance],
+            ni14
+        ),
+        case!(
+            "NI-15",
+            "reconciles GA topology labels from the beta ones on initialized nodes",
+            &[Mock],
+            ni15
+        ),
+        case!(
+            "NI-17",
+            "does not re-taint a node when its kubelet restarts",
+            &[Conformance],
+            ni17
+        ),
+        case!(
+            "NI-18",
+            "initializes 50 nodes registered at once",
+            &[Conformance, Slow],
+            ni18
+        ),
+    ]
+}
+
+async fn ni01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let started = Instant::now();
+    let (instance, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let removal = started.elapsed();
+    ensure!(
+        provider_id(&node) == Some(instance.provider_id.as_str()),
+        "expected providerID {}, observed {:?}",
+        instance.provider_id,
+        provider_id(&node)
+    );
+    eventually(
+        "a Synced event for node-a",
+        Duration::from_secs(10),
+        || async {
+            let n = synced_events(env, "node-a").await?;
+            Ok(if n >= 1 {
+                Probe::Done(())
+            } else {
+                Probe::Pending("no Synced event".into())
+            })
+        },
+    )
+    .await?;
+    let events = env.node_events("node-a").await?;
+    let synced = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Synced"))
+        .cloned()
+        .unwrap_or_default();
+    ensure!(
+        synced.type_.as_deref() == Some("Normal"),
+        "expected the Synced event to be Normal, observed {:?}",
+        synced.type_
+    );
+    Ok(vec![(
+        "taint-removal-seconds".into(),
+        format!("{:.3}", removal.as_secs_f64()),
+    )])
+}
+
+async fn ni02(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let spec = InstanceSpec {
+        zone: Some("az-2".into()),
+        instance_type: Some("m1.medium".into()),
+        ..Default::default()
+    };
+    let (instance, node) = initialized_node(
+        env,
+        "node-a",
+        NodeOptions {
+            instance: Some(spec),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let want = [
+        ("topology.kubernetes.io/zone", instance.zone.as_str()),
+        (
+            "failure-domain.beta.kubernetes.io/zone",
+            instance.zone.as_str(),
+        ),
+        ("topology.kubernetes.io/region", instance.region.as_str()),
+        (
+            "failure-domain.beta.kubernetes.io/region",
+            instance.region.as_str(),
+        ),
+        (
+            "node.kubernetes.io/instance-type",
+            instance.instance_type.as_str(),
+        ),
+        (
+            "beta.kubernetes.io/instance-type",
+            instance.instance_type.as_str(),
+        ),
+    ];
+    for (key, value) in want {
+        ensure!(
+            label(&node, key) == Some(value),
+            "expected label {key}={value}, observed {:?}",
+            label(&node, key)
+        );
+    }
+    Ok(vec![])
+}
+
+async fn ni03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let spec = InstanceSpec {
+        zone: Some(String::new()),
+        ..Default::default()
+    };
+    let (instance, node) = initialized_node(
+        env,
+        "node-a",
+        NodeOptions {
+            instance: Some(spec),
+            ..Default::default()
+        },
+    )
+    .await?;
+    for key in [
+        "topology.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/zone",
+    ] {
+        ensure!(
+            label(&node, key).is_none(),
+            "expected no {key} label for an empty zone, observed {:?}",
+            label(&node, key)
+        );
+    }
+    ensure!(
+        label(&node, "node.kubernetes.io/instance-type") == Some(instance.instance_type.as_str()),
+        "expected the instance-type label still set, observed {:?}",
+        label(&node, "node.kubernetes.io/instance-type")
+    );
+    Ok(vec![])
+}
+
+async fn ni04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.cloud().inject(FaultSpec::InstanceLookup {
+        instance_id: None,
+        status: 500,
+        count: Some(3),
+    });
+    let started = Instant::now();
+    initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let faulted = env.cloud().faulted_calls();
+    ensure!(
+        faulted == 3,
+        "expected the CCM to retry through all 3 injected 5xx answers before initializing, observed {faulted}"
+    );
+    eventually("one Synced event", Duration::from_secs(10), || async {
+        let n = synced_events(env, "node-a").await?;
+        Ok(if n == 1 {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!("{n} Synced events"))
+        })
+    })
+    .await?;
+    Ok(vec![(
+        "taint-removal-seconds".into(),
+        format!("{:.3}", started.elapsed().as_secs_f64()),
+    )])
+}
+
+/// The taint must stay for the whole hold window; also returns how many lookups happened.
+async fn taint_holds(env: &Environment, names: &[&str]) -> Result<(), CaseError> {
+    let nodes = env.nodes();
+    holds_for(
+        &format!("the uninitialized taint to stay on {names:?}"),
+        env.hold(),
+        || {
+            let nodes = nodes.clone();
+            async move {
+                for name in names {
+                    match nodes
+                        .get_opt(name)
+                        .await
+                        .map_err(|e| CaseError::infra("getting node", e))?
+                    {
+                        None => return Ok(Probe::Pending(format!("node {name} was deleted"))),
+                        Some(n) if !has_uninitialized_taint(&n) => {
+                            return Ok(Probe::Pending(format!(
+                                "node {name} taints: {}",
+                                describe_taints(&n)
+                            )));
+                        }
+                        Some(_) => {}
+                    }
+                }
+                Ok(Probe::Done(()))
+            }
+        },
+    )
+    .await
+}
+
+async fn ni05(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.add_node("node-a", NodeOptions::without_instance())
+        .await?;
+    taint_holds(env, &["node-a"]).await?;
+    let lookups = env.cloud().instance_lookups();
+    ensure!(
+        lookups >= 1,
+        "expected the CCM to look the instance up, observed no lookup"
+    );
+    ensure!(
+        lookups <= 200,
+        "expected bounded retries (exponential backoff), observed {lookups} lookups in {:?}",
+        env.hold()
+    );
+    let synced = synced_events(env, "node-a").await?;
+    ensure!(
+        synced == 0,
+        "expected no Synced event for an unknown instance, observed {synced}"
+    );
+    Ok(vec![("instance-lookups".into(), lookups.to_string())])
+}
+
+async fn ni07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    // A valid providerID of another form (the regional one cloud-provider-openstack accepts)
+    // for the same instance: the CCM would compute a different string, and must keep this.
+    let instance = env.cloud().create_instance(InstanceSpec::named("node-a"))?;
+    let preset = format!(
+        "{}://{}/{}",
+        env.provider.name(),
+        instance.region,
+        instance.id
+    );
+    env.add_node(
+        "node-a",
+        NodeOptions {
+            instance: None,
+            kubelet_provider_id: Some(preset.clone()),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let node = env.wait_initialized("node-a", INIT_TIMEOUT).await?;
+    ensure!(
+        provider_id(&node) == Some(preset.as_str()),
+        "expected providerID kept as {preset}, observed {:?}",
+        provider_id(&node)
+    );
+    Ok(vec![])
+}
+
+async fn ni09(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let (a, b, e) = ("127.10.9.1", "127.10.9.2", "127.20.9.1");
+    let spec = InstanceSpec {
+        internal_ips: Some(vec![a.into(), b.into()]),
+        external_ips: Some(vec![e.into()]),
+        ..Default::default()
+    };
+    let (_, node) = initialized_node(
+        env,
+        "node-a",
+        NodeOptions {
+            instance: Some(spec),
+            node_ip: Some(NodeIp::Literal(a.into())),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let node = eventually(
+        "addresses A, E and Hostname",
+        Duration::from_secs(10),
+        || {
+            let node = node.clone();
+            async move {
+                let got = addresses(&node);
+                Ok(if got.iter().any(|(t, x)| t == "ExternalIP" && x == e) {
+                    Probe::Done(node)
+                } else {
+                    Probe::Pending(show_addresses(&node))
+                })
+            }
+        },
+    )
+    .await;
+    let node = match node {
+        Ok(n) => n,
+        Err(_) => env.node("node-a").await?,
+    };
+    let got = addresses(&node);
+    ensure!(
+        got.first() == Some(&("InternalIP".to_string(), a.to_string())),
+        "expected InternalIP {a} first, observed {}",
+        show_addresses(&node)
+    );
+    ensure!(
+        !got.iter().any(|(_, x)| x == b),
+        "expected InternalIP {b} dropped, observed {}",
+        show_addresses(&node)
+    );
+    ensure!(
+        got.contains(&("ExternalIP".to_string(), e.to_string())),
+        "expected ExternalIP {e} kept, observed {}",
+        show_addresses(&node)
+    );
+    ensure!(
+        got.contains(&("Hostname".to_string(), "node-a".to_string())),
+        "expected Hostname node-a kept, observed {}",
+        show_addresses(&node)
+    );
+    ensure!(
+        got.len() == 3,
+        "expected exactly A, E, Hostname, observed {}",
+        show_addresses(&node)
+    );
+    Ok(vec![])
+}
+
+async fn ni10(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.add_node(
+        "node-a",
+        NodeOptions {
+            node_ip: Some(NodeIp::Literal("127.99.0.1".into())),
+            ..Default::default()
+        },
+    )
+    .await?;
+    taint_holds(env, &["node-a"]).await?;
+    Ok(vec![])
+}
+
+async fn ni11(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let bad = [
+        ("node-a", "not-an-ip"),
+        ("node-b", "127.10.9.1,127.10.9.2"),
+        ("node-c", "0.0.0.0,fd00::1"),
+    ];
+    for (name, value) in bad {
+        let annotations = BTreeMap::from([(PROVIDED_NODE_IP.to_string(), value.to_string())]);
+        env.add_node(
+            name,
+            NodeOptions {
+                annotations,
+                ..Default::default()
+            },
+        )
+        .await?;
+    }
+    taint_holds(env, &["node-a", "node-b", "node-c"]).await?;
+    Ok(vec![])
+}
+
+async fn ni12(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let (v4, v6) = ("127.10.9.1", "fd00::9:1");
+    let spec = InstanceSpec {
+        internal_ips: Some(vec![v4.into(), v6.into()]),
+        external_ips: Some(vec![]),
+        ..Default::default()
+    };
+    let annotation = format!("{v6},{v4}");
+    let (_, node) = initialized_node(
+        env,
+        "node-a",
+        NodeOptions {
+            instance: Some(spec),
+            node_ip: Some(NodeIp::Literal(annotation)),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let got = addresses(&node);
+    let first: Vec<&str> = got.iter().take(2).map(|(_, a)| a.as_str()).collect();
+    ensure!(
+        first == [v6, v4],
+        "expected {v6} then {v4} first, observed {}",
+        show_addresses(&node)
+    );
+    Ok(vec![])
+}
+
+async fn ni14(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    initialized_node(env, "node-a", NodeOptions::default()).await?;
+    initialized_node(env, "node-b", NodeOptions::default()).await?;
+    for name in ["node-a", "node-b"] {
+        let env: &Environment = env;
+        eventually("a Synced event", Duration::from_secs(10), || async move {
+            let n = synced_events(env, name).await?;
+            Ok(if n >= 1 {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("no Synced event for {name}"))
+            })
+        })
+        .await?;
+    }
+    // Let the first CCM's follow-up writes (status patch after the update) land before counting.
+    let settle = Duration::from_millis(500);
+    let _ = holds_for("settling", settle, || async { Ok(Probe::Done(())) }).await;
+    let before = ccm_node_writes(env, "node-a") + ccm_node_writes(env, "node-b");
+    let lookups_before = env.cloud().instance_lookups();
+    env.start_ccm().await?;
+    // The restarted CCM must look at the nodes yet write nothing: upstream's periodic
+    // address sync (UpdateNodeStatus) runs once right at start, so the cloud sees lookups.
+    eventually(
+        "the restarted CCM to sync addresses with the cloud",
+        Duration::from_secs(15),
+        || async {
+            Ok(if env.cloud().instance_lookups() > lookups_before {
+                Probe::Done(())
+            } else {
+                Probe::Pending("no activity".into())
+            })
+        },
+    )
+    .await?;
+    holds_for("no CCM writes to initialized nodes", env.hold(), || async {
+        let now = ccm_node_writes(env, "node-a") + ccm_node_writes(env, "node-b");
+        Ok(if now == before {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!(
+                "{} new writes: {:?}",
+                now - before,
+                last_writes(env)
+            ))
+        })
+    })
+    .await?;
+    for name in ["node-a", "node-b"] {
+        let n = synced_events(env, name).await?;
+        ensure!(
+            n == 1,
+            "expected exactly one Synced event for {name} across the restart, observed {n}"
+        );
+    }
+    Ok(vec![])
+}
+
+fn last_writes(env: &Environment) -> Vec<String> {
+    let writes = env.ccm_writes();
+    writes[writes.len().saturating_sub(5)..]
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}/{}{}",
+                e.verb,
+                e.resource,
+                e.name.clone().unwrap_or_default(),
+                e.subresource
+                    .as_ref()
+                    .map(|s| format!("/{s}"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+async fn ni15(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let (_, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let nodes = env.nodes();
+    let set = |labels: serde_json::Value| {
+        let nodes = nodes.clone();
+        async move {
+            nodes
+                .patch(
+                    "node-a",
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"metadata": {"labels": labels}})),
+                )
+                .await
+                .map_err(|e| CaseError::infra("patching labels", e))
+        }
+    };
+    let ga_zone = "topology.kubernetes.io/zone";
+    let beta_zone = "failure-domain.beta.kubernetes.io/zone";
+    let wait_label = |key: &'static str, want: &'static str| {
+        let nodes = nodes.clone();
+        async move {
+            eventually(
+                &format!("label {key}={want}"),
+                Duration::from_secs(10),
+                || {
+                    let nodes = nodes.clone();
+                    async move {
+                        let n = nodes
+                            .get("node-a")
+                            .await
+                            .map_err(|e| CaseError::infra("getting node", e))?;
+                        Ok(if label(&n, key) == Some(want) {
+                            Probe::Done(())
+                        } else {
+                            Probe::Pending(format!("{key}={:?}", label(&n, key)))
+                        })
+                    }
+                },
+            )
+            .await
+        }
+    };
+    // beta z1, GA missing -> GA = z1
+    set(json!({beta_zone: "z1", ga_zone: null})).await?;
+    wait_label(ga_zone, "z1").await?;
+    // GA z2 -> back to the beta value
+    set(json!({ga_zone: "z2"})).await?;
+    wait_label(ga_zone, "z1").await?;
+    // beta missing -> GA untouched
+    set(json!({beta_zone: null, ga_zone: "z3"})).await?;
+    holds_for(
+        "GA zone z3 untouched without a beta label",
+        Duration::from_secs(2),
+        || {
+            let nodes = nodes.clone();
+            async move {
+                let n = nodes
+                    .get("node-a")
+                    .await
+                    .map_err(|e| CaseError::infra("getting node", e))?;
+                Ok(if label(&n, ga_zone) == Some("z3") {
+                    Probe::Done(())
+                } else {
+                    Probe::Pending(format!("{ga_zone}={:?}", label(&n, ga_zone)))
+                })
+            }
+        },
+    )
+    .await?;
+    let _ = node;
+    Ok(vec![])
+}
+
+async fn ni17(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let (_, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let before = provider_id(&node).map(str::to_string);
+    env.restart_kubelet("node-a").await?;
+    let nodes = env.nodes();
+    let before2 = before.clone();
+    holds_for(
+        "no uninitialized taint after the kubelet restart",
+        env.hold(),
+        || {
+            let (nodes, before) = (nodes.clone(), before2.clone());
+            async move {
+                let n = nodes
+                    .get("node-a")
+                    .await
+                    .map_err(|e| CaseError::infra("getting node", e))?;
+                if has_uninitialized_taint(&n) {
+                    return Ok(Probe::Pending(format!("taints: {}", describe_taints(&n))));
+                }
+                Ok(if provider_id(&n).map(str::to_string) == before {
+                    Probe::Done(())
+                } else {
+                    Probe::Pending(format!("providerID changed to {:?}", provider_id(&n)))
+                })
+            }
+        },
+    )
+    .await?;
+    Ok(vec![])
+}
+
+async fn ni18(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    const N: usize = 50;
+    let mut registered = BTreeMap::new();
+    for i in 0..N {
+        let name = format!("node-{i:02}");
+        env.add_node(&name, NodeOptions::default()).await?;
+        registered.insert(name, Instant::now());
+    }
+    let removed: std::sync::Mutex<BTreeMap<String, Duration>> = Default::default();
+    let nodes = env.nodes();
+    eventually(
+        &format!("all {N} nodes initialized"),
+        Duration::from_secs(60),
+        || {
+            let nodes = nodes.clone();
+            let (registered, removed) = (&registered, &removed);
+            async move {
+                let list = nodes
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| CaseError::infra("listing nodes", e))?;
+                let mut removed = removed.lock().unwrap_or_else(|p| p.into_inner());
+                for n in &list.items {
+                    let name = n.metadata.name.clone().unwrap_or_default();
+                    if !has_uninitialized_taint(n) && !removed.contains_key(&name) {
+                        if let Some(t) = registered.get(&name) {
+                            removed.insert(name, t.elapsed());
+                        }
+                    }
+                }
+                Ok(if removed.len() == N {
+                    Probe::Done(())
+                } else {
+                    Probe::Pending(format!("{}/{N} initialized", removed.len()))
+                })
+            }
+        },
+    )
+    .await?;
+    let removed = removed.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut d: Vec<f64> = removed.values().map(|d| d.as_secs_f64()).collect();
+    d.sort_by(f64::total_cmp);
+    let pct = |p: f64| d[((d.len() as f64 * p).ceil() as usize).clamp(1, d.len()) - 1];
+    Ok(vec![
+        (
+            "taint-removal-p50-seconds".into(),
+            format!("{:.3}", pct(0.50)),
+        ),
+        (
+            "taint-removal-p99-seconds".into(),
+            format!("{:.3}", pct(0.99)),
+        ),
+    ])
+}
