@@ -92,10 +92,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
         .filter(|r| r.group == group && r.version == version)
     {
         let mut doc = resource_doc(r);
-        if r.short_names.is_empty() {
-            if let Some(map) = doc.as_object_mut() {
-                map.remove("shortNames");
-            }
+        if r.short_names.is_empty()
+            && let Some(map) = doc.as_object_mut()
+        {
+            map.remove("shortNames");
         }
         resources.push(doc);
         if r.status_subresource {

@@ -146,20 +146,20 @@ fn classify_resource(group: &str, version: &str, rest: &[&str]) -> Target {
             subresource: tail.get(1).map(|s| s.to_string()),
         })
     };
-    if let ["namespaces", ns, plural, tail @ ..] = rest {
-        if let Some(desc) = resources::lookup(group, version, plural).filter(|d| d.namespaced) {
-            if tail.len() <= 2 {
-                return build(desc, Some(ns), tail);
-            }
-            return Target::Unknown;
+    if let ["namespaces", ns, plural, tail @ ..] = rest
+        && let Some(desc) = resources::lookup(group, version, plural).filter(|d| d.namespaced)
+    {
+        if tail.len() <= 2 {
+            return build(desc, Some(ns), tail);
         }
+        return Target::Unknown;
     }
-    if let [plural, tail @ ..] = rest {
-        if let Some(desc) = resources::lookup(group, version, plural) {
-            // A namespaced resource is listable across namespaces, not addressable.
-            if tail.len() <= 2 && (tail.is_empty() || !desc.namespaced) {
-                return build(desc, None, tail);
-            }
+    if let [plural, tail @ ..] = rest
+        && let Some(desc) = resources::lookup(group, version, plural)
+    {
+        // A namespaced resource is listable across namespaces, not addressable.
+        if tail.len() <= 2 && (tail.is_empty() || !desc.namespaced) {
+            return build(desc, None, tail);
         }
     }
     Target::Unknown

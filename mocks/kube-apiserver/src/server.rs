@@ -158,13 +158,12 @@ impl ApiServer {
     /// Stop serving and end open watches; waits up to 5 s for connections to close.
     pub async fn shutdown(mut self) {
         self.state.begin_shutdown();
-        if let Some(mut task) = self.task.take() {
-            if tokio::time::timeout(Duration::from_secs(5), &mut task)
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(Duration::from_secs(5), &mut task)
                 .await
                 .is_err()
-            {
-                task.abort();
-            }
+        {
+            task.abort();
         }
     }
 }

@@ -95,15 +95,15 @@ pub struct Filter {
 impl Filter {
     /// Whether `obj` (of resource `desc`) passes.
     pub fn matches(&self, desc: &ResourceDesc, obj: &Value) -> bool {
-        if let Some(ns) = &self.namespace {
-            if meta_str(obj, "namespace").unwrap_or("") != ns {
-                return false;
-            }
+        if let Some(ns) = &self.namespace
+            && meta_str(obj, "namespace").unwrap_or("") != ns
+        {
+            return false;
         }
-        if let Some(sel) = &self.labels {
-            if !sel.matches(&labels(obj)) {
-                return false;
-            }
+        if let Some(sel) = &self.labels
+            && !sel.matches(&labels(obj))
+        {
+            return false;
         }
         if let Some(sel) = &self.fields {
             let get = |f: &str| desc.field_value(obj, f);
@@ -206,24 +206,22 @@ fn check_type_meta(desc: &ResourceDesc, obj: &Value) -> Result<(), ApiError> {
         .get("apiVersion")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
+        && av != want_av
     {
-        if av != want_av {
-            return Err(ApiError::BadRequest(format!(
-                "the API version in the data ({av}) does not match the expected API version ({want_av})"
-            )));
-        }
+        return Err(ApiError::BadRequest(format!(
+            "the API version in the data ({av}) does not match the expected API version ({want_av})"
+        )));
     }
     if let Some(kind) = obj
         .get("kind")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
+        && kind != desc.kind
     {
-        if kind != desc.kind {
-            return Err(ApiError::BadRequest(format!(
-                "the kind in the data ({kind}) does not match the expected kind ({})",
-                desc.kind
-            )));
-        }
+        return Err(ApiError::BadRequest(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            desc.kind
+        )));
     }
     Ok(())
 }
@@ -717,31 +715,30 @@ impl Store {
         let old = inner.get(desc, &ns, name)?;
         let uid = meta_str(&old, "uid").unwrap_or("");
         let rv = meta_str(&old, "resourceVersion").unwrap_or("");
-        if let Some(want) = opts.precondition_uid.as_deref().filter(|s| !s.is_empty()) {
-            if want != uid {
-                return Err(conflict(
-                    desc,
-                    name,
-                    format!(
-                        "Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
-                    ),
-                ));
-            }
+        if let Some(want) = opts.precondition_uid.as_deref().filter(|s| !s.is_empty())
+            && want != uid
+        {
+            return Err(conflict(
+                desc,
+                name,
+                format!(
+                    "Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
+                ),
+            ));
         }
         if let Some(want) = opts
             .precondition_resource_version
             .as_deref()
             .filter(|s| !s.is_empty())
+            && want != rv
         {
-            if want != rv {
-                return Err(conflict(
-                    desc,
-                    name,
-                    format!(
-                        "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rv}"
-                    ),
-                ));
-            }
+            return Err(conflict(
+                desc,
+                name,
+                format!(
+                    "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rv}"
+                ),
+            ));
         }
         let key = (ns.clone(), name.to_string());
         if !finalizers(&old).is_empty() {

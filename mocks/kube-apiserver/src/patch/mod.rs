@@ -272,6 +272,41 @@ mod tests {
         assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
     }
 
+    /// Odd inputs give errors or results, never panics.
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        let target = json!({"metadata": {"name": "n", "finalizers": ["a"], "ownerReferences": [{"uid": "1"}]},
+            "spec": {"taints": [{"key": "k"}], "podCIDRs": ["x"]},
+            "status": {"addresses": [{"type": "A"}, {"type": "A"}], "conditions": [{"type": "R"}, "junk"]}});
+        let bodies = [
+            json!({"status": {"conditions": [{"type": "R", "x": 1}]}}),
+            json!({"status": {"addresses": [{"$patch": "delete"}]}}),
+            json!({"status": {"addresses": [null]}}),
+            json!({"status": {"addresses": [{"type": null}]}}),
+            json!({"status": {"$setElementOrder/addresses": [1, 2]}}),
+            json!({"status": {"$setElementOrder/addresses": [{"type": "A"}], "addresses": "x"}}),
+            json!({"metadata": {"$setElementOrder/finalizers": [null], "finalizers": [null]}}),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "a"}}),
+            json!({"metadata": {"$deleteFromPrimitiveList/ownerReferences": [{"uid": "1"}]}}),
+            json!({"metadata": {"$retainKeys": [1, null], "name": "x"}}),
+            json!({"$patch": 5}),
+            json!({"spec": {"podCIDRs": [{"a": 1}]}}),
+            json!({"spec": {"podCIDRs": [[1], [2]]}}),
+            json!([{"op": "add", "path": "/status/addresses/99999999999999999999", "value": 1}]),
+            json!([{"op": "move", "from": "/metadata", "path": "/metadata/x"}]),
+            json!([{"op": "copy", "from": "", "path": "/a"}]),
+            json!([{"op": "test", "path": "/-"}]),
+            json!([{"op": "remove", "path": "/status/addresses/-"}]),
+            json!([{"op": "replace", "path": "/status/addresses/-9223372036854775808", "value": 1}]),
+        ];
+        for body in bodies {
+            let raw = body.to_string();
+            for t in [PatchType::Merge, PatchType::Json, PatchType::Strategic] {
+                let _ = apply_patch("Node", &target, t, raw.as_bytes());
+            }
+        }
+    }
+
     #[test]
     fn dispatches_each_type() {
         let target = json!({"metadata": {"name": "n1", "finalizers": ["a"]}});
