@@ -172,6 +172,7 @@ fn verb_of(method: &Method, target: &Target, query: &str) -> String {
     };
     let has_name = rp.name.is_some();
     match *method {
+        Method::GET if has_name && is_watch(query) => "watch".into(),
         Method::GET if has_name => "get".into(),
         Method::GET if is_watch(query) => "watch".into(),
         Method::GET => "list".into(),
@@ -392,12 +393,19 @@ async fn handle_resource(
     let ns = rp.namespace.as_deref();
     let store = &state.store;
     match (method, rp.name.as_deref()) {
+        // A watch on an object URL is a watch with a name field selector
+        // (apiserver pkg/endpoints/handlers/get.go).
+        (&Method::GET, Some(name))
+            if sub == Subresource::Main && params.bool("watch")? == Some(true) =>
+        {
+            watch(state, desc, ns, params, Some(name))
+        }
         (&Method::GET, Some(name)) => {
             Ok(json_response(StatusCode::OK, &store.get(desc, ns, name)?))
         }
         (&Method::GET, None) => {
             if params.bool("watch")? == Some(true) {
-                watch(state, desc, ns, params)
+                watch(state, desc, ns, params, None)
             } else {
                 list(store, desc, ns, params)
             }
@@ -413,10 +421,35 @@ async fn handle_resource(
         (&Method::PUT, Some(name)) => {
             let opts = params.write_options()?;
             let obj = read_json(headers, body, state.max_body_bytes).await?;
-            Ok(json_response(
-                StatusCode::OK,
-                &store.update(desc, ns, name, sub, obj, opts)?,
-            ))
+            let has_rv = obj
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|rv| !rv.is_empty());
+            match store.update(desc, ns, name, sub, obj.clone(), opts) {
+                // AllowCreateOnUpdate (apiserver store.go `Update`): PUT creates a missing object.
+                Err(ApiError::NotFound { resource, .. })
+                    if resource == desc.plural
+                        && desc.allow_create_on_update
+                        && sub == Subresource::Main
+                        && !has_rv =>
+                {
+                    let mut obj = obj;
+                    match crate::meta::meta_nonempty(&obj, "name") {
+                        Some(n) if n != name => {
+                            return Err(ApiError::BadRequest(format!(
+                                "the name of the object ({n}) does not match the name on the URL ({name})"
+                            )));
+                        }
+                        _ => crate::meta::set_meta(&mut obj, "name", Some(json!(name))),
+                    }
+                    Ok(json_response(
+                        StatusCode::CREATED,
+                        &store.create(desc, ns, obj, opts)?,
+                    ))
+                }
+                Ok(updated) => Ok(json_response(StatusCode::OK, &updated)),
+                Err(err) => Err(err),
+            }
         }
         (&Method::PATCH, Some(name)) => {
             let opts = params.write_options()?;
@@ -572,6 +605,7 @@ fn build_filter(
         namespace: ns.map(str::to_string),
         labels,
         fields,
+        name_selector: None,
     })
 }
 
@@ -643,6 +677,7 @@ fn watch(
     desc: &'static ResourceDesc,
     ns: Option<&str>,
     params: &Params,
+    name: Option<&str>,
 ) -> Result<Response, ApiError> {
     let send_initial = params.bool("sendInitialEvents")?;
     let rv_match = params.get_nonempty("resourceVersionMatch");
@@ -685,7 +720,12 @@ fn watch(
                 .map_err(|_| ApiError::BadRequest(format!("invalid timeoutSeconds {s:?}")))?,
         ),
     };
-    let filter = build_filter(desc, ns, params)?;
+    let mut filter = build_filter(desc, ns, params)?;
+    if let Some(name) = name {
+        let by_name = FieldSelector::parse(&format!("metadata.name={name}"))
+            .map_err(|e| ApiError::BadRequest(format!("invalid name: {}", e.0)))?;
+        filter.name_selector = Some(by_name);
+    }
     let watch_params = WatchParams {
         from,
         bookmarks,

@@ -11,6 +11,7 @@
 //! (start/stop, kubeconfig). [`patch`] and [`selector`] are pure engines.
 #![forbid(unsafe_code)]
 
+pub mod allocator;
 pub mod audit;
 pub mod discovery;
 pub mod error;

@@ -57,6 +57,8 @@ pub struct ResourceDesc {
     /// Whether PUT without `metadata.resourceVersion` is accepted (the strategy's
     /// `AllowUnconditionalUpdate`).
     pub allow_unconditional_update: bool,
+    /// Whether PUT to a missing object creates it (the strategy's `AllowCreateOnUpdate`).
+    pub allow_create_on_update: bool,
     pub name_rule: NameRule,
     /// Pods answer DELETE with the object rather than a Status (`ReturnDeletedObject`).
     pub delete_returns_object: bool,
@@ -157,8 +159,9 @@ const SERVICE_FIELDS: &[SelectableField] = &[
 const SECRET_FIELDS: &[SelectableField] = &[field("type", "/type", "")];
 const NAMESPACE_FIELDS: &[SelectableField] = &[field("status.phase", "/status/phase", "")];
 
-/// Every resource served. Unconditional-update flags follow each upstream strategy
-/// (e.g. kubernetes pkg/registry/coordination/lease/strategy.go returns false).
+/// Every resource served. Unconditional-update and create-on-update flags follow each
+/// upstream strategy (e.g. kubernetes pkg/registry/coordination/lease/strategy.go:
+/// unconditional update false, create on update true).
 pub static RESOURCES: &[ResourceDesc] = &[
     ResourceDesc {
         group: "",
@@ -171,6 +174,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &["ns"],
         fields: NAMESPACE_FIELDS,
         allow_unconditional_update: true,
+        allow_create_on_update: false,
         name_rule: NameRule::Label,
         delete_returns_object: false,
     },
@@ -185,6 +189,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &["no"],
         fields: NODE_FIELDS,
         allow_unconditional_update: true,
+        allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
     },
@@ -199,6 +204,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &["ev"],
         fields: EVENT_FIELDS,
         allow_unconditional_update: true,
+        allow_create_on_update: true,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
     },
@@ -213,6 +219,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &["cm"],
         fields: &[],
         allow_unconditional_update: true,
+        allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
     },
@@ -227,6 +234,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &[],
         fields: SECRET_FIELDS,
         allow_unconditional_update: true,
+        allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
     },
@@ -241,6 +249,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &["svc"],
         fields: SERVICE_FIELDS,
         allow_unconditional_update: true,
+        allow_create_on_update: true,
         name_rule: NameRule::Label1035,
         delete_returns_object: false,
     },
@@ -255,6 +264,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &["po"],
         fields: POD_FIELDS,
         allow_unconditional_update: true,
+        allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: true,
     },
@@ -269,6 +279,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &[],
         fields: &[],
         allow_unconditional_update: false,
+        allow_create_on_update: true,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
     },
@@ -283,6 +294,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &["ev"],
         fields: &[],
         allow_unconditional_update: true,
+        allow_create_on_update: true,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
     },
@@ -297,6 +309,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         short_names: &[],
         fields: &[],
         allow_unconditional_update: true,
+        allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
     },

@@ -13,6 +13,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use crate::allocator;
 use crate::error::{ApiError, Cause, OPTIMISTIC_LOCK_MESSAGE};
 use crate::meta::{
     finalizers, generate_name, labels, meta_nonempty, meta_str, now_rfc3339, set_meta,
@@ -90,6 +91,8 @@ pub struct Filter {
     pub namespace: Option<String>,
     pub labels: Option<LabelSelector>,
     pub fields: Option<FieldSelector>,
+    /// Extra field selector (a watch on an object URL selects its name).
+    pub name_selector: Option<FieldSelector>,
 }
 
 impl Filter {
@@ -105,8 +108,8 @@ impl Filter {
         {
             return false;
         }
-        if let Some(sel) = &self.fields {
-            let get = |f: &str| desc.field_value(obj, f);
+        let get = |f: &str| desc.field_value(obj, f);
+        for sel in [&self.fields, &self.name_selector].into_iter().flatten() {
             if !sel.matches(&get) {
                 return false;
             }
@@ -246,11 +249,7 @@ fn reconcile_namespace(desc: &ResourceDesc, obj: &mut Value, ns: &str) -> Result
         }
         set_meta(obj, "namespace", Some(json!(ns)));
     } else {
-        if !body_ns.is_empty() {
-            return Err(ApiError::BadRequest(
-                "a namespace was set on a cluster-scoped object".into(),
-            ));
-        }
+        // Cluster-scoped: a namespace in the body is cleared.
         set_meta(obj, "namespace", None);
     }
     Ok(())
@@ -482,6 +481,10 @@ impl Store {
                 name,
             });
         }
+        let causes = inner.allocate(desc, &key, &mut obj, None);
+        if !causes.is_empty() {
+            return Err(invalid(desc, &name, causes));
+        }
         if opts.dry_run {
             return Ok(obj);
         }
@@ -649,7 +652,11 @@ impl Store {
                 ));
             }
         }
-        let causes = strategy::validate_update(desc, &old, &new);
+        let mut causes = strategy::validate_update(desc, &old, &new);
+        if causes.is_empty() {
+            let key = (ns.to_string(), name.to_string());
+            causes = inner.allocate(desc, &key, &mut new, Some(&old));
+        }
         if !causes.is_empty() {
             return Err(invalid(desc, name, causes));
         }
@@ -880,6 +887,28 @@ impl Inner {
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
             .cloned()
             .ok_or_else(|| not_found(desc, name))
+    }
+
+    /// Service IP/port allocation against every other stored Service.
+    fn allocate(
+        &self,
+        desc: &ResourceDesc,
+        key: &ObjectKey,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Vec<Cause> {
+        if !(desc.group.is_empty() && desc.kind == "Service") {
+            return Vec::new();
+        }
+        let others: Vec<&Value> = self
+            .objects
+            .get(&desc.key())
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| *k != key)
+            .map(|(_, v)| v.as_ref())
+            .collect();
+        allocator::allocate(obj, old, &others)
     }
 
     fn namespace_exists(&self, ns: &str) -> bool {

@@ -346,4 +346,35 @@ mod tests {
         );
         assert!(b["object"]["metadata"].get("annotations").is_none());
     }
+
+    #[tokio::test]
+    async fn slow_watcher_gets_410_and_writers_do_not_block() {
+        let store = Store::new(64);
+        let nodes = lookup("", "v1", "nodes").expect("nodes");
+        let (_tx, rx) = tokio::sync::watch::channel(false);
+        let mut s = Box::pin(stream(
+            store.clone(),
+            nodes,
+            Filter::default(),
+            params(WatchFrom::Now { initial: false }),
+            rx,
+        ));
+        // Register the watcher (first poll subscribes, then waits for events).
+        assert!(futures::poll!(s.next()).is_pending());
+        // Far more writes than the channel holds; none of them may block.
+        for i in 0..500 {
+            store
+                .create(
+                    nodes,
+                    None,
+                    json!({"metadata": {"name": format!("n{i}")}}),
+                    WriteOptions::default(),
+                )
+                .expect("create");
+        }
+        let ev = next_line(&mut s).await;
+        assert_eq!(ev["type"], "ERROR", "{ev}");
+        assert_eq!(ev["object"]["code"], 410);
+        assert!(s.next().await.is_none(), "stream ends after the error");
+    }
 }

@@ -46,6 +46,8 @@ fn api_status(err: &kube::Error) -> u16 {
 #[tokio::test]
 async fn node_crud_and_patches() {
     let (server, client) = start(Config::default()).await;
+    // kube-rs sends its bearer token even over plain HTTP: require it.
+    server.set_allow_anonymous(false);
     let nodes: Api<Node> = Api::all(client);
     let created = nodes
         .create(&PostParams::default(), &node("n1"))
@@ -467,5 +469,152 @@ async fn await_condition_with_name_selector() {
             .any(|e| e.verb == "watch" && e.query.contains("fieldSelector=metadata.name%3Da1")),
         "await_condition watched with a name field selector"
     );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn streaming_list_watcher_gets_initial_events_end() {
+    let (server, client) = start(Config::default()).await;
+    let nodes: Api<Node> = Api::all(client);
+    for name in ["s1", "s2"] {
+        nodes
+            .create(&PostParams::default(), &node(name))
+            .await
+            .expect("create");
+    }
+    let mut stream = watcher(nodes.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut initial = BTreeSet::new();
+    loop {
+        match next_event(&mut stream).await {
+            watcher::Event::InitApply(n) => {
+                initial.insert(n.name_any());
+            }
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(initial.into_iter().collect::<Vec<_>>(), ["s1", "s2"]);
+    nodes
+        .create(&PostParams::default(), &node("s3"))
+        .await
+        .expect("create");
+    loop {
+        if let watcher::Event::Apply(n) = next_event(&mut stream).await {
+            assert_eq!(n.name_any(), "s3");
+            break;
+        }
+    }
+    assert!(
+        server
+            .audit()
+            .iter()
+            .any(|e| e.verb == "watch" && e.query.contains("sendInitialEvents=true"))
+    );
+    assert!(
+        !server.audit().iter().any(|e| e.verb == "list"),
+        "no LIST in streaming mode"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn event_recorder_and_metadata_api() {
+    use kube::Resource;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let (server, client) = start(Config::default()).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n = nodes
+        .create(&PostParams::default(), &node("ev1"))
+        .await
+        .expect("create");
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "test-ccm".into(),
+            instance: None,
+        },
+    );
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Synced".into(),
+        note: Some("node synced".into()),
+        action: "Sync".into(),
+        secondary: None,
+    };
+    let reference = n.object_ref(&());
+    // Twice: the second publish updates the series with a merge patch.
+    recorder
+        .publish(&event, &reference)
+        .await
+        .expect("first publish");
+    recorder
+        .publish(&event, &reference)
+        .await
+        .expect("second publish");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let list = events
+        .list(&ListParams::default())
+        .await
+        .expect("list events");
+    assert_eq!(list.items.len(), 1, "one event with a series");
+    assert!(list.items[0].series.is_some());
+
+    // PartialObjectMetadata requests are answered with full objects, which decode.
+    let meta = nodes
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("list_metadata");
+    assert_eq!(meta.items.len(), 1);
+    assert_eq!(meta.items[0].metadata.name.as_deref(), Some("ev1"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn bookmarks_decode_in_kube_core() {
+    let config = Config {
+        bookmark_interval: Duration::from_millis(100),
+        ..Config::default()
+    };
+    let (server, client) = start(config).await;
+    let nodes: Api<Node> = Api::all(client);
+    nodes
+        .create(&PostParams::default(), &node("b1"))
+        .await
+        .expect("create");
+    let list = nodes.list(&ListParams::default()).await.expect("list");
+    let rv = list.metadata.resource_version.expect("list rv");
+    let mut stream = nodes
+        .watch(
+            &WatchParams {
+                bookmarks: true,
+                ..WatchParams::default().timeout(10)
+            },
+            &rv,
+        )
+        .await
+        .expect("watch")
+        .boxed();
+    nodes
+        .create(&PostParams::default(), &node("b2"))
+        .await
+        .expect("create");
+    let mut added = false;
+    loop {
+        let ev = tokio::time::timeout(DEADLINE, stream.try_next())
+            .await
+            .expect("event before deadline")
+            .expect("decodes")
+            .expect("open");
+        match ev {
+            WatchEvent::Added(n) => added |= n.name_any() == "b2",
+            WatchEvent::Bookmark(b) => {
+                assert!(added, "the bookmark never overtakes the ADDED event");
+                let bookmark_rv: u64 = b.metadata.resource_version.parse().expect("numeric rv");
+                assert!(bookmark_rv > rv.parse::<u64>().expect("numeric"));
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
     server.shutdown().await;
 }

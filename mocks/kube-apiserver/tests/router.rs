@@ -554,3 +554,131 @@ async fn list_pagination() {
     .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
 }
+
+#[tokio::test]
+async fn put_creates_leases_but_not_nodes() {
+    let app = app();
+    let lease = json!({"metadata": {"name": "l1"}, "spec": {"holderIdentity": "a"}}).to_string();
+    let uri = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l1";
+    let (s, v) = send(&app, req("PUT", uri, Some("application/json"), lease)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["kind"], "Lease");
+    let node = json!({"metadata": {"name": "n9"}}).to_string();
+    let (s, _) = send(
+        &app,
+        req("PUT", "/api/v1/nodes/n9", Some("application/json"), node),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn cluster_scoped_body_namespace_is_cleared() {
+    let app = app();
+    let body = json!({"metadata": {"name": "n1", "namespace": "default"}}).to_string();
+    let (s, v) = send(
+        &app,
+        req("POST", "/api/v1/nodes", Some("application/json"), body),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert!(v["metadata"].get("namespace").is_none(), "{v}");
+}
+
+#[tokio::test]
+async fn watch_on_object_url_selects_that_object() {
+    let app = app();
+    create_node(&app, "a").await;
+    create_node(&app, "b").await;
+    let r = req(
+        "GET",
+        "/api/v1/nodes/b?watch=true&timeoutSeconds=0",
+        None,
+        Body::empty(),
+    );
+    let resp = app.clone().oneshot(r).await.expect("infallible");
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+    // timeoutSeconds=0 ends the stream right after the initial events.
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["type"], "ADDED");
+    assert_eq!(lines[0]["object"]["metadata"]["name"], "b");
+}
+
+#[tokio::test]
+async fn services_get_cluster_ip_and_node_ports() {
+    let app = app();
+    let svc = json!({"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 8080}]}});
+    let (s, v) = send(
+        &app,
+        req(
+            "POST",
+            "/api/v1/namespaces/default/services",
+            Some("application/json"),
+            svc.to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert!(
+        v["spec"]["clusterIP"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with("10.0.0.")),
+        "{v}"
+    );
+    let node_port = v["spec"]["ports"][0]["nodePort"]
+        .as_u64()
+        .expect("nodePort");
+    assert!((30000..=32767).contains(&node_port));
+    assert!(v["spec"]["healthCheckNodePort"].as_u64().is_some());
+    assert_eq!(v["spec"]["ports"][0]["targetPort"], 8080);
+    // LB status is writable only through /status.
+    let status = r#"{"status":{"loadBalancer":{"ingress":[{"ip":"127.0.0.100"}]}}}"#;
+    let (s, v) = send(
+        &app,
+        req(
+            "PATCH",
+            "/api/v1/namespaces/default/services/lb",
+            Some("application/merge-patch+json"),
+            status,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v["status"]["loadBalancer"].get("ingress").is_none(), "{v}");
+    let (s, v) = send(
+        &app,
+        req(
+            "PATCH",
+            "/api/v1/namespaces/default/services/lb/status",
+            Some("application/merge-patch+json"),
+            status,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        v["status"]["loadBalancer"]["ingress"][0]["ip"],
+        "127.0.0.100"
+    );
+    assert_eq!(v["spec"]["ports"][0]["nodePort"], node_port);
+    // A second Service asking for the same node port is refused.
+    let dup = json!({"metadata": {"name": "np"}, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": node_port}]}});
+    let (s, v) = send(
+        &app,
+        req(
+            "POST",
+            "/api/v1/namespaces/default/services",
+            Some("application/json"),
+            dup.to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+}
