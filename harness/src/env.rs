@@ -18,7 +18,7 @@ use crate::case::CaseError;
 use crate::ccm::{CcmProcess, free_port};
 use crate::cloud::{CloudControl, Instance, InstanceSpec, Provider};
 use crate::settings::Settings;
-use crate::wait::{Probe, eventually};
+use crate::wait::{Probe, eventually, holds_for};
 
 /// User-Agent of the harness's own API calls.
 pub const HARNESS_USER_AGENT: &str = "ccm-conformance-harness";
@@ -289,6 +289,60 @@ impl Environment {
         )
         .await;
         result.map_err(|e| self.with_ccm_log(e))
+    }
+
+    /// Polls node `name` until `check` accepts it (`Ok(value)`), or fails after `timeout`
+    /// with the last thing `check` reported (`Err(observed)`).
+    pub async fn node_eventually<T>(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&Node) -> Result<T, String>,
+    ) -> Result<T, CaseError> {
+        let nodes = self.nodes();
+        let check = &check;
+        eventually(&format!("{what} on node {name}"), timeout, || {
+            let nodes = nodes.clone();
+            async move {
+                let node = nodes
+                    .get(name)
+                    .await
+                    .map_err(|e| CaseError::infra(&format!("getting node {name}"), e))?;
+                Ok(match check(&node) {
+                    Ok(v) => Probe::Done(v),
+                    Err(seen) => Probe::Pending(seen),
+                })
+            }
+        })
+        .await
+    }
+
+    /// Checks that node `name` exists and satisfies `check` throughout `period`.
+    pub async fn node_holds(
+        &self,
+        name: &str,
+        what: &str,
+        period: Duration,
+        check: impl Fn(&Node) -> Result<(), String>,
+    ) -> Result<(), CaseError> {
+        let nodes = self.nodes();
+        let check = &check;
+        holds_for(&format!("{what} on node {name}"), period, || {
+            let nodes = nodes.clone();
+            async move {
+                let node = nodes
+                    .get_opt(name)
+                    .await
+                    .map_err(|e| CaseError::infra(&format!("getting node {name}"), e))?;
+                Ok(match node.as_ref().map(check) {
+                    None => Probe::Pending(format!("node {name} was deleted")),
+                    Some(Ok(())) => Probe::Done(()),
+                    Some(Err(seen)) => Probe::Pending(seen),
+                })
+            }
+        })
+        .await
     }
 
     /// Appends the CCM log tail to a failure's detail.

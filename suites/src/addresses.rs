@@ -11,8 +11,9 @@ use ccm_harness::case::CaseMetrics;
 use ccm_harness::env::{NodeIp, NodeOptions, addresses};
 use ccm_harness::{
     Case, CaseError, Environment, FaultSpec, InstancePatch, InstanceSpec, Probe, Tag, ensure,
-    eventually, holds_for,
+    eventually,
 };
+use k8s_openapi::api::core::v1::Node;
 
 use crate::common::{
     address_set, ccm_node_writes, ccm_status_writes, initialized_node, show_addresses,
@@ -83,28 +84,13 @@ async fn wait_address(
     pair: (&str, &str),
     within: Duration,
 ) -> Result<(), CaseError> {
-    let nodes = env.nodes();
-    eventually(
-        &format!("{} {} on node {name}", pair.0, pair.1),
-        within,
-        || {
-            let nodes = nodes.clone();
-            async move {
-                let n = nodes
-                    .get(name)
-                    .await
-                    .map_err(|e| CaseError::infra("getting node", e))?;
-                let found = addresses(&n)
-                    .iter()
-                    .any(|(t, a)| t == pair.0 && a == pair.1);
-                Ok(if found {
-                    Probe::Done(())
-                } else {
-                    Probe::Pending(show_addresses(&n))
-                })
-            }
-        },
-    )
+    env.node_eventually(name, &format!("{} {}", pair.0, pair.1), within, |n| {
+        if addresses(n).iter().any(|(t, a)| t == pair.0 && a == pair.1) {
+            Ok(())
+        } else {
+            Err(show_addresses(n))
+        }
+    })
     .await
 }
 
@@ -115,19 +101,11 @@ async fn addresses_hold(
     expected: &[(String, String)],
     period: Duration,
 ) -> Result<(), CaseError> {
-    let nodes = env.nodes();
-    holds_for(&format!("addresses of {name} unchanged"), period, || {
-        let nodes = nodes.clone();
-        async move {
-            let n = nodes
-                .get(name)
-                .await
-                .map_err(|e| CaseError::infra("getting node", e))?;
-            Ok(if addresses(&n) == expected {
-                Probe::Done(())
-            } else {
-                Probe::Pending(show_addresses(&n))
-            })
+    env.node_holds(name, "unchanged addresses", period, |n| {
+        if addresses(n) == expected {
+            Ok(())
+        } else {
+            Err(show_addresses(n))
         }
     })
     .await
@@ -201,8 +179,8 @@ async fn na01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 async fn na02(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
-    let (instance, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
-    let node = wait_settled(env, "node-a", &instance.cloud_addresses(), node).await?;
+    let (instance, _) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let node = wait_settled(env, "node-a", &instance.cloud_addresses()).await?;
     env.cloud().update_instance(
         &instance.id,
         InstancePatch {
@@ -225,25 +203,17 @@ async fn wait_settled(
     env: &Environment,
     name: &str,
     cloud: &[(String, String)],
-    _node: k8s_openapi::api::core::v1::Node,
-) -> Result<k8s_openapi::api::core::v1::Node, CaseError> {
-    let nodes = env.nodes();
-    eventually(
-        &format!("cloud addresses on {name}"),
+) -> Result<Node, CaseError> {
+    env.node_eventually(
+        name,
+        "the cloud's addresses",
         Duration::from_secs(10),
-        || {
-            let nodes = nodes.clone();
-            async move {
-                let n = nodes
-                    .get(name)
-                    .await
-                    .map_err(|e| CaseError::infra("getting node", e))?;
-                let have = addresses(&n);
-                Ok(if cloud.iter().all(|p| have.contains(p)) {
-                    Probe::Done(n)
-                } else {
-                    Probe::Pending(show_addresses(&n))
-                })
+        |n| {
+            let have = addresses(n);
+            if cloud.iter().all(|p| have.contains(p)) {
+                Ok(n.clone())
+            } else {
+                Err(show_addresses(n))
             }
         },
     )
@@ -251,8 +221,8 @@ async fn wait_settled(
 }
 
 async fn na03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
-    let (instance, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
-    let node = wait_settled(env, "node-a", &instance.cloud_addresses(), node).await?;
+    let (instance, _) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let node = wait_settled(env, "node-a", &instance.cloud_addresses()).await?;
     let hostname = ("Hostname".to_string(), "node-a".to_string());
     ensure!(
         addresses(&node).contains(&hostname),
@@ -322,33 +292,9 @@ async fn na05(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         status_report_interval: Some(PERIOD),
         ..Default::default()
     };
-    let (instance, node) = initialized_node(env, "node-a", options).await?;
-    let node = wait_settled(
-        env,
-        "node-a",
-        &[("InternalIP".into(), instance.internal_ips[0].clone())],
-        node,
-    )
-    .await?;
-    // Let the post-initialization status patch land.
-    let env_ref: &Environment = env;
-    let node = eventually(
-        "addresses to include the ExternalIP",
-        Duration::from_secs(10),
-        || {
-            let node = node.clone();
-            async move {
-                let n = env_ref.node("node-a").await?;
-                let _ = node;
-                Ok(if addresses(&n).iter().any(|(t, _)| t == "ExternalIP") {
-                    Probe::Done(n)
-                } else {
-                    Probe::Pending(show_addresses(&n))
-                })
-            }
-        },
-    )
-    .await?;
+    let (instance, _) = initialized_node(env, "node-a", options).await?;
+    // The node IP is the instance's only internal IP, so every cloud address stays.
+    let node = wait_settled(env, "node-a", &instance.cloud_addresses()).await?;
     let before = ccm_status_writes(env, "node-a");
     addresses_hold(env, "node-a", &addresses(&node), PERIOD * 10).await?;
     let after = ccm_status_writes(env, "node-a");
@@ -361,10 +307,10 @@ async fn na05(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 async fn na06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
-    let (a, node_a) = initialized_node(env, "node-a", NodeOptions::default()).await?;
-    let (b, node_b) = initialized_node(env, "node-b", NodeOptions::default()).await?;
-    let node_a = wait_settled(env, "node-a", &a.cloud_addresses(), node_a).await?;
-    wait_settled(env, "node-b", &b.cloud_addresses(), node_b).await?;
+    let (a, _) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let (b, _) = initialized_node(env, "node-b", NodeOptions::default()).await?;
+    let node_a = wait_settled(env, "node-a", &a.cloud_addresses()).await?;
+    wait_settled(env, "node-b", &b.cloud_addresses()).await?;
     env.cloud().inject(FaultSpec::InstanceLookup {
         instance_id: Some(a.id.clone()),
         status: 500,

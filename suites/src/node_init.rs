@@ -18,6 +18,7 @@ use ccm_harness::{
     Case, CaseError, Environment, FaultSpec, InstanceSpec, Probe, Tag, ensure, eventually,
     holds_for,
 };
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -276,36 +277,26 @@ async fn ni04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     )])
 }
 
-/// The taint must stay for the whole hold window; also returns how many lookups happened.
+/// The uninitialized taint stays on every node in `names` for the whole hold window.
 async fn taint_holds(env: &Environment, names: &[&str]) -> Result<(), CaseError> {
-    let nodes = env.nodes();
-    holds_for(
-        &format!("the uninitialized taint to stay on {names:?}"),
-        env.hold(),
-        || {
-            let nodes = nodes.clone();
-            async move {
-                for name in names {
-                    match nodes
-                        .get_opt(name)
-                        .await
-                        .map_err(|e| CaseError::infra("getting node", e))?
-                    {
-                        None => return Ok(Probe::Pending(format!("node {name} was deleted"))),
-                        Some(n) if !has_uninitialized_taint(&n) => {
-                            return Ok(Probe::Pending(format!(
-                                "node {name} taints: {}",
-                                describe_taints(&n)
-                            )));
-                        }
-                        Some(_) => {}
-                    }
-                }
-                Ok(Probe::Done(()))
+    for name in names {
+        // A removed taint is never put back, so finding it on the other nodes at the end
+        // of the first node's window shows it stayed on them the whole time.
+        let period = if name == &names[0] {
+            env.hold()
+        } else {
+            Duration::ZERO
+        };
+        env.node_holds(name, "the uninitialized taint", period, |n| {
+            if has_uninitialized_taint(n) {
+                Ok(())
+            } else {
+                Err(format!("taints: {}", describe_taints(n)))
             }
-        },
-    )
-    .await
+        })
+        .await?;
+    }
+    Ok(())
 }
 
 async fn ni05(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
@@ -365,7 +356,7 @@ async fn ni09(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         external_ips: Some(vec![e.into()]),
         ..Default::default()
     };
-    let (_, node) = initialized_node(
+    initialized_node(
         env,
         "node-a",
         NodeOptions {
@@ -375,26 +366,24 @@ async fn ni09(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         },
     )
     .await?;
-    let node = eventually(
-        "addresses A, E and Hostname",
-        Duration::from_secs(10),
-        || {
-            let node = node.clone();
-            async move {
-                let got = addresses(&node);
-                Ok(if got.iter().any(|(t, x)| t == "ExternalIP" && x == e) {
-                    Probe::Done(node)
+    // The addresses arrive with the status patch right after the taint goes.
+    let node = env
+        .node_eventually(
+            "node-a",
+            &format!("ExternalIP {e}"),
+            Duration::from_secs(10),
+            |n| {
+                if addresses(n)
+                    .iter()
+                    .any(|(t, x)| t == "ExternalIP" && x == e)
+                {
+                    Ok(n.clone())
                 } else {
-                    Probe::Pending(show_addresses(&node))
-                })
-            }
-        },
-    )
-    .await;
-    let node = match node {
-        Ok(n) => n,
-        Err(_) => env.node("node-a").await?,
-    };
+                    Err(show_addresses(n))
+                }
+            },
+        )
+        .await?;
     let got = addresses(&node);
     ensure!(
         got.first() == Some(&("InternalIP".to_string(), a.to_string())),
@@ -462,7 +451,7 @@ async fn ni12(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     let (v4, v6) = ("127.10.9.1", "fd00::9:1");
     let spec = InstanceSpec {
         internal_ips: Some(vec![v4.into(), v6.into()]),
-        external_ips: Some(vec![]),
+        external_ips: Some(vec!["127.20.9.1".into()]),
         ..Default::default()
     };
     let annotation = format!("{v6},{v4}");
@@ -476,13 +465,25 @@ async fn ni12(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         },
     )
     .await?;
-    let got = addresses(&node);
-    let first: Vec<&str> = got.iter().take(2).map(|(_, a)| a.as_str()).collect();
-    ensure!(
-        first == [v6, v4],
-        "expected {v6} then {v4} first, observed {}",
-        show_addresses(&node)
-    );
+    // The kubelet registered the pair already; the CCM's status patch (which adds the
+    // ExternalIP) follows the taint removal, so wait for it before judging the order.
+    let _ = node;
+    env.node_eventually(
+        "node-a",
+        &format!("{v6} then {v4} first"),
+        Duration::from_secs(10),
+        |n| {
+            let got = addresses(n);
+            let first: Vec<&str> = got.iter().take(2).map(|(_, a)| a.as_str()).collect();
+            let from_ccm = got.iter().any(|(t, _)| t == "ExternalIP");
+            if first == [v6, v4] && from_ccm {
+                Ok(())
+            } else {
+                Err(show_addresses(n))
+            }
+        },
+    )
+    .await?;
     Ok(vec![])
 }
 
@@ -564,75 +565,56 @@ fn last_writes(env: &Environment) -> Vec<String> {
 }
 
 async fn ni15(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
-    let (_, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    initialized_node(env, "node-a", NodeOptions::default()).await?;
     let nodes = env.nodes();
     let set = |labels: serde_json::Value| {
         let nodes = nodes.clone();
         async move {
+            let patch = json!({"metadata": {"labels": labels}});
             nodes
-                .patch(
-                    "node-a",
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({"metadata": {"labels": labels}})),
-                )
+                .patch("node-a", &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(|e| CaseError::infra("patching labels", e))
         }
     };
     let ga_zone = "topology.kubernetes.io/zone";
     let beta_zone = "failure-domain.beta.kubernetes.io/zone";
-    let wait_label = |key: &'static str, want: &'static str| {
-        let nodes = nodes.clone();
-        async move {
-            eventually(
-                &format!("label {key}={want}"),
-                Duration::from_secs(10),
-                || {
-                    let nodes = nodes.clone();
-                    async move {
-                        let n = nodes
-                            .get("node-a")
-                            .await
-                            .map_err(|e| CaseError::infra("getting node", e))?;
-                        Ok(if label(&n, key) == Some(want) {
-                            Probe::Done(())
-                        } else {
-                            Probe::Pending(format!("{key}={:?}", label(&n, key)))
-                        })
-                    }
-                },
-            )
-            .await
+    let zone_is = |want: &'static str| {
+        move |n: &Node| {
+            if label(n, ga_zone) == Some(want) {
+                Ok(())
+            } else {
+                Err(format!("{ga_zone}={:?}", label(n, ga_zone)))
+            }
         }
     };
     // beta z1, GA missing -> GA = z1
     set(json!({beta_zone: "z1", ga_zone: null})).await?;
-    wait_label(ga_zone, "z1").await?;
-    // GA z2 -> back to the beta value
-    set(json!({ga_zone: "z2"})).await?;
-    wait_label(ga_zone, "z1").await?;
-    // beta missing -> GA untouched
-    set(json!({beta_zone: null, ga_zone: "z3"})).await?;
-    holds_for(
-        "GA zone z3 untouched without a beta label",
-        Duration::from_secs(2),
-        || {
-            let nodes = nodes.clone();
-            async move {
-                let n = nodes
-                    .get("node-a")
-                    .await
-                    .map_err(|e| CaseError::infra("getting node", e))?;
-                Ok(if label(&n, ga_zone) == Some("z3") {
-                    Probe::Done(())
-                } else {
-                    Probe::Pending(format!("{ga_zone}={:?}", label(&n, ga_zone)))
-                })
-            }
-        },
+    env.node_eventually(
+        "node-a",
+        "GA zone copied from beta",
+        Duration::from_secs(10),
+        zone_is("z1"),
     )
     .await?;
-    let _ = node;
+    // GA z2 -> back to the beta value
+    set(json!({ga_zone: "z2"})).await?;
+    env.node_eventually(
+        "node-a",
+        "GA zone reset to beta",
+        Duration::from_secs(10),
+        zone_is("z1"),
+    )
+    .await?;
+    // beta missing -> GA untouched
+    set(json!({beta_zone: null, ga_zone: "z3"})).await?;
+    env.node_holds(
+        "node-a",
+        "GA zone untouched without a beta label",
+        Duration::from_secs(2),
+        zone_is("z3"),
+    )
+    .await?;
     Ok(vec![])
 }
 
@@ -640,26 +622,17 @@ async fn ni17(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     let (_, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
     let before = provider_id(&node).map(str::to_string);
     env.restart_kubelet("node-a").await?;
-    let nodes = env.nodes();
-    let before2 = before.clone();
-    holds_for(
+    env.node_holds(
+        "node-a",
         "no uninitialized taint after the kubelet restart",
         env.hold(),
-        || {
-            let (nodes, before) = (nodes.clone(), before2.clone());
-            async move {
-                let n = nodes
-                    .get("node-a")
-                    .await
-                    .map_err(|e| CaseError::infra("getting node", e))?;
-                if has_uninitialized_taint(&n) {
-                    return Ok(Probe::Pending(format!("taints: {}", describe_taints(&n))));
-                }
-                Ok(if provider_id(&n).map(str::to_string) == before {
-                    Probe::Done(())
-                } else {
-                    Probe::Pending(format!("providerID changed to {:?}", provider_id(&n)))
-                })
+        |n| {
+            if has_uninitialized_taint(n) {
+                Err(format!("taints: {}", describe_taints(n)))
+            } else if provider_id(n).map(str::to_string) != before {
+                Err(format!("providerID changed to {:?}", provider_id(n)))
+            } else {
+                Ok(())
             }
         },
     )

@@ -244,10 +244,16 @@ impl SimKubelet {
     /// re-tainting) and starts the Lease heartbeat.
     pub async fn start(client: kube::Client, config: KubeletConfig) -> Result<Self, Error> {
         let nodes: Api<Node> = Api::all(client.clone());
-        register(&nodes, &config).await?;
+        let uid = register(&nodes, &config).await?;
         let (stop, stopped) = watch::channel(false);
         let leases: Api<Lease> = Api::namespaced(client, NODE_LEASE_NAMESPACE);
-        let task = tokio::spawn(heartbeat(nodes.clone(), leases, config.clone(), stopped));
+        let task = tokio::spawn(heartbeat(
+            nodes.clone(),
+            leases,
+            config.clone(),
+            uid,
+            stopped,
+        ));
         Ok(Self {
             config,
             nodes,
@@ -315,8 +321,9 @@ impl Drop for SimKubelet {
 }
 
 /// `tryRegisterWithAPIServer`: create, or on AlreadyExists reconcile the existing Node
-/// (annotation and labels) without touching its taints or addresses.
-async fn register(nodes: &Api<Node>, config: &KubeletConfig) -> Result<(), Error> {
+/// (annotation and labels) without touching its taints or addresses. Returns the Node's uid
+/// (the node Lease's owner).
+async fn register(nodes: &Api<Node>, config: &KubeletConfig) -> Result<String, Error> {
     let name = config.node_name.clone();
     let body = initial_node(config)?;
     let node: Node = serde_json::from_value(body.clone()).map_err(|e| Error::Register {
@@ -324,7 +331,7 @@ async fn register(nodes: &Api<Node>, config: &KubeletConfig) -> Result<(), Error
         source: kube::Error::SerdeError(e),
     })?;
     match nodes.create(&PostParams::default(), &node).await {
-        Ok(_) => Ok(()),
+        Ok(created) => Ok(created.metadata.uid.unwrap_or_default()),
         Err(kube::Error::Api(status)) if status.reason == "AlreadyExists" => {
             let provided = body["metadata"]["annotations"]
                 .get(PROVIDED_NODE_IP)
@@ -334,10 +341,9 @@ async fn register(nodes: &Api<Node>, config: &KubeletConfig) -> Result<(), Error
                 "labels": body["metadata"]["labels"],
                 "annotations": {PROVIDED_NODE_IP: provided}
             }});
-            nodes
+            let existing = nodes
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map(drop)
                 .map_err(|source| Error::Register { node: name, source })?;
             // The kubelet posts fresh conditions right after registering.
             let status = json!({"status": {"conditions": conditions("True", &now())}});
@@ -348,7 +354,7 @@ async fn register(nodes: &Api<Node>, config: &KubeletConfig) -> Result<(), Error
                     &Patch::Strategic(&status),
                 )
                 .await
-                .map(drop)
+                .map(|_| existing.metadata.uid.unwrap_or_default())
                 .map_err(|source| Error::Register {
                     node: config.node_name.clone(),
                     source,
@@ -365,18 +371,21 @@ async fn heartbeat(
     nodes: Api<Node>,
     leases: Api<Lease>,
     config: KubeletConfig,
+    node_uid: String,
     mut stopped: watch::Receiver<bool>,
 ) {
     let name = config.node_name.clone();
     let mut lease_tick = tokio::time::interval(config.lease_renew_interval);
     let mut status_tick = tokio::time::interval(config.status_report_interval);
     status_tick.tick().await; // registration just posted status
+    let mut lease_exists = false;
     loop {
         tokio::select! {
             _ = stopped.changed() => return,
             _ = lease_tick.tick() => {
-                if let Err(e) = renew_lease(&nodes, &leases, &name).await {
-                    tracing::debug!(node = %name, error = %e, "lease renewal failed");
+                match renew_lease(&leases, &name, &node_uid, lease_exists).await {
+                    Ok(()) => lease_exists = true,
+                    Err(e) => tracing::debug!(node = %name, error = %e, "lease renewal failed"),
                 }
             }
             _ = status_tick.tick() => {
@@ -391,37 +400,37 @@ async fn heartbeat(
     }
 }
 
+/// The node lease controller (kubernetes/component-helpers apimachinery/lease/controller.go):
+/// make sure the Lease exists (owned by the Node), then renew `renewTime`. A restarted
+/// kubelet finds its Lease already there (AlreadyExists) and renews it.
 async fn renew_lease(
-    nodes: &Api<Node>,
     leases: &Api<Lease>,
     name: &str,
+    node_uid: &str,
+    exists: bool,
 ) -> Result<(), kube::Error> {
     let renew = micro_now();
+    if !exists {
+        let lease: Lease = serde_json::from_value(json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE, "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid
+            }]},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": renew}
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        match leases.create(&PostParams::default(), &lease).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.reason == "AlreadyExists" => {}
+            Err(e) => return Err(e),
+        }
+    }
     let patch = json!({"spec": {"renewTime": renew}});
-    match leases
+    leases
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => {
-            let node = nodes.get(name).await?;
-            let lease: Lease = serde_json::from_value(json!({
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE, "ownerReferences": [{
-                    "apiVersion": "v1", "kind": "Node", "name": name,
-                    "uid": node.metadata.uid.unwrap_or_default()
-                }]},
-                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": renew}
-            }))
-            .map_err(kube::Error::SerdeError)?;
-            leases
-                .create(&PostParams::default(), &lease)
-                .await
-                .map(drop)
-        }
-        Err(e) => Err(e),
-    }
+        .map(drop)
 }
 
 #[cfg(test)]
