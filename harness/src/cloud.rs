@@ -78,6 +78,8 @@ pub struct InstancePatch {
     pub internal_ips: Option<Vec<String>>,
     pub external_ips: Option<Vec<String>>,
     pub zone: Option<String>,
+    /// Power state: `Some(false)` stops (shuts down) the instance, `Some(true)` starts it.
+    pub running: Option<bool>,
 }
 
 /// An instance as the cloud holds it, with what the CCM should derive from it.
@@ -206,6 +208,11 @@ impl CloudControl {
                             internal_ips: patch.internal_ips,
                             floating_ips: patch.external_ips,
                             az: patch.zone,
+                            // Nova's server states (SHUTOFF is what cloud-provider-openstack
+                            // reports as shut down, pkg/openstack/instancesv2.go).
+                            status: patch
+                                .running
+                                .map(|r| if r { "ACTIVE" } else { "SHUTOFF" }.to_string()),
                             ..Default::default()
                         },
                     )

@@ -254,6 +254,31 @@ impl Environment {
             .map_err(|e| CaseError::infra("restarting kubelet", e))
     }
 
+    /// Stops a node's kubelet: no more heartbeats, conditions Unknown (what
+    /// kube-controller-manager's node lifecycle would write after its grace period).
+    pub async fn stop_kubelet(&mut self, name: &str) -> Result<(), CaseError> {
+        let kubelet = self
+            .kubelets
+            .get_mut(name)
+            .ok_or_else(|| CaseError::failed(format!("no kubelet for node {name}")))?;
+        kubelet
+            .stop()
+            .await
+            .map_err(|e| CaseError::infra("stopping kubelet", e))
+    }
+
+    /// Sets a running kubelet's Ready condition.
+    pub async fn set_node_ready(&self, name: &str, ready: bool) -> Result<(), CaseError> {
+        let kubelet = self
+            .kubelets
+            .get(name)
+            .ok_or_else(|| CaseError::failed(format!("no kubelet for node {name}")))?;
+        kubelet
+            .set_ready(ready)
+            .await
+            .map_err(|e| CaseError::infra("setting node readiness", e))
+    }
+
     pub async fn node(&self, name: &str) -> Result<Node, CaseError> {
         self.nodes()
             .get(name)

@@ -3,8 +3,9 @@
 //! Exists so ccm-conformance has a CCM it controls end to end: the harness starts it as a
 //! separate process with upstream's flags, a kubeconfig and the provider's upstream
 //! config file, and it talks to the API server and the cloud over HTTP like any CCM.
-//! Startup errors are one line on stderr and exit status 1. Only the cloud-node
-//! controller is implemented; the others are accepted and logged as skipped.
+//! Startup errors are one line on stderr and exit status 1. The cloud-node and
+//! cloud-node-lifecycle controllers are implemented; the service and route controllers are
+//! accepted and logged as skipped.
 
 #![forbid(unsafe_code)]
 
@@ -219,6 +220,14 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
                     cloud.clone(),
                     node_opts,
                     metrics.clone(),
+                ));
+            }
+            options::CLOUD_NODE_LIFECYCLE => {
+                tracing::info!(period = ?opts.node_monitor_period, "Starting {name}");
+                tokio::spawn(controllers::lifecycle::run(
+                    client.clone(),
+                    cloud.clone(),
+                    opts.node_monitor_period,
                 ));
             }
             other => {

@@ -6,6 +6,7 @@
 
 pub mod addresses;
 mod common;
+pub mod lifecycle;
 pub mod node_init;
 
 use ccm_harness::Case;
@@ -14,6 +15,7 @@ use ccm_harness::Case;
 pub fn all() -> Vec<Case> {
     let mut cases = node_init::cases();
     cases.extend(addresses::cases());
+    cases.extend(lifecycle::cases());
     cases
 }
 
