@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests use that cargo does not: kubectl (the API server's tests
-# drive it) and junitparser (CI parses the JUnit file strictly). Idempotent; run as root or
+# drive it), junitparser (CI parses the JUnit file strictly) and PyYAML (the TestGrid
+# config test loads the generated YAML). Idempotent; run as root or
 # with sudo on a Debian machine.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 python3 -c 'import junitparser' 2>/dev/null || python3 -m pip install --quiet 'junitparser>=3,<5'
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 
 command -v kubectl >/dev/null && kubectl version --client 2>/dev/null | head -1
 python3 -c 'import junitparser; print("junitparser", junitparser.version)'

@@ -31,6 +31,47 @@ enum Command {
     Mock(MockArgs),
     /// Benchmarks that print numbers (build with --release for meaningful ones).
     Bench(BenchArgs),
+    /// Upload a run's artifacts in the Prow/GCS layout TestGrid reads.
+    Publish(PublishArgs),
+    /// Print a TestGrid configuration for a provider's bucket and job.
+    TestgridConfig(TestgridConfigArgs),
+}
+
+#[derive(Args)]
+struct PublishArgs {
+    /// The run's artifacts directory (holds started.json, finished.json, junit_*.xml).
+    #[arg(long)]
+    from: PathBuf,
+    /// gs://BUCKET/PREFIX or file:///PATH (the same tree, written locally).
+    #[arg(long)]
+    to: String,
+    /// Job name (a TestGrid test group usually has one job).
+    #[arg(long)]
+    job: String,
+    /// Build ID: an increasing integer (default: started.json's timestamp).
+    #[arg(long)]
+    build: Option<String>,
+    /// Pull request number (a presubmit run); needs --repo.
+    #[arg(long, requires = "repo")]
+    pr: Option<u64>,
+    /// ORG/REPO of the pull request.
+    #[arg(long, requires = "pr")]
+    repo: Option<String>,
+}
+
+#[derive(Args)]
+struct TestgridConfigArgs {
+    /// Provider name (used for the dashboard names).
+    #[arg(long)]
+    provider: String,
+    /// Bucket results are uploaded to (gs://BUCKET/PREFIX or BUCKET).
+    #[arg(long)]
+    bucket: String,
+    #[arg(long)]
+    job: String,
+    /// The job is a presubmit (results under pr-logs/directory/<job>).
+    #[arg(long)]
+    presubmit: bool,
 }
 
 #[derive(Args)]
@@ -136,6 +177,8 @@ fn main() -> ExitCode {
         Command::Mock(args) => runtime()
             .and_then(|rt| rt.block_on(mock(args)))
             .map(|_| ExitCode::SUCCESS),
+        Command::Publish(args) => publish(args).map(|_| ExitCode::SUCCESS),
+        Command::TestgridConfig(args) => testgrid_config(args).map(|_| ExitCode::SUCCESS),
         Command::Bench(args) => runtime()
             .and_then(|rt| rt.block_on(bench(args)))
             .map(|_| ExitCode::SUCCESS),
@@ -196,6 +239,11 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         .map(regex::Regex::new)
         .transpose()
         .context("--skip")?;
+    let prow_files = !args.list;
+    if prow_files {
+        start_prow_files(&mut settings)?;
+    }
+    let (settings_artifacts, settings_meta) = (settings.artifacts.clone(), run_metadata(&settings));
     let mut targs = libtest_mimic::Arguments::from_iter(["ccm-conformance"]);
     targs.test_threads = args.parallel;
     targs.list = args.list;
@@ -204,7 +252,118 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             focus.as_ref().is_none_or(|f| f.is_match(name))
                 && !skip.as_ref().is_some_and(|s| s.is_match(name))
         });
+    if prow_files {
+        finish_prow_files(&settings_artifacts, &settings_meta, conclusion.has_failed())?;
+    }
     Ok(conclusion.exit_code())
+}
+
+/// The files a publishable run leaves in `$ARTIFACTS` (shared/reference/testgrid-prow.md §1):
+/// `started.json` now, `metadata.json`, and a `build-log.txt` with one line per case. Under
+/// Prow (`PROW_JOB_ID` set) the pod utilities write started/finished.json themselves.
+fn start_prow_files(settings: &mut Settings) -> Result<()> {
+    use ccm_testgrid::prow;
+    std::fs::create_dir_all(&settings.artifacts)
+        .with_context(|| format!("creating {}", settings.artifacts.display()))?;
+    if std::env::var_os("PROW_JOB_ID").is_none() {
+        let started = prow::Started::now().with_prow_env(|k| std::env::var(k).ok());
+        prow::write_started(&settings.artifacts, &started)?;
+    }
+    prow::write_metadata(&settings.artifacts, &run_metadata(settings))?;
+    let log = settings.artifacts.join(prow::BUILD_LOG);
+    let _ = std::fs::remove_file(&log);
+    settings.build_log = Some(log);
+    Ok(())
+}
+
+fn finish_prow_files(
+    artifacts: &Path,
+    metadata: &ccm_testgrid::prow::RunMetadata,
+    failed: bool,
+) -> Result<()> {
+    use ccm_testgrid::prow;
+    if std::env::var_os("PROW_JOB_ID").is_none() {
+        let result = if failed {
+            prow::JobResult::Failure
+        } else {
+            prow::JobResult::Success
+        };
+        prow::write_finished(
+            artifacts,
+            &prow::Finished::new(prow::now_epoch_seconds(), result, metadata),
+        )?;
+    }
+    Ok(())
+}
+
+/// Column headers TestGrid shows: versions of the pieces under test.
+fn run_metadata(settings: &Settings) -> ccm_testgrid::prow::RunMetadata {
+    let ccm_version = std::process::Command::new(&settings.ccm)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into());
+    ccm_testgrid::prow::RunMetadata {
+        k8s_version: mock_kube_apiserver::discovery::GIT_VERSION.to_string(),
+        ccm_version,
+        provider: settings
+            .providers
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        harness_version: env!("CARGO_PKG_VERSION").to_string(),
+        extra: Default::default(),
+    }
+}
+
+fn publish(args: PublishArgs) -> Result<()> {
+    use ccm_testgrid::{layout::PullRef, publish::Target};
+    let target = Target::parse(&args.to)?;
+    let pr = match (args.pr, args.repo.as_deref()) {
+        (Some(n), Some(repo)) => Some(PullRef::new(repo, n)?),
+        _ => None,
+    };
+    let report = ccm_testgrid::publish::publish(
+        &args.from,
+        &target,
+        &args.job,
+        args.build.as_deref(),
+        pr.as_ref(),
+    )?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "published build {} ({} objects) to {}",
+        report.build,
+        report.objects.len(),
+        report.build_url
+    );
+    Ok(())
+}
+
+fn testgrid_config(args: TestgridConfigArgs) -> Result<()> {
+    use ccm_testgrid::layout::{JobKind, JobLayout};
+    let (bucket, prefix) = match args.bucket.strip_prefix("gs://") {
+        Some(rest) => rest
+            .split_once('/')
+            .map(|(b, p)| (b.to_string(), p.to_string()))
+            .unwrap_or((rest.to_string(), String::new())),
+        None => (args.bucket.clone(), String::new()),
+    };
+    let kind = if args.presubmit {
+        JobKind::Batch
+    } else {
+        JobKind::Periodic
+    };
+    let layout = JobLayout::new(&prefix, &args.job, kind)?;
+    let spec = ccm_testgrid::config::ConfigSpec::new(&args.provider, &bucket, layout);
+    print!("{}", ccm_testgrid::config::render(&spec)?);
+    Ok(())
 }
 
 async fn cluster(args: ClusterArgs) -> Result<()> {

@@ -222,3 +222,80 @@ fn reference_ccm_refuses_bad_startup_input_in_one_line() {
         );
     }
 }
+
+#[test]
+fn a_run_leaves_prow_files_and_publishes_to_a_file_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let out = Command::new(BIN)
+        .args(["run", "--focus", r"\(NI-01\)", "--artifacts"])
+        .arg(&artifacts)
+        .env_remove("PROW_JOB_ID")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "started.json",
+        "finished.json",
+        "metadata.json",
+        "build-log.txt",
+        "junit_conformance.xml",
+    ] {
+        assert!(artifacts.join(f).exists(), "{f} missing after a run");
+    }
+    let finished: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(artifacts.join("finished.json")).unwrap())
+            .unwrap();
+    assert_eq!(finished["passed"], true);
+    assert_eq!(finished["result"], "SUCCESS");
+    assert_eq!(finished["metadata"]["provider"], "openstack");
+    let log = std::fs::read_to_string(artifacts.join("build-log.txt")).unwrap();
+    assert!(log.contains("PASS") && log.contains("(NI-01)"), "{log}");
+
+    let bucket = dir.path().join("bucket");
+    let out = Command::new(BIN)
+        .args(["publish", "--from"])
+        .arg(&artifacts)
+        .arg("--to")
+        .arg(format!("file://{}", bucket.display()))
+        .args(["--job", "ci-ccm-openstack", "--build", "1000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "publish failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let build = bucket.join("logs/ci-ccm-openstack/1000");
+    for f in [
+        "started.json",
+        "finished.json",
+        "build-log.txt",
+        "artifacts/junit_conformance.xml",
+    ] {
+        assert!(build.join(f).exists(), "{f} missing in the published build");
+    }
+    let latest =
+        std::fs::read_to_string(bucket.join("logs/ci-ccm-openstack/latest-build.txt")).unwrap();
+    assert_eq!(latest.trim(), "1000");
+
+    let out = Command::new(BIN)
+        .args([
+            "testgrid-config",
+            "--provider",
+            "openstack",
+            "--bucket",
+            "gs://my-bucket",
+            "--job",
+            "ci-ccm-openstack",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let yaml = String::from_utf8_lossy(&out.stdout);
+    assert!(yaml.contains("my-bucket/logs/ci-ccm-openstack"), "{yaml}");
+}

@@ -5,6 +5,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
+use ccm_testgrid::prow::BuildLog;
 use ccm_testgrid::{CaseResult, JunitFile, Outcome, junit_path};
 use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
 use tokio::runtime::Runtime;
@@ -60,19 +61,35 @@ pub fn run_filtered(
             eprintln!("warning: cannot write {}: {e}", junit.path().display());
         }
     }
+    let log = match (&settings.build_log, args.list) {
+        (Some(path), false) => match BuildLog::open(path) {
+            Ok(log) => Some(Arc::new(log)),
+            Err(e) => {
+                eprintln!("warning: cannot write {}: {e}", path.display());
+                None
+            }
+        },
+        _ => None,
+    };
     let settings = Arc::new(settings);
-    let mut trials = trials(cases, &settings, &junit);
+    let mut trials = trials(cases, &settings, &junit, log);
     trials.retain(|t| keep(t.name()));
     libtest_mimic::run(&args, trials)
 }
 
 /// One trial per (provider, case).
-pub fn trials(cases: &[Case], settings: &Arc<Settings>, junit: &Arc<JunitFile>) -> Vec<Trial> {
+pub fn trials(
+    cases: &[Case],
+    settings: &Arc<Settings>,
+    junit: &Arc<JunitFile>,
+    log: Option<Arc<BuildLog>>,
+) -> Vec<Trial> {
     let mut out = Vec::new();
     for &provider in &settings.providers {
         for case in cases {
             let name = case.full_name(provider);
-            let (case, settings, junit) = (case.clone(), settings.clone(), junit.clone());
+            let (case, settings, junit, log) =
+                (case.clone(), settings.clone(), junit.clone(), log.clone());
             let trial_name = name.clone();
             out.push(Trial::ignorable_test(trial_name, move || {
                 let started = Instant::now();
@@ -88,6 +105,17 @@ pub fn trials(cases: &[Case], settings: &Arc<Settings>, junit: &Arc<JunitFile>) 
                         reason: reason.clone(),
                     },
                 };
+                if let Some(log) = &log {
+                    let verdict = match &outcome {
+                        Outcome::Passed => "PASS".to_string(),
+                        Outcome::Failed { message, .. } => format!("FAIL ({message})"),
+                        Outcome::Skipped { reason } => format!("SKIP ({reason})"),
+                    };
+                    let _ = log.line(&format!(
+                        "{verdict} {name} ({:.1}s)",
+                        started.elapsed().as_secs_f64()
+                    ));
+                }
                 let record = CaseResult {
                     suite: provider.name().to_string(),
                     name: name.clone(),

@@ -22,6 +22,8 @@ pub struct Settings {
     /// e.g. "the taint is kept"; against mocks a CCM that retries with the upstream 5 ms
     /// doubling backoff retries ~10 times within 5 s, which is what the check needs.
     pub hold: Duration,
+    /// A log with one line per finished case (`build-log.txt` of a publishable run).
+    pub build_log: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +42,7 @@ impl Settings {
             kubeconfig: None,
             artifacts: default_artifacts(),
             hold: Duration::from_secs(5),
+            build_log: None,
         }
     }
 

@@ -1,5 +1,15 @@
 //! The JUnit writer: collects case results per suite and rewrites
 //! `$ARTIFACTS/junit_<context>.xml` atomically after every case.
+//!
+//! The dialect rules it enforces (reference `testgrid-prow.md` §0, §2):
+//! - TestGrid names a row `<testsuite@name>.<testcase@name>` and ignores `classname`; see
+//!   [`testgrid_row_name`].
+//! - every string is cleaned of ANSI escapes and XML-illegal characters (incl. U+FFFE/FFFF);
+//! - `time` is plain seconds with three decimals (quick-junit's `{:.3}`), counts are integers;
+//! - a retried case is recorded again under the same name: TestGrid merges repeated
+//!   testcases into one "n/N runs passed" cell, FLAKY if mixed (rerun elements are ignored);
+//! - a skip message is never empty nor exactly `skipped` (TestGrid drops those rows);
+//! - the failure `message` is one line and is not repeated in the body.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -8,6 +18,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+
+use crate::sanitize::{cap_head_tail, clean_text};
+
+/// Failure bodies and captured output are capped at this size (head and tail kept):
+/// Spyglass caps artifacts and k8s e2e trimmed its junit for it (reference §2.1, §6).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// Errors while writing a JUnit file.
 #[derive(Debug, thiserror::Error)]
@@ -88,29 +104,48 @@ impl JunitFile {
         &self.path
     }
 
-    /// Adds a case and rewrites the file.
+    /// Adds a case and rewrites the file. Recording the same name again (a retry) adds a
+    /// second testcase; TestGrid shows them as one "n/N runs passed" cell.
     pub fn record(&self, case: CaseResult) -> Result<(), Error> {
-        let xml = {
-            let mut cases = self.cases.lock().unwrap_or_else(|p| p.into_inner());
-            cases.entry(case.suite.clone()).or_default().push(case);
-            render(&self.report_name, &cases)?
-        };
+        // The lock is held through the write so that a slower writer can never replace a
+        // newer file with an older rendering.
+        let mut cases = self.cases.lock().unwrap_or_else(|p| p.into_inner());
+        cases.entry(case.suite.clone()).or_default().push(case);
+        let xml = render(&self.report_name, &cases)?;
         write_atomic(&self.path, xml.as_bytes())
     }
 
     /// Writes the file even when no case ran (an empty but valid report).
     pub fn flush(&self) -> Result<(), Error> {
-        let xml = {
-            let cases = self.cases.lock().unwrap_or_else(|p| p.into_inner());
-            render(&self.report_name, &cases)?
-        };
+        let cases = self.cases.lock().unwrap_or_else(|p| p.into_inner());
+        let xml = render(&self.report_name, &cases)?;
         write_atomic(&self.path, xml.as_bytes())
+    }
+}
+
+/// The row name TestGrid gives a case by default: `suite.case`, or one side alone when the
+/// other is empty (testgrid `pkg/updater`; reference §0 rule 1, §2.3). Repeated cases with
+/// the same row name in one build are merged into one cell (§2.3).
+pub fn testgrid_row_name(suite: &str, case: &str) -> String {
+    match (suite.is_empty(), case.is_empty()) {
+        (true, _) => case.to_string(),
+        (false, true) => suite.to_string(),
+        (false, false) => format!("{suite}.{case}"),
+    }
+}
+
+/// Splits a message into its first non-blank line (trimmed) and the rest (trimmed).
+fn split_first_line(message: &str) -> (&str, &str) {
+    let message = message.trim_start();
+    match message.split_once('\n') {
+        Some((first, rest)) => (first.trim(), rest.trim()),
+        None => (message.trim(), ""),
     }
 }
 
 /// First line of `message`, at most 200 characters: TestGrid shows it in a cell.
 fn one_line(message: &str) -> String {
-    let line = message.lines().next().unwrap_or("").trim();
+    let (line, _) = split_first_line(message);
     let mut out: String = line.chars().take(200).collect();
     if out.len() < line.len() {
         out.push('…');
@@ -121,42 +156,76 @@ fn one_line(message: &str) -> String {
     out
 }
 
+/// The `message` attribute of a `<skipped>`: TestGrid drops the row when it is empty or
+/// exactly `skipped` (testgrid `pkg/updater/read.go`; reference §0 rule 3), so a case we
+/// did skip would silently vanish from the dashboard.
+fn skip_message(reason: &str) -> String {
+    let reason = clean_text(reason);
+    if reason.trim().is_empty() {
+        return "skipped without a reason".to_string();
+    }
+    let line = one_line(&reason);
+    if line == "skipped" {
+        "skipped (no reason given)".to_string()
+    } else {
+        line
+    }
+}
+
+/// The failure body: the message lines after the first (which is the `message` attribute)
+/// and then the detail, never the same text twice — kettle and Spyglass concatenate
+/// message and body (reference §2.3).
+fn failure_body(message: &str, detail: &str) -> Option<String> {
+    let (_, rest) = split_first_line(message);
+    let mut parts: Vec<&str> = Vec::new();
+    if !rest.is_empty() {
+        parts.push(rest);
+    }
+    let detail = detail.trim();
+    if !detail.is_empty() && detail != message.trim() && detail != rest {
+        parts.push(detail);
+    }
+    if parts.is_empty() {
+        None
+    } else {
+        Some(cap_head_tail(&parts.join("\n"), MAX_BODY_BYTES))
+    }
+}
+
 fn render(name: &str, suites: &BTreeMap<String, Vec<CaseResult>>) -> Result<String, Error> {
-    let mut report = Report::new(name);
+    let mut report = Report::new(clean_text(name));
     let mut total = Duration::ZERO;
     for (suite_name, cases) in suites {
+        let suite_name = clean_text(suite_name);
         let mut suite = TestSuite::new(suite_name.as_str());
         let mut suite_time = Duration::ZERO;
         for case in cases {
             let status = match &case.outcome {
                 Outcome::Passed => TestCaseStatus::success(),
                 Outcome::Failed { message, detail } => {
+                    let (message, detail) = (clean_text(message), clean_text(detail));
                     let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                    s.set_message(one_line(message));
-                    if !detail.is_empty() {
-                        s.set_description(detail.as_str());
+                    s.set_message(one_line(&message));
+                    if let Some(body) = failure_body(&message, &detail) {
+                        s.set_description(body);
                     }
                     s
                 }
                 Outcome::Skipped { reason } => {
                     let mut s = TestCaseStatus::skipped();
-                    let reason = if reason.trim().is_empty() {
-                        "skipped without a reason"
-                    } else {
-                        reason
-                    };
-                    s.set_message(one_line(reason));
+                    s.set_message(skip_message(reason));
                     s
                 }
             };
-            let mut tc = TestCase::new(case.name.as_str(), status);
+            // Repeated names are kept as repeated testcases: that is how retries show.
+            let mut tc = TestCase::new(clean_text(&case.name), status);
             tc.set_classname(suite_name.as_str());
             tc.set_time(case.duration);
             for (k, v) in &case.properties {
-                tc.add_property(Property::new(k.as_str(), v.as_str()));
+                tc.add_property(Property::new(clean_text(k), clean_text(v)));
             }
             if let Some(out) = &case.system_out {
-                tc.set_system_out(out.as_str());
+                tc.set_system_out(cap_head_tail(&clean_text(out), MAX_BODY_BYTES));
             }
             suite_time += case.duration;
             suite.add_test_case(tc);
@@ -170,16 +239,10 @@ fn render(name: &str, suites: &BTreeMap<String, Vec<CaseResult>>) -> Result<Stri
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let err = |source| Error::Write {
+    crate::atomic::write(path, bytes).map_err(|source| Error::Write {
         path: path.to_path_buf(),
         source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    let tmp = path.with_extension(format!("xml.tmp.{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    })
 }
 
 #[cfg(test)]
@@ -244,5 +307,150 @@ mod tests {
         let long = "x".repeat(500);
         assert_eq!(one_line(&long).chars().count(), 201);
         assert_eq!(one_line(""), "failed");
+    }
+    /// Every value of attribute `attr` in `xml`.
+    fn attr_values<'a>(xml: &'a str, attr: &str) -> Vec<&'a str> {
+        let needle = format!(" {attr}=\"");
+        xml.match_indices(&needle)
+            .filter_map(|(i, _)| {
+                let rest = &xml[i + needle.len()..];
+                rest.find('"').map(|end| &rest[..end])
+            })
+            .collect()
+    }
+
+    // Reference §0 rule 1 / §2.3: the row is `suite.case`; classname is ignored.
+    #[test]
+    fn row_name_is_suite_dot_case() {
+        assert_eq!(
+            testgrid_row_name("openstack", "[sig-x] a"),
+            "openstack.[sig-x] a"
+        );
+        assert_eq!(testgrid_row_name("", "a"), "a");
+        assert_eq!(testgrid_row_name("s", ""), "s");
+    }
+
+    // Reference §2.1: `time` must parse as a Go float; we write plain seconds, 3 decimals,
+    // and integer counts.
+    #[test]
+    fn times_are_plain_seconds_and_counts_integers() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = JunitFile::new(dir.path().join("junit_t.xml"), "r");
+        for d in [
+            Duration::from_nanos(1),
+            Duration::from_millis(1500),
+            Duration::from_secs(3_000_000_000),
+        ] {
+            let mut c = case("t", Outcome::Passed);
+            c.duration = d;
+            f.record(c).unwrap();
+        }
+        let xml = std::fs::read_to_string(f.path()).unwrap();
+        let times = attr_values(&xml, "time");
+        assert!(
+            times.contains(&"0.000") && times.contains(&"1.500"),
+            "{xml}"
+        );
+        assert!(times.contains(&"3000000000.000"), "{xml}");
+        for t in times {
+            let (int, frac) = t.split_once('.').unwrap();
+            assert!(
+                int.chars().all(|c| c.is_ascii_digit()) && !int.is_empty(),
+                "{t}"
+            );
+            assert!(
+                frac.len() == 3 && frac.chars().all(|c| c.is_ascii_digit()),
+                "{t}"
+            );
+        }
+        for attr in ["tests", "failures", "errors", "skipped"] {
+            for v in attr_values(&xml, attr) {
+                assert!(v.parse::<u64>().is_ok(), "{attr}={v}");
+            }
+        }
+        assert!(
+            xml.starts_with(r#"<?xml version="1.0" encoding="UTF-8"?>"#),
+            "{xml}"
+        );
+    }
+
+    // Reference §2.1 and §8.2: illegal characters anywhere (names, messages, properties,
+    // output) would make the whole file malformed.
+    #[test]
+    fn every_string_is_sanitized_including_noncharacters() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = JunitFile::new(dir.path().join("junit_t.xml"), "r\u{fffe}");
+        let mut c = case(
+            "name \u{ffff}\x1b[1m bold \u{0}",
+            Outcome::Failed {
+                message: "\x1b[31mboom\u{fffe}\x1b[0m".into(),
+                detail: "a ]]> b & <c> \u{b}".into(),
+            },
+        );
+        c.suite = "suite\u{1}".into();
+        c.properties = vec![("k\u{fffe}".into(), "v\x1b[0m".into())];
+        c.system_out = Some("out \x1b[32m\u{ffff}".into());
+        f.record(c).unwrap();
+        let xml = std::fs::read_to_string(f.path()).unwrap();
+        for bad in ['\u{fffe}', '\u{ffff}', '\x1b', '\u{0}', '\u{1}', '\u{b}'] {
+            assert!(!xml.contains(bad), "{bad:?} in {xml}");
+        }
+        assert!(xml.contains("message=\"boom\u{fffd}\""), "{xml}");
+        assert!(xml.contains("a ]]&gt; b &amp; &lt;c&gt;"), "{xml}");
+        assert!(xml.contains(r#"name="suite""#), "{xml}");
+    }
+
+    // Reference §0 rule 7, §2.3: retries are repeated testcases with the same name, which
+    // TestGrid merges into "n/N runs passed" (FLAKY when mixed).
+    #[test]
+    fn retries_are_written_as_repeated_testcases() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = JunitFile::new(dir.path().join("junit_t.xml"), "r");
+        let failed = Outcome::Failed {
+            message: "first attempt timed out".into(),
+            detail: String::new(),
+        };
+        f.record(case("retried", failed)).unwrap();
+        f.record(case("retried", Outcome::Passed)).unwrap();
+        let xml = std::fs::read_to_string(f.path()).unwrap();
+        assert_eq!(
+            xml.matches(r#"<testcase name="retried""#).count(),
+            2,
+            "{xml}"
+        );
+        assert!(!xml.contains("flaky") && !xml.contains("rerun"), "{xml}");
+        assert!(
+            xml.contains(r#"tests="2""#) && xml.contains(r#"failures="1""#),
+            "{xml}"
+        );
+    }
+
+    // Reference §0 rule 3: "" and exactly "skipped" drop the row.
+    #[test]
+    fn skip_messages_never_read_as_dropped() {
+        assert_eq!(skip_message(""), "skipped without a reason");
+        assert_eq!(skip_message("  \n "), "skipped without a reason");
+        assert_eq!(skip_message("\x1b[0m"), "skipped without a reason");
+        assert_eq!(skip_message("skipped"), "skipped (no reason given)");
+        assert_eq!(
+            skip_message("  skipped \nmore"),
+            "skipped (no reason given)"
+        );
+        assert_eq!(skip_message("\nno routes\nlater"), "no routes");
+    }
+
+    // Reference §2.3: one-line cause in `message`, the rest in the body, never repeated.
+    #[test]
+    fn failure_message_is_one_line_and_body_does_not_repeat_it() {
+        assert_eq!(failure_body("only line", ""), None);
+        assert_eq!(failure_body("only line", "only line"), None);
+        assert_eq!(
+            failure_body("cause\nmore context", "detail").as_deref(),
+            Some("more context\ndetail")
+        );
+        assert_eq!(failure_body("cause\nsame", "same").as_deref(), Some("same"));
+        let big = "x".repeat(MAX_BODY_BYTES * 2);
+        let body = failure_body("c", &big).unwrap();
+        assert!(body.len() < MAX_BODY_BYTES + 100);
     }
 }

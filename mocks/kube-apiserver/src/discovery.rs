@@ -1,8 +1,10 @@
-//! Legacy discovery documents and `/version`, generated from the resource table.
+//! Discovery documents and `/version`, generated from the resource table.
 //!
-//! kubectl and client-go ask for aggregated discovery first and fall back to these
-//! legacy documents when the response Content-Type is plain `application/json`
-//! (client-go discovery/discovery_client.go), so plain JSON is all that is needed.
+//! kubectl, client-go and kube-rs ask `/api` and `/apis` for aggregated discovery
+//! (`apidiscovery.k8s.io/v2`, one document listing every resource) and fall back to
+//! the legacy per-group documents when the response Content-Type is plain
+//! `application/json` (client-go discovery/discovery_client.go). Both are served:
+//! [`aggregated`] for the former, the other functions for the latter.
 
 use serde_json::{Value, json};
 
@@ -124,9 +126,105 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     }))
 }
 
+fn gvk(group: &str, version: &str, kind: &str) -> Value {
+    json!({"group": group, "version": version, "kind": kind})
+}
+
+fn resource_discovery(r: &ResourceDesc) -> Value {
+    let mut doc = json!({
+        "resource": r.plural,
+        "responseKind": gvk(r.group, r.version, r.kind),
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": VERBS,
+    });
+    if !r.short_names.is_empty() {
+        doc["shortNames"] = json!(r.short_names);
+    }
+    if r.status_subresource {
+        doc["subresources"] = json!([{
+            "subresource": "status",
+            "responseKind": gvk(r.group, r.version, r.kind),
+            "verbs": ["get", "patch", "update"],
+        }]);
+    }
+    doc
+}
+
+/// `GET /api` (`core = true`) or `GET /apis` as an `apidiscovery.k8s.io/v2`
+/// `APIGroupDiscoveryList` (apiserver pkg/endpoints/discovery/aggregated; types in
+/// k8s.io/api/apidiscovery/v2). The core group has an empty name.
+pub fn aggregated(core: bool) -> Value {
+    let mut names: Vec<&str> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| r.group.is_empty() == core) {
+        if !names.contains(&r.group) {
+            names.push(r.group);
+        }
+    }
+    let items: Vec<Value> = names
+        .into_iter()
+        .map(|group| {
+            let mut versions: Vec<&str> = Vec::new();
+            for r in RESOURCES.iter().filter(|r| r.group == group) {
+                if !versions.contains(&r.version) {
+                    versions.push(r.version);
+                }
+            }
+            let versions: Vec<Value> = versions
+                .into_iter()
+                .map(|version| {
+                    let resources: Vec<Value> = RESOURCES
+                        .iter()
+                        .filter(|r| r.group == group && r.version == version)
+                        .map(resource_discovery)
+                        .collect();
+                    json!({"version": version, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aggregated_core_and_groups() {
+        let core = aggregated(true);
+        assert_eq!(core["kind"], "APIGroupDiscoveryList");
+        let items = core["items"].as_array().expect("items");
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0]["metadata"]["name"], "");
+        let nodes = items[0]["versions"][0]["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["resource"] == "nodes")
+            .expect("nodes")
+            .clone();
+        assert_eq!(nodes["scope"], "Cluster");
+        assert_eq!(nodes["responseKind"]["kind"], "Node");
+        assert_eq!(nodes["shortNames"][0], "no");
+        assert_eq!(nodes["subresources"][0]["subresource"], "status");
+
+        let groups = aggregated(false);
+        let names: Vec<&str> = groups["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter_map(|g| g["metadata"]["name"].as_str())
+            .collect();
+        assert!(names.contains(&"coordination.k8s.io"));
+        assert!(!names.contains(&""));
+    }
 
     #[test]
     fn core_lists_node_status() {

@@ -20,12 +20,15 @@ use serde_json::{Value, json};
 use crate::audit::{AuditEntry, AuditLog};
 use crate::discovery;
 use crate::error::{ApiError, Cause};
+use crate::negotiate::{Representation, negotiate};
+use crate::openapi::{self, FieldValidation};
 use crate::patch::{self, PatchType};
 use crate::resources::{self, ResourceDesc};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Config;
 use crate::store::{DeleteOptions, DeleteOutcome, Filter, Store, WatchFrom, WriteOptions};
 use crate::strategy::Subresource;
+use crate::table::{self, IncludeObject, TableOptions};
 use crate::watch::{self, WatchParams};
 
 /// Watches without `timeoutSeconds` end after this long (upstream picks a random
@@ -107,6 +110,10 @@ pub enum Target {
     Apis,
     Group(String),
     GroupVersion(String, String),
+    /// `/openapi/v3`.
+    OpenApiIndex,
+    /// `/openapi/v3/<group version path>`.
+    OpenApi(String),
     Resource(ResourcePath),
     Unknown,
 }
@@ -128,6 +135,8 @@ pub fn classify(path: &str) -> Target {
         [h, ..] if matches!(*h, "healthz" | "readyz" | "livez") => Target::Health,
         ["api"] => Target::Api,
         ["apis"] => Target::Apis,
+        ["openapi", "v3"] => Target::OpenApiIndex,
+        ["openapi", "v3", rest @ ..] => Target::OpenApi(rest.join("/")),
         ["api", "v1"] => Target::GroupVersion(String::new(), "v1".into()),
         ["apis", g] => Target::Group((*g).into()),
         ["apis", g, v] => Target::GroupVersion((*g).into(), (*v).into()),
@@ -319,12 +328,69 @@ impl Params {
 }
 
 fn json_response(code: StatusCode, body: &Value) -> Response {
+    typed_response(code, body, Representation::Json)
+}
+
+/// A JSON body with the Content-Type of its representation.
+fn typed_response(code: StatusCode, body: &Value, repr: Representation) -> Response {
     let mut resp = (code, body.to_string()).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(repr.content_type()),
     );
     resp
+}
+
+fn accept(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())
+}
+
+/// Representations a resource GET/LIST/WATCH can answer with.
+const RESOURCE_OFFERS: &[Representation] = &[
+    Representation::Json,
+    Representation::Table("v1"),
+    Representation::Table("v1beta1"),
+];
+
+/// Table rendering options when the client asked for a Table, else `None`.
+fn table_options(headers: &HeaderMap, params: &Params) -> Result<Option<TableOptions>, ApiError> {
+    let Representation::Table(version) = negotiate(accept(headers), RESOURCE_OFFERS) else {
+        return Ok(None);
+    };
+    let include = params.get("includeObject").unwrap_or("");
+    let include_object = IncludeObject::parse(include).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "includeObject: Unsupported value: {include:?}: supported values: \"None\", \"Metadata\", \"Object\""
+        ))
+    })?;
+    Ok(Some(TableOptions {
+        version,
+        include_object,
+        no_headers: false,
+        now: jiff::Timestamp::now(),
+    }))
+}
+
+/// `body` (a list or one object) as a Table when `table` is set.
+fn render(desc: &ResourceDesc, body: &Value, table: Option<TableOptions>) -> Response {
+    let Some(opts) = table else {
+        return json_response(StatusCode::OK, body);
+    };
+    let t = match body.get("items").and_then(Value::as_array) {
+        Some(items) => {
+            let items: Vec<&Value> = items.iter().collect();
+            let meta = body.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            table::table(desc, &items, meta, &opts)
+        }
+        None => {
+            let rv = body
+                .pointer("/metadata/resourceVersion")
+                .cloned()
+                .unwrap_or(Value::Null);
+            table::table(desc, &[body], json!({"resourceVersion": rv}), &opts)
+        }
+    };
+    typed_response(StatusCode::OK, &t, Representation::Table(opts.version))
 }
 
 async fn serve(State(state): State<AppState>, req: Request) -> Response {
@@ -333,6 +399,9 @@ async fn serve(State(state): State<AppState>, req: Request) -> Response {
         Err(err) => err.into_response(),
     }
 }
+
+/// Representations `/api` and `/apis` can answer with.
+const DISCOVERY_OFFERS: &[Representation] = &[Representation::Json, Representation::DiscoveryV2];
 
 async fn handle(state: AppState, req: Request) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
@@ -363,11 +432,27 @@ async fn handle(state: AppState, req: Request) -> Result<Response, ApiError> {
                 .get(header::HOST)
                 .and_then(|h| h.to_str().ok())
                 .unwrap_or("127.0.0.1");
-            get_only(Some(discovery::api_versions(host)))
+            match negotiate(accept(&parts.headers), DISCOVERY_OFFERS) {
+                Representation::DiscoveryV2 if parts.method == Method::GET => Ok(typed_response(
+                    StatusCode::OK,
+                    &discovery::aggregated(true),
+                    Representation::DiscoveryV2,
+                )),
+                _ => get_only(Some(discovery::api_versions(host))),
+            }
         }
-        Target::Apis => get_only(Some(discovery::api_groups())),
+        Target::Apis => match negotiate(accept(&parts.headers), DISCOVERY_OFFERS) {
+            Representation::DiscoveryV2 if parts.method == Method::GET => Ok(typed_response(
+                StatusCode::OK,
+                &discovery::aggregated(false),
+                Representation::DiscoveryV2,
+            )),
+            _ => get_only(Some(discovery::api_groups())),
+        },
         Target::Group(g) => get_only(discovery::api_group(&g)),
         Target::GroupVersion(g, v) => get_only(discovery::resource_list(&g, &v)),
+        Target::OpenApiIndex => get_only(Some(openapi::index())),
+        Target::OpenApi(path) => get_only(openapi::group_version_doc(&path)),
         Target::Unknown => Err(ApiError::UnknownPath),
         Target::Resource(rp) => {
             let params = Params::parse(&parts.uri)?;
@@ -398,61 +483,43 @@ async fn handle_resource(
         (&Method::GET, Some(name))
             if sub == Subresource::Main && params.bool("watch")? == Some(true) =>
         {
-            watch(state, desc, ns, params, Some(name))
+            let table = table_options(headers, params)?;
+            watch(state, desc, ns, params, Some(name), table)
         }
         (&Method::GET, Some(name)) => {
-            Ok(json_response(StatusCode::OK, &store.get(desc, ns, name)?))
+            let table = table_options(headers, params)?;
+            Ok(render(desc, &store.get(desc, ns, name)?, table))
         }
         (&Method::GET, None) => {
+            let table = table_options(headers, params)?;
             if params.bool("watch")? == Some(true) {
-                watch(state, desc, ns, params, None)
+                watch(state, desc, ns, params, None, table)
             } else {
-                list(store, desc, ns, params)
+                Ok(render(desc, &list(store, desc, ns, params)?, table))
             }
         }
         (&Method::POST, None) if !desc.namespaced || ns.is_some() => {
             let opts = params.write_options()?;
-            let obj = read_json(headers, body, state.max_body_bytes).await?;
-            Ok(json_response(
-                StatusCode::CREATED,
-                &store.create(desc, ns, obj, opts)?,
+            let validation = field_validation(params, "CreateOptions")?;
+            let mut obj = read_json(headers, body, state.max_body_bytes).await?;
+            let warnings = check_fields(desc, &mut obj, validation)?;
+            let created = store.create(desc, ns, obj, opts)?;
+            Ok(with_warnings(
+                json_response(StatusCode::CREATED, &created),
+                &warnings,
             ))
         }
         (&Method::PUT, Some(name)) => {
             let opts = params.write_options()?;
-            let obj = read_json(headers, body, state.max_body_bytes).await?;
-            let has_rv = obj
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .is_some_and(|rv| !rv.is_empty());
-            match store.update(desc, ns, name, sub, obj.clone(), opts) {
-                // AllowCreateOnUpdate (apiserver store.go `Update`): PUT creates a missing object.
-                Err(ApiError::NotFound { resource, .. })
-                    if resource == desc.plural
-                        && desc.allow_create_on_update
-                        && sub == Subresource::Main
-                        && !has_rv =>
-                {
-                    let mut obj = obj;
-                    match crate::meta::meta_nonempty(&obj, "name") {
-                        Some(n) if n != name => {
-                            return Err(ApiError::BadRequest(format!(
-                                "the name of the object ({n}) does not match the name on the URL ({name})"
-                            )));
-                        }
-                        _ => crate::meta::set_meta(&mut obj, "name", Some(json!(name))),
-                    }
-                    Ok(json_response(
-                        StatusCode::CREATED,
-                        &store.create(desc, ns, obj, opts)?,
-                    ))
-                }
-                Ok(updated) => Ok(json_response(StatusCode::OK, &updated)),
-                Err(err) => Err(err),
-            }
+            let validation = field_validation(params, "UpdateOptions")?;
+            let mut obj = read_json(headers, body, state.max_body_bytes).await?;
+            let warnings = check_fields(desc, &mut obj, validation)?;
+            let resp = put(store, desc, ns, name, sub, obj, opts)?;
+            Ok(with_warnings(resp, &warnings))
         }
         (&Method::PATCH, Some(name)) => {
             let opts = params.write_options()?;
+            let validation = field_validation(params, "PatchOptions")?;
             let ct = headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
@@ -465,23 +532,28 @@ async fn handle_resource(
                 ))
             })?;
             let bytes = read_body(headers, body, state.max_body_bytes).await?;
+            let mut warnings = Vec::new();
             let patched = store.patch(
                 desc,
                 ns,
                 name,
                 sub,
                 |current| {
-                    patch::apply_patch(desc.kind, current, patch_type, &bytes).map_err(|e| {
-                        ApiError::Other {
+                    let mut patched = patch::apply_patch(desc.kind, current, patch_type, &bytes)
+                        .map_err(|e| ApiError::Other {
                             code: e.code(),
                             reason: e.reason(),
                             message: e.status_message(),
-                        }
-                    })
+                        })?;
+                    warnings = check_fields(desc, &mut patched, validation)?;
+                    Ok(patched)
                 },
                 opts,
             )?;
-            Ok(json_response(StatusCode::OK, &patched))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &patched),
+                &warnings,
+            ))
         }
         (&Method::DELETE, Some(name)) if sub == Subresource::Main => {
             let bytes = read_body(headers, body, state.max_body_bytes).await?;
@@ -503,6 +575,111 @@ async fn handle_resource(
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// PUT: update, or create where the strategy allows it.
+fn put(
+    store: &Store,
+    desc: &'static ResourceDesc,
+    ns: Option<&str>,
+    name: &str,
+    sub: Subresource,
+    obj: Value,
+    opts: WriteOptions,
+) -> Result<Response, ApiError> {
+    let has_rv = obj
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty());
+    match store.update(desc, ns, name, sub, obj.clone(), opts) {
+        // AllowCreateOnUpdate (apiserver store.go `Update`): PUT creates a missing object.
+        Err(ApiError::NotFound { resource, .. })
+            if resource == desc.plural
+                && desc.allow_create_on_update
+                && sub == Subresource::Main
+                && !has_rv =>
+        {
+            let mut obj = obj;
+            match crate::meta::meta_nonempty(&obj, "name") {
+                Some(n) if n != name => {
+                    return Err(ApiError::BadRequest(format!(
+                        "the name of the object ({n}) does not match the name on the URL ({name})"
+                    )));
+                }
+                _ => crate::meta::set_meta(&mut obj, "name", Some(json!(name))),
+            }
+            Ok(json_response(
+                StatusCode::CREATED,
+                &store.create(desc, ns, obj, opts)?,
+            ))
+        }
+        Ok(updated) => Ok(json_response(StatusCode::OK, &updated)),
+        Err(err) => Err(err),
+    }
+}
+
+/// The `fieldValidation` query parameter; an unsupported value is a 422 on the
+/// options kind (apimachinery pkg/apis/meta/v1/validation `ValidateFieldValidation`).
+fn field_validation(params: &Params, options_kind: &str) -> Result<FieldValidation, ApiError> {
+    let raw = params.get("fieldValidation").unwrap_or("");
+    FieldValidation::parse(raw).ok_or_else(|| ApiError::Invalid {
+        group: "meta.k8s.io".into(),
+        kind: options_kind.into(),
+        name: String::new(),
+        causes: vec![Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!(
+                "Unsupported value: {raw:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+            ),
+            field: "fieldValidation".into(),
+        }],
+    })
+}
+
+/// Unknown fields: a 400 under Strict (apiserver pkg/endpoints/handlers/create.go
+/// and patch.go turn strict decoding errors into BadRequest), otherwise dropped as
+/// typed decoding drops them, with a warning each under Warn.
+fn check_fields(
+    desc: &ResourceDesc,
+    obj: &mut Value,
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    let unknown = openapi::unknown_fields(desc, obj);
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let messages: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect();
+    if validation == FieldValidation::Strict {
+        // Create and update bodies fail in the decoder, which names the type.
+        return Err(ApiError::BadRequest(format!(
+            "{} in version {:?} cannot be handled as a {}: strict decoding error: {}",
+            desc.kind,
+            desc.version,
+            desc.kind,
+            messages.join(", ")
+        )));
+    }
+    openapi::prune_unknown(obj, &unknown);
+    Ok(if validation == FieldValidation::Warn {
+        messages
+    } else {
+        Vec::new()
+    })
+}
+
+/// Add one `Warning: 299 - "<text>"` header per warning (RFC 7234 form, as
+/// apiserver pkg/endpoints/filters/warning.go writes them; kubectl prints them).
+fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let quoted = serde_json::to_string(w).unwrap_or_default();
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - {quoted}")) {
+            resp.headers_mut().append(header::WARNING, value);
+        }
+    }
+    resp
 }
 
 /// `Status{Success}` for an immediate delete (apiserver store.go `finalizeDelete`).
@@ -625,7 +802,7 @@ fn list(
     desc: &'static ResourceDesc,
     ns: Option<&str>,
     params: &Params,
-) -> Result<Response, ApiError> {
+) -> Result<Value, ApiError> {
     let mut causes = Vec::new();
     if params.get_nonempty("sendInitialEvents").is_some() {
         causes.push(Cause::forbidden(
@@ -661,15 +838,12 @@ fn list(
         metadata["remainingItemCount"] = json!(n);
     }
     let items: Vec<Value> = page.items.iter().map(|o| (**o).clone()).collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({
-            "kind": format!("{}List", desc.kind),
-            "apiVersion": desc.api_version(),
-            "metadata": metadata,
-            "items": items,
-        }),
-    ))
+    Ok(json!({
+        "kind": format!("{}List", desc.kind),
+        "apiVersion": desc.api_version(),
+        "metadata": metadata,
+        "items": items,
+    }))
 }
 
 fn watch(
@@ -678,6 +852,7 @@ fn watch(
     ns: Option<&str>,
     params: &Params,
     name: Option<&str>,
+    table: Option<TableOptions>,
 ) -> Result<Response, ApiError> {
     let send_initial = params.bool("sendInitialEvents")?;
     let rv_match = params.get_nonempty("resourceVersionMatch");
@@ -732,6 +907,7 @@ fn watch(
         initial_events_end: send_initial == Some(true) && bookmarks,
         timeout,
         bookmark_interval: state.bookmark_interval,
+        table,
     };
     let stream = watch::stream(
         state.store.clone(),
@@ -740,11 +916,13 @@ fn watch(
         watch_params,
         state.shutdown_signal(),
     );
+    let content_type = match table {
+        Some(opts) => Representation::Table(opts.version).content_type(),
+        None => "application/json",
+    };
     let mut resp = Response::new(Body::from_stream(stream));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),

@@ -8,7 +8,8 @@
 //!
 //! Layout: [`resources`] (what is served) → [`store`] + [`strategy`] (semantics) →
 //! [`watch`] (event streams) → [`http`] (axum routing, auth, audit) → [`server`]
-//! (start/stop, kubeconfig). [`patch`] and [`selector`] are pure engines.
+//! (start/stop, kubeconfig). [`patch`] and [`selector`] are pure engines;
+//! [`negotiate`] picks the representation, [`table`] renders kubectl's Tables.
 #![forbid(unsafe_code)]
 
 pub mod allocator;
@@ -17,12 +18,15 @@ pub mod discovery;
 pub mod error;
 pub mod http;
 pub mod meta;
+pub mod negotiate;
+pub mod openapi;
 pub mod patch;
 pub mod resources;
 pub mod selector;
 pub mod server;
 pub mod store;
 pub mod strategy;
+pub mod table;
 pub mod watch;
 
 pub use audit::AuditEntry;

@@ -20,6 +20,7 @@ use crate::error::ApiError;
 use crate::meta::set_meta;
 use crate::resources::ResourceDesc;
 use crate::store::{EventKind, Filter, Store, StoreEvent, WatchFrom};
+use crate::table::{self, TableOptions};
 
 /// Annotation on the bookmark that ends the initial events of a watch-list
 /// (apimachinery pkg/apis/meta/v1 `InitialEventsAnnotationKey`).
@@ -38,6 +39,8 @@ pub struct WatchParams {
     pub timeout: Duration,
     /// Period between bookmarks.
     pub bookmark_interval: Duration,
+    /// Send each event's object as a one-row Table (`kubectl get -w`).
+    pub table: Option<TableOptions>,
 }
 
 /// One NDJSON line.
@@ -112,12 +115,13 @@ pub fn stream(
             WatchFrom::After(rv) => rv,
             WatchFrom::Now { .. } => sub.revision,
         };
+        let mut encoder = ObjectEncoder { desc, table: params.table };
         for obj in &sub.initial {
-            yield Ok(line("ADDED", obj));
+            yield Ok(encoder.line("ADDED", obj));
         }
         for ev in &sub.replay {
             if let Some((kind, obj)) = convert(ev, desc, &filter) {
-                yield Ok(line(kind, &obj));
+                yield Ok(encoder.line(kind, &obj));
             }
             last = last.max(ev.revision);
         }
@@ -145,7 +149,7 @@ pub fn stream(
                     if ev.revision > last {
                         last = ev.revision;
                         if let Some((kind, obj)) = convert(&ev, desc, &filter) {
-                            yield Ok(line(kind, &obj));
+                            yield Ok(encoder.line(kind, &obj));
                         }
                     }
                 }
@@ -166,7 +170,7 @@ pub fn stream(
                                 if ev.revision > last {
                                     last = ev.revision;
                                     if let Some((kind, obj)) = convert(&ev, desc, &filter) {
-                                        yield Ok(line(kind, &obj));
+                                        yield Ok(encoder.line(kind, &obj));
                                     }
                                 }
                             }
@@ -187,6 +191,29 @@ pub fn stream(
                 }
             }
         }
+    }
+}
+
+/// Turns event objects into lines, as Tables when the watch asked for them: only
+/// the first Table carries column definitions (apiserver
+/// pkg/endpoints/handlers/watch.go sets `NoHeaders` after the first event).
+struct ObjectEncoder {
+    desc: &'static ResourceDesc,
+    table: Option<TableOptions>,
+}
+
+impl ObjectEncoder {
+    fn line(&mut self, kind: &str, obj: &Value) -> Bytes {
+        let Some(opts) = self.table.as_mut() else {
+            return line(kind, obj);
+        };
+        let rv = obj
+            .pointer("/metadata/resourceVersion")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let t = table::table(self.desc, &[obj], json!({"resourceVersion": rv}), opts);
+        opts.no_headers = true;
+        line(kind, &t)
     }
 }
 
@@ -212,6 +239,7 @@ mod tests {
             initial_events_end: false,
             timeout: Duration::from_secs(5),
             bookmark_interval: Duration::from_secs(60),
+            table: None,
         }
     }
 

@@ -618,3 +618,40 @@ async fn bookmarks_decode_in_kube_core() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn aggregated_discovery_with_kube_rs() {
+    let (server, client) = start(Config::default()).await;
+    let discovery = kube::Discovery::new(client)
+        .run_aggregated()
+        .await
+        .expect("aggregated discovery");
+    let (nodes, caps) = discovery
+        .resolve_gvk(&kube::api::GroupVersionKind::gvk("", "v1", "Node"))
+        .expect("nodes discovered");
+    assert_eq!(nodes.plural, "nodes");
+    assert_eq!(caps.scope, kube::discovery::Scope::Cluster);
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(r, _)| r.plural == "nodes/status" || r.plural == "status")
+    );
+    let (leases, caps) = discovery
+        .resolve_gvk(&kube::api::GroupVersionKind::gvk(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+        ))
+        .expect("leases discovered");
+    assert_eq!(leases.plural, "leases");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    // One request each to /api and /apis, no per-group fallback.
+    let discovery_paths: Vec<String> = server
+        .audit()
+        .into_iter()
+        .map(|e| e.path)
+        .filter(|p| p.starts_with("/api"))
+        .collect();
+    assert_eq!(discovery_paths, ["/apis", "/api"]);
+    server.shutdown().await;
+}

@@ -1,0 +1,411 @@
+//! Publishing a finished run's artifacts directory into the Prow bucket layout.
+//!
+//! Why: outside Prow nothing uploads our files, and TestGrid/Deck only read the exact layout
+//! of reference §1 (build directory per job type, `latest-build.txt`, presubmit aliases).
+//! This takes the directory the harness wrote (`$ARTIFACTS`: `started.json`,
+//! `finished.json`, `build-log.txt`, `metadata.json`, `junit_*.xml`, logs) and writes it as
+//! Prow would have: the three job files at the build root, everything else under
+//! `artifacts/`, `started.json` first and `finished.json` last (TestGrid re-reads the newest
+//! columns, so a half-published build must look "running", never "finished", §1.5).
+//!
+//! Targets: `file:///PATH` writes the same tree under a local directory (the bucket root).
+//! `gs://BUCKET/PREFIX` is parsed but not implemented yet and returns
+//! [`Error::GcsNotImplemented`].
+
+use std::path::{Path, PathBuf};
+
+use crate::layout::{self, BuildId, JobKind, JobLayout, ObjectSpec, PullRef};
+use crate::prow::{self, BUILD_LOG, FINISHED_JSON, METADATA_JSON, STARTED_JSON};
+
+/// Errors while publishing.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("target {0:?} is neither gs://BUCKET[/PREFIX] nor file:///ABSOLUTE/PATH")]
+    Target(String),
+    #[error(
+        "publishing to gs://{bucket} is not implemented yet; publish to file:///PATH and copy with gsutil -m cp -r"
+    )]
+    GcsNotImplemented { bucket: String },
+    #[error("{dir} has no {file}: a run directory must hold started.json and finished.json")]
+    Missing { dir: PathBuf, file: &'static str },
+    #[error(transparent)]
+    Prow(#[from] prow::Error),
+    #[error(transparent)]
+    Layout(#[from] layout::Error),
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} is not valid UTF-8 and cannot become an object name")]
+    NonUtf8Path(PathBuf),
+}
+
+/// Where to publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A local directory standing in for the bucket root.
+    File(PathBuf),
+    /// A GCS bucket and `path_prefix` (may be empty).
+    Gcs { bucket: String, prefix: String },
+}
+
+impl Target {
+    /// Parses `gs://bucket[/prefix]` or `file:///absolute/path`.
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        let bad = || Error::Target(text.to_string());
+        if let Some(rest) = text.strip_prefix("gs://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(bad());
+            }
+            Ok(Self::Gcs {
+                bucket: bucket.to_string(),
+                prefix: prefix.trim_matches('/').to_string(),
+            })
+        } else if let Some(path) = text.strip_prefix("file://") {
+            if !path.starts_with('/') {
+                return Err(bad());
+            }
+            Ok(Self::File(PathBuf::from(path)))
+        } else {
+            Err(bad())
+        }
+    }
+
+    /// The URL of the bucket root, used in presubmit alias links.
+    pub fn bucket_url(&self) -> String {
+        match self {
+            Self::File(root) => format!("file://{}", root.display()),
+            Self::Gcs { bucket, .. } => format!("gs://{bucket}"),
+        }
+    }
+
+    fn path_prefix(&self) -> &str {
+        match self {
+            Self::File(_) => "",
+            Self::Gcs { prefix, .. } => prefix,
+        }
+    }
+}
+
+/// One object written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedObject {
+    /// Full object name from the bucket root.
+    pub name: String,
+    pub content_type: &'static str,
+    pub content_encoding: Option<&'static str>,
+    /// `x-goog-meta-link` for presubmit aliases (not representable on a local file).
+    pub link: Option<String>,
+    pub bytes: u64,
+}
+
+/// What [`publish`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub build: BuildId,
+    /// URL of the build directory (`file:///…` or `gs://…`).
+    pub build_url: String,
+    /// In write order.
+    pub objects: Vec<PublishedObject>,
+    /// Things TestGrid or Deck will not like but that did not stop the upload.
+    pub warnings: Vec<String>,
+}
+
+/// Publishes the run in `from` as build `build` (default: `started.json`'s timestamp, the
+/// run's start in epoch seconds) of `job`, a presubmit of `pr` when given, else a periodic.
+///
+/// Top-level `started.json`, `finished.json` and `build-log.txt` go to the build root;
+/// every other file (recursively, relative paths kept) under `artifacts/`. String values of
+/// `metadata.json` are merged into `finished.json`'s `metadata` where it has no such key,
+/// as Prow's sidecar does for `$ARTIFACTS/metadata.json` (§1.2). `latest-build.txt` is only
+/// moved forward: a build older than the current latest is published with a warning.
+pub fn publish(
+    from: &Path,
+    to: &Target,
+    job: &str,
+    build: Option<&str>,
+    pr: Option<&PullRef>,
+) -> Result<Report, Error> {
+    let kind = match pr {
+        Some(pull) => JobKind::Presubmit(pull.clone()),
+        None => JobKind::Periodic,
+    };
+    let layout = JobLayout::new(to.path_prefix(), job, kind)?;
+    let plan = plan(from, build)?;
+    match to {
+        Target::Gcs { bucket, .. } => Err(Error::GcsNotImplemented {
+            bucket: bucket.clone(),
+        }),
+        Target::File(root) => write_to_dir(root, &to.bucket_url(), &layout, plan),
+    }
+}
+
+/// A file to write: its content and where (relative to the build dir).
+struct Item {
+    spec: ObjectSpec,
+    body: Vec<u8>,
+}
+
+struct Plan {
+    build: BuildId,
+    /// started.json first, finished.json last.
+    items: Vec<Item>,
+    warnings: Vec<String>,
+}
+
+fn plan(from: &Path, build: Option<&str>) -> Result<Plan, Error> {
+    let mut warnings = Vec::new();
+    for file in [STARTED_JSON, FINISHED_JSON] {
+        if !from.join(file).is_file() {
+            return Err(Error::Missing {
+                dir: from.to_path_buf(),
+                file,
+            });
+        }
+    }
+    let started = prow::read_started(&from.join(STARTED_JSON))?;
+    let mut finished = prow::read_finished(&from.join(FINISHED_JSON))?;
+    if finished.timestamp < started.timestamp {
+        warnings.push(format!(
+            "finished.json timestamp {} is before started.json's {}",
+            finished.timestamp, started.timestamp
+        ));
+    }
+    let build = match build {
+        Some(text) => BuildId::parse(text)?,
+        None => BuildId::new(started.timestamp)?,
+    };
+    let metadata_path = from.join(METADATA_JSON);
+    if metadata_path.is_file() {
+        for (k, v) in prow::read_metadata(&metadata_path)? {
+            finished.metadata.entry(k).or_insert(v);
+        }
+    }
+    let finished_body =
+        serde_json::to_vec_pretty(&finished).map_err(|source| prow::Error::Encode {
+            file: FINISHED_JSON,
+            source,
+        })?;
+
+    let mut files = Vec::new();
+    collect_files(from, from, &mut files)?;
+    let mut first = Vec::new();
+    let mut artifacts = Vec::new();
+    let mut log = Vec::new();
+    for (rel, path) in files {
+        let read = || {
+            std::fs::read(&path).map_err(|source| Error::Read {
+                path: path.clone(),
+                source,
+            })
+        };
+        match rel.as_str() {
+            STARTED_JSON => first.push(Item {
+                spec: layout::object_spec(STARTED_JSON)?,
+                body: read()?,
+            }),
+            FINISHED_JSON => {}
+            BUILD_LOG => log.push(Item {
+                spec: layout::object_spec(BUILD_LOG)?,
+                body: read()?,
+            }),
+            _ => {
+                if rel.contains("junit") && rel.ends_with(".xml") {
+                    check_junit_name(&rel, &mut warnings);
+                }
+                artifacts.push(Item {
+                    spec: layout::object_spec(&format!("artifacts/{rel}"))?,
+                    body: read()?,
+                })
+            }
+        }
+    }
+    if log.is_empty() {
+        warnings.push("no build-log.txt: Spyglass will show an empty build log".into());
+    }
+    let mut items = first;
+    items.extend(artifacts);
+    items.extend(log);
+    items.push(Item {
+        spec: layout::object_spec(FINISHED_JSON)?,
+        body: finished_body,
+    });
+    Ok(Plan {
+        build,
+        items,
+        warnings,
+    })
+}
+
+/// Spyglass only shows `^artifacts(/.*/|/)junit.*\.xml$` and TestGrid splits the context on
+/// `_` (reference §0 rule 6, §2.2); warn about names that lose their context.
+fn check_junit_name(rel: &str, warnings: &mut Vec<String>) {
+    let file = rel.rsplit('/').next().unwrap_or(rel);
+    if !file.starts_with("junit") {
+        warnings.push(format!(
+            "{rel}: Spyglass only shows junit files whose name starts with \"junit\""
+        ));
+        return;
+    }
+    if let Some(context) = file
+        .strip_prefix("junit_")
+        .and_then(|s| s.strip_suffix(".xml"))
+    {
+        // junit_<context>[_<NN>] is fine; a second `_` followed by non-digits is not.
+        let parts: Vec<&str> = context.split('_').collect();
+        let ok =
+            parts.len() == 1 || (parts.len() == 2 && parts[1].bytes().all(|b| b.is_ascii_digit()));
+        if !ok {
+            warnings.push(format!(
+                "{rel}: TestGrid reads no context from a junit name with `_` inside the context"
+            ));
+        }
+    }
+}
+
+/// Every regular file under `dir`, as (`/`-separated path relative to `root`, path), sorted.
+/// Temporary files of atomic writes in progress are skipped.
+fn collect_files(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), Error> {
+    let read_err = |source| Error::Read {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(read_err)?
+        .collect::<Result<_, _>>()
+        .map_err(read_err)?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let kind = entry.file_type().map_err(|source| Error::Read {
+            path: path.clone(),
+            source,
+        })?;
+        if kind.is_dir() {
+            collect_files(root, &path, out)?;
+        } else if kind.is_file() {
+            let rel = path
+                .strip_prefix(root)
+                .ok()
+                .and_then(|r| r.to_str())
+                .ok_or_else(|| Error::NonUtf8Path(path.clone()))?
+                .replace(std::path::MAIN_SEPARATOR, "/");
+            if rel.contains(".tmp.") {
+                continue;
+            }
+            out.push((rel, path));
+        }
+    }
+    Ok(())
+}
+
+fn write_to_dir(
+    root: &Path,
+    bucket_url: &str,
+    layout: &JobLayout,
+    plan: Plan,
+) -> Result<Report, Error> {
+    let Plan {
+        build,
+        items,
+        mut warnings,
+    } = plan;
+    let build_dir = layout.build_dir(build);
+    let mut objects = Vec::new();
+    let mut put = |name: String, spec: &ObjectSpec, body: &[u8], link: Option<String>| {
+        let path = root.join(&name);
+        crate::atomic::write(&path, body).map_err(|source| Error::Write { path, source })?;
+        objects.push(PublishedObject {
+            name,
+            content_type: spec.content_type,
+            content_encoding: spec.content_encoding,
+            link,
+            bytes: body.len() as u64,
+        });
+        Ok::<(), Error>(())
+    };
+    // Locally the file keeps its `.gz` name: there is no Content-Encoding to carry it.
+    for item in &items {
+        let local = match item.spec.content_encoding {
+            Some(_) => format!("{}.gz", item.spec.name),
+            None => item.spec.name.clone(),
+        };
+        put(format!("{build_dir}/{local}"), &item.spec, &item.body, None)?;
+    }
+    if let Some(alias) = layout.alias_path(build) {
+        let link = layout::alias_link(bucket_url, &build_dir);
+        let spec = layout::object_spec(&alias)?;
+        put(alias, &spec, link.as_bytes(), Some(link.clone()))?;
+    }
+    for latest in layout.latest_build_paths() {
+        let current = std::fs::read_to_string(root.join(&latest))
+            .ok()
+            .and_then(|s| BuildId::parse(s.trim()).ok());
+        match current {
+            Some(current) if current > build => warnings.push(format!(
+                "{latest} stays at {current}: build {build} is older, and TestGrid only reads builds after its newest column"
+            )),
+            _ => {
+                let spec = layout::object_spec(&latest)?;
+                put(latest, &spec, layout::latest_build_body(build).as_bytes(), None)?;
+            }
+        }
+    }
+    Ok(Report {
+        build,
+        build_url: format!("{}/{build_dir}", bucket_url.trim_end_matches('/')),
+        objects,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse() {
+        assert_eq!(
+            Target::parse("gs://bkt/a/b/").unwrap(),
+            Target::Gcs {
+                bucket: "bkt".into(),
+                prefix: "a/b".into()
+            }
+        );
+        assert_eq!(
+            Target::parse("gs://bkt").unwrap(),
+            Target::Gcs {
+                bucket: "bkt".into(),
+                prefix: String::new()
+            }
+        );
+        assert_eq!(
+            Target::parse("file:///tmp/x").unwrap(),
+            Target::File("/tmp/x".into())
+        );
+        for bad in ["gs://", "file://rel", "/tmp/x", "s3://b"] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    // Reference §0 rule 6 / §2.2: no `_` inside the context.
+    #[test]
+    fn junit_names_are_checked() {
+        let mut w = Vec::new();
+        check_junit_name("junit_conformance.xml", &mut w);
+        check_junit_name("junit_conformance_01.xml", &mut w);
+        check_junit_name("sub/junit_01.xml", &mut w);
+        assert!(w.is_empty(), "{w:?}");
+        check_junit_name("junit_ccm_lb_01.xml", &mut w);
+        assert_eq!(w.len(), 1);
+    }
+}
