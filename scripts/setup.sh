@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests use that cargo does not: kubectl (the API server's tests
 # drive it), junitparser (CI parses the JUnit file strictly) and PyYAML (the TestGrid
-# config test loads the generated YAML). Idempotent; run as root or
+# config test loads the generated YAML) and the openstack CLI (the mock OpenStack is
+# judged by it). Idempotent; run as root or
 # with sudo on a Debian machine.
 set -euo pipefail
 
@@ -16,6 +17,7 @@ fi
 
 python3 -c 'import junitparser' 2>/dev/null || python3 -m pip install --quiet 'junitparser>=3,<5'
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
+command -v openstack >/dev/null 2>&1 || python3 -m pip install --quiet python-openstackclient python-octaviaclient
 
 command -v kubectl >/dev/null && kubectl version --client 2>/dev/null | head -1
 python3 -c 'import junitparser; print("junitparser", junitparser.version)'

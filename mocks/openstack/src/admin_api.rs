@@ -1,6 +1,9 @@
 //! The OpenStack part of the control API under `/admin` (the journal, fault and reset
 //! routes come from `mock-cloud`): servers can be listed, created, changed and deleted
-//! without Keystone, so cases shape the cloud the CCM sees.
+//! without Keystone, so cases shape the cloud the CCM sees; Octavia's lifecycle modes
+//! (immediate / reads N / seconds T / error / stuck, by default, type or load balancer)
+//! are set here; load balancers are listed; and `GET /admin/leaks` reports what the
+//! cloud APIs created that still exists.
 
 use axum::Json;
 use axum::Router;
@@ -9,17 +12,26 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use mock_cloud::{AdminRejection, parse_admin_json};
 use serde_json::json;
 
-use crate::Admin;
 use crate::model::{AdminError, ServerPatch, ServerSpec};
+use crate::{Admin, LifecycleMode, LifecycleTarget};
 
 pub(crate) fn routes(admin: Admin) -> Router {
     Router::new()
         .route("/servers", get(list).post(create))
         .route("/servers/{id}", get(show).patch(update).delete(remove))
+        .route("/loadbalancers", get(list_lbs))
+        .route("/leaks", get(leaks))
+        .route("/lifecycle", get(lifecycle))
+        .route("/lifecycle/default", put(set_default).delete(clear_default))
+        .route("/lifecycle/types/{kind}", put(set_type).delete(clear_type))
+        .route(
+            "/lifecycle/loadbalancers/{id}",
+            put(set_lb).delete(clear_lb),
+        )
         .with_state(admin)
 }
 
@@ -71,6 +83,69 @@ async fn remove(
 ) -> Result<StatusCode, AdminRejection> {
     admin.delete_server(&id).map_err(rejection)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_lbs(State(admin): State<Admin>) -> Response {
+    Json(json!({ "loadbalancers": admin.load_balancers() })).into_response()
+}
+
+async fn leaks(State(admin): State<Admin>) -> Response {
+    Json(admin.leaks()).into_response()
+}
+
+async fn lifecycle(State(admin): State<Admin>) -> Response {
+    Json(admin.lifecycle()).into_response()
+}
+
+fn set_mode(
+    admin: &Admin,
+    target: LifecycleTarget,
+    body: Option<Result<Bytes, BytesRejection>>,
+) -> Result<Response, AdminRejection> {
+    let mode: Option<LifecycleMode> = body.map(parse_admin_json).transpose()?;
+    admin.set_lifecycle(target, mode).map_err(rejection)?;
+    Ok(Json(admin.lifecycle()).into_response())
+}
+
+async fn set_default(
+    State(admin): State<Admin>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AdminRejection> {
+    set_mode(&admin, LifecycleTarget::Default, Some(body))
+}
+
+async fn clear_default(State(admin): State<Admin>) -> Result<Response, AdminRejection> {
+    set_mode(&admin, LifecycleTarget::Default, None)
+}
+
+async fn set_type(
+    State(admin): State<Admin>,
+    Path(kind): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AdminRejection> {
+    set_mode(&admin, LifecycleTarget::Type(kind), Some(body))
+}
+
+async fn clear_type(
+    State(admin): State<Admin>,
+    Path(kind): Path<String>,
+) -> Result<Response, AdminRejection> {
+    set_mode(&admin, LifecycleTarget::Type(kind), None)
+}
+
+async fn set_lb(
+    State(admin): State<Admin>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AdminRejection> {
+    set_mode(&admin, LifecycleTarget::LoadBalancer(id), Some(body))
+}
+
+async fn clear_lb(
+    State(admin): State<Admin>,
+    Path(id): Path<String>,
+) -> Result<Response, AdminRejection> {
+    set_mode(&admin, LifecycleTarget::LoadBalancer(id), None)
 }
 
 #[cfg(test)]
@@ -203,6 +278,87 @@ mod tests {
             .filter(|e| !e["fault"].is_null())
             .count();
         assert_eq!(faulted, 1);
+    }
+
+    #[tokio::test]
+    async fn lifecycle_modes_and_lb_list_and_leaks_over_http() {
+        let m = Mock::seeded(0);
+        let r = m
+            .admin_json(
+                "PUT",
+                "/admin/lifecycle/types/loadbalancer",
+                json!({"mode": "reads", "n": 2}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(
+            r.body["by_type"]["loadbalancer"],
+            json!({"mode": "reads", "n": 2})
+        );
+        let r = m
+            .admin_json(
+                "PUT",
+                "/admin/lifecycle/default",
+                json!({"mode": "seconds", "t": 0.01}),
+            )
+            .await;
+        assert_eq!(r.body["default"], json!({"mode": "seconds", "t": 0.01}));
+        for (uri, body) in [
+            ("/admin/lifecycle/types/widget", json!({"mode": "stuck"})),
+            (
+                "/admin/lifecycle/default",
+                json!({"mode": "seconds", "t": -1}),
+            ),
+            ("/admin/lifecycle/default", json!({"mode": "sometimes"})),
+        ] {
+            let r = m.admin_json("PUT", uri, body.clone()).await;
+            assert_eq!(r.status, StatusCode::BAD_REQUEST, "{uri} {body}");
+            assert!(r.body["error"].is_string());
+        }
+        let r = m
+            .send(
+                "DELETE",
+                "/admin/lifecycle/types/loadbalancer",
+                &[],
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(r.body["by_type"], json!({}));
+
+        let token = m.token().await;
+        let subnet = m.shared.cloud().subnets[0].id.clone();
+        let r = m
+            .send(
+                "POST",
+                "/load-balancer/v2/lbaas/loadbalancers",
+                &[("x-auth-token", &token)],
+                json!({"loadbalancer": {"name": "a", "vip_subnet_id": subnet}}).to_string(),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED);
+        let r = m
+            .send("GET", "/admin/loadbalancers", &[], Body::empty())
+            .await;
+        assert_eq!(r.body["loadbalancers"][0]["name"], "a");
+        let r = m.send("GET", "/admin/leaks", &[], Body::empty()).await;
+        assert_eq!(r.body["total"], 1);
+        assert_eq!(r.body["by_type"]["loadbalancers"][0]["name"], "a");
+        // Time-based: wait on the condition with a deadline.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let r = m
+                .send("GET", "/admin/loadbalancers", &[], Body::empty())
+                .await;
+            if r.body["loadbalancers"][0]["provisioning_status"] == "ACTIVE" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "never became ACTIVE");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // Reset forgets load balancers and modes.
+        m.admin().reset();
+        assert!(m.admin().load_balancers().is_empty());
+        assert_eq!(m.admin().lifecycle(), crate::LifecyclePolicies::default());
     }
 
     #[tokio::test]

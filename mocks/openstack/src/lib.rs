@@ -1,19 +1,26 @@
-//! A mock OpenStack (Keystone, Nova, Neutron; Octavia's discovery document only) that
-//! unmodified OpenStack clients — gophercloud in cloud-provider-openstack, openstacksdk,
-//! our reference CCM — can talk to, so CCM conformance cases run with no cloud at all.
+//! A mock OpenStack (Keystone, Nova, Neutron, Octavia) that unmodified OpenStack
+//! clients — gophercloud in cloud-provider-openstack, openstacksdk and the `openstack`
+//! CLI, our reference CCM — can talk to, so CCM conformance cases run with no cloud at all.
 //!
 //! One listener, with devstack's path layout: Keystone at `/identity`, Nova at
-//! `/compute/v2.1`, Neutron at `/network`, Octavia at `/load-balancer`, and our control
-//! API at `/admin`. Servers live in 127/8 (fixed IPs in 127.10.0.0/16, floating IPs in
-//! 127.20.0.0/16) so the data plane works without root (DESIGN.md "Data plane").
+//! `/compute/v2.1`, Neutron at `/network`, Octavia at `/load-balancer` (API under both
+//! `/v2` and `/v2.0`), and our control API at `/admin`. Servers live in 127/8 (fixed IPs
+//! in 127.10.0.0/16, floating IPs in 127.20.0.0/16, load balancer VIPs in 127.30.0.0/16)
+//! so the data plane works without root (DESIGN.md "Data plane"). Load balancers move
+//! through `PENDING_*` by a lifecycle mode set on the admin API, and `/admin/leaks` lists
+//! what the cloud APIs created that still exists.
 #![forbid(unsafe_code)]
 
 mod admin_api;
 mod envelope;
 mod gate;
 mod keystone;
+mod lbaas;
+mod leaks;
 mod model;
 mod neutron;
+mod neutron_l3;
+mod neutron_sg;
 mod nova;
 mod octavia;
 mod util;
@@ -28,6 +35,8 @@ use axum::extract::DefaultBodyLimit;
 use mock_cloud::{Faults, Journal, ServeError, ServerHandle};
 use serde::{Deserialize, Serialize};
 
+pub use leaks::{LeakedResource, Leaks};
+pub use mock_cloud::{Mode as LifecycleMode, Policies as LifecyclePolicies};
 pub use model::{AdminError, ServerInfo, ServerPatch, ServerSpec};
 
 use crate::model::Cloud;
@@ -209,6 +218,96 @@ impl Admin {
     fn reset_cloud(&self) {
         let seed = self.shared.seed.clone();
         *self.shared.cloud() = seed;
+    }
+}
+
+/// What an Octavia lifecycle mode applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LifecycleTarget {
+    /// Every transition without a more specific mode.
+    Default,
+    /// Transitions started by writes to one resource type: `loadbalancer`, `listener`,
+    /// `pool`, `member` or `healthmonitor` (child writes fall back to `loadbalancer`).
+    Type(String),
+    /// Every transition of one load balancer, including the one under way.
+    LoadBalancer(String),
+}
+
+/// Resource types a lifecycle mode can be set for.
+pub const LIFECYCLE_TYPES: &[&str] = &[
+    "loadbalancer",
+    "listener",
+    "pool",
+    "member",
+    "healthmonitor",
+];
+
+impl Admin {
+    /// How Octavia transitions end, by default, type and load balancer.
+    pub fn lifecycle(&self) -> LifecyclePolicies {
+        self.shared.cloud().lbaas.policies.clone()
+    }
+
+    /// Sets (`Some`) or removes (`None`) a lifecycle mode; removing the default sets it
+    /// back to immediate. A load balancer's mode also applies to its pending transition.
+    pub fn set_lifecycle(
+        &self,
+        target: LifecycleTarget,
+        mode: Option<LifecycleMode>,
+    ) -> Result<(), AdminError> {
+        let mode = mode
+            .map(|m| {
+                m.validate().map_err(|e| AdminError::Invalid {
+                    field: "mode",
+                    reason: e.to_string(),
+                })
+            })
+            .transpose()?;
+        let mut cloud = self.shared.cloud();
+        let policies = &mut cloud.lbaas.policies;
+        match target {
+            LifecycleTarget::Default => policies.default = mode.unwrap_or(LifecycleMode::Immediate),
+            LifecycleTarget::Type(t) => {
+                if !LIFECYCLE_TYPES.contains(&t.as_str()) {
+                    return Err(AdminError::Invalid {
+                        field: "type",
+                        reason: format!("{t:?} is not one of {}", LIFECYCLE_TYPES.join(", ")),
+                    });
+                }
+                match mode {
+                    Some(m) => policies.by_type.insert(t, m),
+                    None => policies.by_type.remove(&t),
+                };
+            }
+            LifecycleTarget::LoadBalancer(id) => {
+                match mode {
+                    Some(m) => policies.by_id.insert(id.clone(), m),
+                    None => policies.by_id.remove(&id),
+                };
+                cloud.lbaas.apply_override(&id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every load balancer as Octavia shows it (looking does not count as a read).
+    pub fn load_balancers(&self) -> Vec<serde_json::Value> {
+        let mut cloud = self.shared.cloud();
+        cloud.settle_all_lbs(false);
+        let project = &self.shared.identity.project_id;
+        cloud
+            .lbaas
+            .lbs_sorted()
+            .into_iter()
+            .map(|lb| cloud.lbaas.lb_json(lb, project))
+            .collect()
+    }
+
+    /// Every resource created through the cloud APIs since the seed that still exists.
+    pub fn leaks(&self) -> Leaks {
+        let mut cloud = self.shared.cloud();
+        cloud.settle_all_lbs(false);
+        leaks::find(&self.shared.seed, &cloud)
     }
 }
 

@@ -206,6 +206,7 @@ pub(crate) struct Server {
 #[derive(Debug, Clone)]
 pub(crate) struct Port {
     pub id: String,
+    pub name: String,
     pub network_id: String,
     pub subnet_id: String,
     pub mac: String,
@@ -237,7 +238,7 @@ pub(crate) struct Subnet {
 
 /// A sequential allocator over one /16, skipping addresses in use.
 #[derive(Debug, Clone)]
-struct Pool {
+pub(crate) struct Pool {
     name: &'static str,
     base: u32,
     next: u32,
@@ -246,7 +247,7 @@ struct Pool {
 }
 
 impl Pool {
-    fn new(name: &'static str, first: Ipv4Addr, last: Ipv4Addr) -> Self {
+    pub fn new(name: &'static str, first: Ipv4Addr, last: Ipv4Addr) -> Self {
         Self {
             name,
             base: u32::from(first),
@@ -256,7 +257,16 @@ impl Pool {
         }
     }
 
-    fn allocate(&mut self) -> Result<IpAddr, AdminError> {
+    /// Marks `ip` used; false if it already was.
+    pub fn take(&mut self, ip: IpAddr) -> bool {
+        self.used.insert(ip)
+    }
+
+    pub fn release(&mut self, ip: &IpAddr) {
+        self.used.remove(ip);
+    }
+
+    pub fn allocate(&mut self) -> Result<IpAddr, AdminError> {
         let span = self.last - self.base + 1;
         for _ in 0..span {
             let ip = IpAddr::V4(Ipv4Addr::from(self.next));
@@ -286,12 +296,17 @@ pub(crate) struct Cloud {
     pub networks: Vec<Network>,
     pub subnets: Vec<Subnet>,
     fixed: Pool,
-    floating: Pool,
+    pub floating: Pool,
     next_mac: u32,
     default_az: String,
+    /// Octavia's load balancers and children.
+    pub lbaas: crate::lbaas::Lbaas,
+    /// Neutron floating IPs and routers.
+    pub l3: crate::neutron_l3::L3,
+    pub secgroups: crate::neutron_sg::SecGroups,
 }
 
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
@@ -385,7 +400,18 @@ impl Cloud {
             first: Ipv4Addr::new(127, 20, 0, 10),
             last: Ipv4Addr::new(127, 20, 255, 254),
         };
+        let l3 = crate::neutron_l3::L3::seeded(&[
+            (
+                private_net.clone(),
+                private_subnet.clone(),
+                private.cidr,
+                false,
+            ),
+            (public_net.clone(), public_subnet.clone(), public.cidr, true),
+        ]);
         Self {
+            l3,
+            secgroups: crate::neutron_sg::SecGroups::seeded(),
             servers: HashMap::new(),
             order: BTreeMap::new(),
             next_seq: 1,
@@ -409,6 +435,7 @@ impl Cloud {
             subnets: vec![private, public],
             next_mac: 1,
             default_az: default_az.to_string(),
+            lbaas: crate::lbaas::Lbaas::default(),
         }
     }
 
@@ -416,7 +443,7 @@ impl Cloud {
         (&self.networks[0], &self.subnets[0])
     }
 
-    fn next_mac(&mut self) -> String {
+    pub fn next_mac(&mut self) -> String {
         let n = self.next_mac;
         self.next_mac = self.next_mac.wrapping_add(1);
         // fa:16:3e is the prefix Neutron uses by default (`neutron/conf/common.py` base_mac).
@@ -549,6 +576,7 @@ impl Cloud {
         };
         let port = Port {
             id: new_id(),
+            name: String::new(),
             network_id,
             subnet_id,
             mac: self.next_mac(),

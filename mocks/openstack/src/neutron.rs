@@ -24,7 +24,7 @@ use crate::envelope::neutron_error;
 use crate::model::{Network, Port, Subnet};
 use crate::util::{encode_query, iso_seconds, json, last, values};
 
-type Pairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
+pub(crate) type Pairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// Extensions announced by `GET /v2.0/extensions`; CPO enables routes on `extraroute`.
 const EXTENSIONS: &[(&str, &str)] = &[
@@ -61,7 +61,9 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
         .route("/network/v2.0/networks/{id}", get(show_network))
         .route("/network/v2.0/subnets", get(list_subnets))
         .route("/network/v2.0/subnets/{id}", get(show_subnet))
-        .with_state(shared)
+        .with_state(shared.clone())
+        .merge(crate::neutron_l3::routes(shared.clone()))
+        .merge(crate::neutron_sg::routes(shared))
 }
 
 async fn versions(State(s): State<Arc<Shared>>) -> Response {
@@ -77,6 +79,10 @@ async fn resources(State(s): State<Arc<Shared>>) -> Response {
         ("port", "ports"),
         ("network", "networks"),
         ("subnet", "subnets"),
+        ("floatingip", "floatingips"),
+        ("router", "routers"),
+        ("security_group", "security-groups"),
+        ("security_group_rule", "security-group-rules"),
     ]
     .iter()
     .map(|(name, collection)| {
@@ -110,11 +116,11 @@ async fn show_extension(Path(alias): Path<String>) -> Response {
     }
 }
 
-fn bad_request(message: &str) -> Response {
+pub(crate) fn bad_request(message: &str) -> Response {
     neutron_error(StatusCode::BAD_REQUEST, "HTTPBadRequest", message)
 }
 
-fn pairs(query: Pairs) -> Result<Vec<(String, String)>, Response> {
+pub(crate) fn pairs(query: Pairs) -> Result<Vec<(String, String)>, Response> {
     query
         .map(|Query(p)| p)
         .map_err(|e| bad_request(&format!("Invalid query string: {e}")))
@@ -137,7 +143,7 @@ fn parse_bool(field: &str, value: &str) -> Result<bool, Response> {
 
 /// `limit`/`marker` paging over a list sorted by id, with a `<collection>_links` next link
 /// when the page is full.
-fn page(
+pub(crate) fn page(
     s: &Shared,
     collection: &str,
     pairs: &[(String, String)],
@@ -192,7 +198,7 @@ fn port_json(s: &Shared, port: &Port) -> Value {
         .collect();
     json!({
         "id": port.id,
-        "name": "",
+        "name": port.name,
         "description": "",
         "network_id": port.network_id,
         "tenant_id": s.identity.project_id,
@@ -278,6 +284,15 @@ async fn list_ports(State(s): State<Arc<Shared>>, query: Pairs) -> Response {
                 .filter_map(|d| cloud.servers.get(*d))
                 .flat_map(|server| server.port_ids.iter().filter_map(|id| cloud.ports.get(id)))
                 .collect();
+            // Devices that are not servers (load balancer VIPs, routers): scan.
+            if device_ids.iter().any(|d| !cloud.servers.contains_key(*d)) {
+                ports.extend(
+                    cloud
+                        .ports
+                        .values()
+                        .filter(|p| device_ids.contains(&p.device_id.as_str())),
+                );
+            }
             ports.sort_by(|a, b| a.id.cmp(&b.id));
             ports.dedup_by(|a, b| a.id == b.id);
             ports
@@ -290,7 +305,7 @@ async fn list_ports(State(s): State<Arc<Shared>>, query: Pairs) -> Response {
                     && any_of(&statuses, &p.status)
                     && any_of(&owners, &p.device_owner)
                     && any_of(&macs, &p.mac)
-                    && any_of(&names, "")
+                    && any_of(&names, &p.name)
                     && fixed.matches(p)
             })
             .map(|p| (p.id.clone(), port_json(&s, p)))

@@ -1,0 +1,1491 @@
+//! Octavia's state: load balancers and their children (listeners, pools, members, health
+//! monitors), kept apart from HTTP so the rules are in one place. Each write puts the load
+//! balancer in `PENDING_*` and starts a [`Lifecycle`]; the transition is evaluated when
+//! anyone looks, and while it is pending every other write is refused with a 409, as in
+//! Octavia (`octavia/db/repositories.py` `test_and_set_provisioning_status`: only ACTIVE
+//! load balancers are mutable, ACTIVE or ERROR ones deletable).
+//!
+//! Child attributes are kept as JSON maps checked against a small table per kind (type,
+//! required, updatable), because Octavia's objects have many pass-through fields a mock
+//! only needs to store and echo.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+
+use mock_cloud::{Lifecycle, Mode, Phase, Policies};
+use serde_json::{Map, Value, json};
+
+use crate::model::{Cloud, Pool, Port, new_id};
+use crate::util::iso_seconds;
+
+/// Why an Octavia request was refused; rendered as a WSME fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum LbError {
+    /// `octavia/common/exceptions.py` NotFound: "%(resource)s %(id)s not found."
+    #[error("{resource} {id} not found.")]
+    NotFound { resource: &'static str, id: String },
+    /// `octavia/common/exceptions.py` ImmutableObject.
+    #[error("{resource} {id} is immutable and cannot be updated.")]
+    Immutable { resource: &'static str, id: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl LbError {
+    pub fn status(&self) -> u16 {
+        match self {
+            LbError::NotFound { .. } => 404,
+            LbError::Immutable { .. } | LbError::Conflict(_) => 409,
+            LbError::Invalid(_) => 400,
+        }
+    }
+}
+
+fn invalid(message: impl Into<String>) -> LbError {
+    LbError::Invalid(message.into())
+}
+
+/// The operation a pending load balancer (or child) is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Op {
+    fn pending(self) -> &'static str {
+        match self {
+            Op::Create => "PENDING_CREATE",
+            Op::Update => "PENDING_UPDATE",
+            Op::Delete => "PENDING_DELETE",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Prov {
+    Active,
+    Error,
+    Pending(Op, Lifecycle),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChildProv {
+    Active,
+    Error,
+    Pending(Op),
+}
+
+/// The four child resource kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    Listener,
+    Pool,
+    Member,
+    Monitor,
+}
+
+impl Kind {
+    /// The name Octavia uses in messages.
+    pub fn resource(self) -> &'static str {
+        match self {
+            Kind::Listener => "Listener",
+            Kind::Pool => "Pool",
+            Kind::Member => "Member",
+            Kind::Monitor => "Health Monitor",
+        }
+    }
+
+    /// The JSON wrapper key, also the lifecycle type name.
+    pub fn key(self) -> &'static str {
+        match self {
+            Kind::Listener => "listener",
+            Kind::Pool => "pool",
+            Kind::Member => "member",
+            Kind::Monitor => "healthmonitor",
+        }
+    }
+
+    pub fn collection(self) -> &'static str {
+        match self {
+            Kind::Listener => "listeners",
+            Kind::Pool => "pools",
+            Kind::Member => "members",
+            Kind::Monitor => "healthmonitors",
+        }
+    }
+}
+
+pub(crate) const LB: &str = "Load Balancer";
+pub(crate) const LB_TYPE: &str = "loadbalancer";
+
+#[derive(Debug, Clone)]
+pub(crate) struct Lb {
+    pub id: String,
+    pub seq: u64,
+    pub attrs: Map<String, Value>,
+    pub vip_address: IpAddr,
+    pub vip_port_id: String,
+    /// Whether the VIP port was created for this LB (and goes with it).
+    pub owns_port: bool,
+    pub vip_subnet_id: String,
+    pub vip_network_id: String,
+    pub prov: Prov,
+    pub created: jiff::Timestamp,
+    pub updated: jiff::Timestamp,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Child {
+    pub id: String,
+    pub seq: u64,
+    pub kind: Kind,
+    pub lb_id: String,
+    /// The pool of a member or health monitor.
+    pub pool_id: Option<String>,
+    pub attrs: Map<String, Value>,
+    pub prov: ChildProv,
+    pub created: jiff::Timestamp,
+    pub updated: jiff::Timestamp,
+}
+
+/// All load-balancer state, inside [`Cloud`].
+#[derive(Debug, Clone)]
+pub(crate) struct Lbaas {
+    pub lbs: BTreeMap<String, Lb>,
+    pub children: BTreeMap<String, Child>,
+    next_seq: u64,
+    vips: Pool,
+    pub policies: Policies,
+}
+
+impl Default for Lbaas {
+    fn default() -> Self {
+        Self {
+            lbs: BTreeMap::new(),
+            children: BTreeMap::new(),
+            next_seq: 1,
+            vips: Pool::new(
+                "127.30.0.0/16",
+                Ipv4Addr::new(127, 30, 0, 10),
+                Ipv4Addr::new(127, 30, 255, 254),
+            ),
+            policies: Policies::default(),
+        }
+    }
+}
+
+// ---- attribute tables ----------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy)]
+enum Ty {
+    Str,
+    Int(i64, i64),
+    Bool,
+    StrList,
+    Obj,
+    Enum(&'static [&'static str]),
+    Ip,
+    /// Stored as given (nested objects of the fully-populated create are taken out first).
+    Any,
+}
+
+const REQ: u8 = 1;
+const UPD: u8 = 2;
+
+type Table = &'static [(&'static str, Ty, u8)];
+
+const LISTENER_PROTOCOLS: &[&str] = &[
+    "HTTP",
+    "HTTPS",
+    "TCP",
+    "TERMINATED_HTTPS",
+    "UDP",
+    "SCTP",
+    "PROMETHEUS",
+];
+const POOL_PROTOCOLS: &[&str] = &["HTTP", "HTTPS", "PROXY", "PROXYV2", "TCP", "UDP", "SCTP"];
+const ALGORITHMS: &[&str] = &[
+    "ROUND_ROBIN",
+    "LEAST_CONNECTIONS",
+    "SOURCE_IP",
+    "SOURCE_IP_PORT",
+];
+const MONITOR_TYPES: &[&str] = &[
+    "HTTP",
+    "HTTPS",
+    "PING",
+    "TCP",
+    "TLS-HELLO",
+    "UDP-CONNECT",
+    "SCTP",
+];
+const HTTP_METHODS: &[&str] = &[
+    "GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "OPTIONS", "PATCH", "CONNECT",
+];
+
+const COMMON: Table = &[
+    ("name", Ty::Str, UPD),
+    ("description", Ty::Str, UPD),
+    ("admin_state_up", Ty::Bool, UPD),
+    ("tags", Ty::StrList, UPD),
+    ("project_id", Ty::Str, 0),
+    ("tenant_id", Ty::Str, 0),
+];
+
+const LB_FIELDS: Table = &[
+    ("vip_address", Ty::Ip, 0),
+    ("vip_port_id", Ty::Str, 0),
+    ("vip_subnet_id", Ty::Str, 0),
+    ("vip_network_id", Ty::Str, 0),
+    ("vip_qos_policy_id", Ty::Str, UPD),
+    ("vip_sg_ids", Ty::StrList, 0),
+    ("additional_vips", Ty::Any, 0),
+    ("provider", Ty::Str, 0),
+    ("flavor_id", Ty::Str, 0),
+    ("availability_zone", Ty::Str, 0),
+];
+
+const LISTENER_FIELDS: Table = &[
+    ("loadbalancer_id", Ty::Str, REQ),
+    ("protocol", Ty::Enum(LISTENER_PROTOCOLS), REQ),
+    ("protocol_port", Ty::Int(1, 65535), REQ),
+    ("connection_limit", Ty::Int(-1, i64::MAX), UPD),
+    ("default_pool_id", Ty::Str, UPD),
+    ("default_tls_container_ref", Ty::Str, UPD),
+    ("sni_container_refs", Ty::StrList, UPD),
+    ("insert_headers", Ty::Obj, UPD),
+    ("timeout_client_data", Ty::Int(0, 31_536_000_000), UPD),
+    ("timeout_member_connect", Ty::Int(0, 31_536_000_000), UPD),
+    ("timeout_member_data", Ty::Int(0, 31_536_000_000), UPD),
+    ("timeout_tcp_inspect", Ty::Int(0, 31_536_000_000), UPD),
+    ("allowed_cidrs", Ty::StrList, UPD),
+    (
+        "client_authentication",
+        Ty::Enum(&["NONE", "OPTIONAL", "MANDATORY"]),
+        UPD,
+    ),
+    ("client_ca_tls_container_ref", Ty::Str, UPD),
+    ("client_crl_container_ref", Ty::Str, UPD),
+    ("tls_ciphers", Ty::Str, UPD),
+    ("tls_versions", Ty::StrList, UPD),
+    ("alpn_protocols", Ty::StrList, UPD),
+    ("hsts_max_age", Ty::Int(0, i64::MAX), UPD),
+    ("hsts_include_subdomains", Ty::Bool, UPD),
+    ("hsts_preload", Ty::Bool, UPD),
+    ("l7policies", Ty::Any, 0),
+];
+
+const POOL_FIELDS: Table = &[
+    ("loadbalancer_id", Ty::Str, 0),
+    ("listener_id", Ty::Str, 0),
+    ("protocol", Ty::Enum(POOL_PROTOCOLS), REQ),
+    ("lb_algorithm", Ty::Enum(ALGORITHMS), REQ | UPD),
+    ("session_persistence", Ty::Obj, UPD),
+    ("tls_enabled", Ty::Bool, UPD),
+    ("tls_container_ref", Ty::Str, UPD),
+    ("ca_tls_container_ref", Ty::Str, UPD),
+    ("crl_container_ref", Ty::Str, UPD),
+    ("tls_ciphers", Ty::Str, UPD),
+    ("tls_versions", Ty::StrList, UPD),
+    ("alpn_protocols", Ty::StrList, UPD),
+];
+
+const MEMBER_FIELDS: Table = &[
+    ("address", Ty::Ip, REQ),
+    ("protocol_port", Ty::Int(1, 65535), REQ),
+    ("weight", Ty::Int(0, 256), UPD),
+    ("backup", Ty::Bool, UPD),
+    ("subnet_id", Ty::Str, 0),
+    ("monitor_address", Ty::Ip, UPD),
+    ("monitor_port", Ty::Int(1, 65535), UPD),
+    ("request_sriov", Ty::Bool, 0),
+];
+
+const MONITOR_FIELDS: Table = &[
+    ("pool_id", Ty::Str, REQ),
+    ("type", Ty::Enum(MONITOR_TYPES), REQ),
+    ("delay", Ty::Int(0, i32::MAX as i64), REQ | UPD),
+    ("timeout", Ty::Int(0, i32::MAX as i64), REQ | UPD),
+    ("max_retries", Ty::Int(1, 10), REQ | UPD),
+    ("max_retries_down", Ty::Int(1, 10), UPD),
+    ("http_method", Ty::Enum(HTTP_METHODS), UPD),
+    ("url_path", Ty::Str, UPD),
+    ("expected_codes", Ty::Str, UPD),
+    ("http_version", Ty::Any, UPD),
+    ("domain_name", Ty::Str, UPD),
+];
+
+fn table(kind: Option<Kind>) -> Table {
+    match kind {
+        None => LB_FIELDS,
+        Some(Kind::Listener) => LISTENER_FIELDS,
+        Some(Kind::Pool) => POOL_FIELDS,
+        Some(Kind::Member) => MEMBER_FIELDS,
+        Some(Kind::Monitor) => MONITOR_FIELDS,
+    }
+}
+
+fn lookup(kind: Option<Kind>, field: &str) -> Option<(Ty, u8)> {
+    COMMON
+        .iter()
+        .chain(table(kind).iter())
+        .find(|(name, _, _)| *name == field)
+        .map(|(_, ty, flags)| (*ty, *flags))
+}
+
+/// WSME's wording for a bad value (`wsme/exc.py` InvalidInput).
+fn bad_value(field: &str, value: &Value, why: &str) -> LbError {
+    invalid(format!(
+        "Invalid input for field/attribute {field}. Value: '{value}'. {why}"
+    ))
+}
+
+fn check_value(field: &str, ty: Ty, value: &Value) -> Result<(), LbError> {
+    if value.is_null() {
+        return Ok(());
+    }
+    let ok = match ty {
+        Ty::Str => value.is_string(),
+        Ty::Bool => value.is_boolean(),
+        Ty::Obj => value.is_object(),
+        Ty::Any => true,
+        Ty::StrList => value
+            .as_array()
+            .is_some_and(|a| a.iter().all(Value::is_string)),
+        Ty::Ip => value.as_str().is_some_and(|s| s.parse::<IpAddr>().is_ok()),
+        Ty::Enum(allowed) => {
+            if !value.as_str().is_some_and(|s| allowed.contains(&s)) {
+                return Err(bad_value(
+                    field,
+                    value,
+                    &format!("Value should be one of: {}", allowed.join(", ")),
+                ));
+            }
+            true
+        }
+        Ty::Int(min, max) => match value.as_i64() {
+            Some(n) if n < min => {
+                return Err(bad_value(
+                    field,
+                    value,
+                    &format!("Value should be greater or equal to {min}"),
+                ));
+            }
+            Some(n) if n > max => {
+                return Err(bad_value(
+                    field,
+                    value,
+                    &format!("Value should be lower or equal to {max}"),
+                ));
+            }
+            Some(_) => true,
+            None => false,
+        },
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(bad_value(field, value, "Wrong type."))
+    }
+}
+
+/// Checks a create body: known fields of the right type, required ones present (except
+/// those in `implied`, which the URL or the parent supplies).
+fn check_create(
+    kind: Option<Kind>,
+    body: &Map<String, Value>,
+    implied: &[&str],
+) -> Result<(), LbError> {
+    for (field, value) in body {
+        let (ty, _) = lookup(kind, field)
+            .ok_or_else(|| invalid(format!("Unknown attribute for argument: {field}")))?;
+        check_value(field, ty, value)?;
+    }
+    for (field, _, flags) in COMMON.iter().chain(table(kind).iter()) {
+        if flags & REQ != 0
+            && !implied.contains(field)
+            && body.get(*field).is_none_or(Value::is_null)
+        {
+            return Err(invalid(format!(
+                "Invalid input for field/attribute {field}. Value: 'Unset'. Mandatory field missing."
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_update(kind: Option<Kind>, body: &Map<String, Value>) -> Result<(), LbError> {
+    for (field, value) in body {
+        let (ty, flags) = lookup(kind, field)
+            .ok_or_else(|| invalid(format!("Unknown attribute for argument: {field}")))?;
+        if flags & UPD == 0 {
+            return Err(invalid(format!("Attribute {field} cannot be updated.")));
+        }
+        check_value(field, ty, value)?;
+    }
+    Ok(())
+}
+
+fn str_of<'a>(m: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
+    m.get(k).and_then(Value::as_str)
+}
+
+/// Defaults Octavia fills in (`octavia/api/v2/types/*.py`).
+fn defaults(kind: Option<Kind>) -> Map<String, Value> {
+    let v = match kind {
+        None => json!({"name": "", "description": "", "admin_state_up": true, "tags": [],
+            "provider": "amphora", "flavor_id": null, "availability_zone": null,
+            "vip_qos_policy_id": null, "additional_vips": [], "vip_vnic_type": "normal"}),
+        Some(Kind::Listener) => json!({"name": "", "description": "", "admin_state_up": true,
+            "tags": [], "connection_limit": -1, "default_pool_id": null,
+            "default_tls_container_ref": null, "sni_container_refs": [], "insert_headers": {},
+            "timeout_client_data": 50000, "timeout_member_connect": 5000,
+            "timeout_member_data": 50000, "timeout_tcp_inspect": 0, "allowed_cidrs": null,
+            "client_authentication": "NONE", "client_ca_tls_container_ref": null,
+            "client_crl_container_ref": null, "tls_ciphers": null, "tls_versions": null,
+            "alpn_protocols": null, "l7policies": [], "hsts_max_age": null,
+            "hsts_include_subdomains": false, "hsts_preload": false}),
+        Some(Kind::Pool) => json!({"name": "", "description": "", "admin_state_up": true,
+            "tags": [], "session_persistence": null, "tls_enabled": false,
+            "tls_container_ref": null, "ca_tls_container_ref": null, "crl_container_ref": null,
+            "tls_ciphers": null, "tls_versions": null, "alpn_protocols": null}),
+        Some(Kind::Member) => json!({"name": "", "admin_state_up": true, "tags": [],
+            "weight": 1, "backup": false, "subnet_id": null, "monitor_address": null,
+            "monitor_port": null, "vnic_type": "normal"}),
+        Some(Kind::Monitor) => json!({"name": "", "admin_state_up": true, "tags": [],
+            "max_retries_down": 3, "http_method": null, "url_path": null,
+            "expected_codes": null, "http_version": null, "domain_name": null}),
+    };
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Fields that are relations or computed, never stored in `attrs`.
+const NOT_STORED: &[&str] = &[
+    "loadbalancer_id",
+    "listener_id",
+    "pool_id",
+    "project_id",
+    "tenant_id",
+    "vip_address",
+    "vip_port_id",
+    "vip_subnet_id",
+    "vip_network_id",
+    "vip_sg_ids",
+];
+
+fn merge(attrs: &mut Map<String, Value>, body: &Map<String, Value>) {
+    for (k, v) in body {
+        if !NOT_STORED.contains(&k.as_str()) {
+            attrs.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+fn as_object(value: &Value, what: &str) -> Result<Map<String, Value>, LbError> {
+    value
+        .as_object()
+        .cloned()
+        .ok_or_else(|| invalid(format!("Invalid input for {what}: expected an object")))
+}
+
+fn take_list(body: &mut Map<String, Value>, key: &str) -> Result<Vec<Map<String, Value>>, LbError> {
+    match body.remove(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items.iter().map(|i| as_object(i, key)).collect(),
+        Some(other) => Err(bad_value(key, &other, "Value should be a list.")),
+    }
+}
+
+fn take_object(
+    body: &mut Map<String, Value>,
+    key: &str,
+) -> Result<Option<Map<String, Value>>, LbError> {
+    match body.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => as_object(&v, key).map(Some),
+    }
+}
+
+/// A fully-populated create's children, validated before anything is stored.
+struct TreeListener {
+    body: Map<String, Value>,
+    pool: Option<TreePool>,
+}
+
+struct TreePool {
+    body: Map<String, Value>,
+    members: Vec<Map<String, Value>>,
+    monitor: Option<Map<String, Value>>,
+}
+
+fn parse_tree_pool(mut body: Map<String, Value>) -> Result<TreePool, LbError> {
+    let members = take_list(&mut body, "members")?;
+    let monitor = take_object(&mut body, "healthmonitor")?;
+    check_create(Some(Kind::Pool), &body, &[])?;
+    for m in &members {
+        check_create(Some(Kind::Member), m, &[])?;
+    }
+    if let Some(hm) = &monitor {
+        check_create(Some(Kind::Monitor), hm, &["pool_id"])?;
+    }
+    Ok(TreePool {
+        body,
+        members,
+        monitor,
+    })
+}
+
+impl Lbaas {
+    fn seq(&mut self) -> u64 {
+        let s = self.next_seq;
+        self.next_seq += 1;
+        s
+    }
+
+    fn mode(&self, kind: Option<Kind>, lb_id: &str) -> Mode {
+        match kind {
+            Some(k) => self.policies.mode_for(&[k.key(), LB_TYPE], lb_id),
+            None => self.policies.mode_for(&[LB_TYPE], lb_id),
+        }
+    }
+
+    /// Evaluates `lb_id`'s pending transition and applies its outcome. Returns whether the
+    /// LB still exists. `read` counts this look as a client read.
+    pub fn settle(&mut self, lb_id: &str, read: bool, ports: &mut BTreeMap<String, Port>) -> bool {
+        let Some(lb) = self.lbs.get_mut(lb_id) else {
+            return false;
+        };
+        let Prov::Pending(op, life) = &mut lb.prov else {
+            return true;
+        };
+        let op = *op;
+        let phase = if read { life.read() } else { life.peek() };
+        let now = jiff::Timestamp::now();
+        match phase {
+            Phase::Pending => true,
+            Phase::Done if op == Op::Delete => {
+                self.remove_lb(lb_id, ports);
+                false
+            }
+            Phase::Done | Phase::Failed => {
+                let ok = phase == Phase::Done;
+                lb.prov = if ok { Prov::Active } else { Prov::Error };
+                lb.updated = now;
+                let mut gone = Vec::new();
+                for child in self.children.values_mut().filter(|c| c.lb_id == lb_id) {
+                    if let ChildProv::Pending(child_op) = child.prov {
+                        if ok && child_op == Op::Delete {
+                            gone.push(child.id.clone());
+                        } else {
+                            child.prov = if ok {
+                                ChildProv::Active
+                            } else {
+                                ChildProv::Error
+                            };
+                            child.updated = now;
+                        }
+                    }
+                }
+                for id in gone {
+                    self.remove_child(&id);
+                }
+                true
+            }
+        }
+    }
+
+    /// Settles every load balancer (for lists and leak reports).
+    pub fn settle_all(&mut self, read: bool, ports: &mut BTreeMap<String, Port>) {
+        let ids: Vec<String> = self.lbs.keys().cloned().collect();
+        for id in ids {
+            self.settle(&id, read, ports);
+        }
+    }
+
+    fn remove_lb(&mut self, lb_id: &str, ports: &mut BTreeMap<String, Port>) {
+        if let Some(lb) = self.lbs.remove(lb_id) {
+            self.vips.release(&lb.vip_address);
+            if lb.owns_port {
+                ports.remove(&lb.vip_port_id);
+            }
+        }
+        self.children.retain(|_, c| c.lb_id != lb_id);
+    }
+
+    /// Removes a child and what hangs off it (a pool's members and monitor; listeners
+    /// lose it as default pool).
+    fn remove_child(&mut self, id: &str) {
+        let Some(child) = self.children.remove(id) else {
+            return;
+        };
+        if child.kind == Kind::Pool {
+            self.children
+                .retain(|_, c| c.pool_id.as_deref() != Some(id));
+            for l in self.children.values_mut() {
+                if l.kind == Kind::Listener && str_of(&l.attrs, "default_pool_id") == Some(id) {
+                    l.attrs.insert("default_pool_id".into(), Value::Null);
+                }
+            }
+        }
+    }
+
+    pub fn lb(&self, id: &str) -> Result<&Lb, LbError> {
+        self.lbs.get(id).ok_or_else(|| LbError::NotFound {
+            resource: LB,
+            id: id.to_string(),
+        })
+    }
+
+    pub fn child(&self, kind: Kind, id: &str) -> Result<&Child, LbError> {
+        self.children
+            .get(id)
+            .filter(|c| c.kind == kind)
+            .ok_or_else(|| LbError::NotFound {
+                resource: kind.resource(),
+                id: id.to_string(),
+            })
+    }
+
+    /// Refuses writes unless the LB is ACTIVE (or, for `delete`, ACTIVE or ERROR).
+    fn check_mutable(
+        &mut self,
+        lb_id: &str,
+        delete: bool,
+        ports: &mut BTreeMap<String, Port>,
+    ) -> Result<(), LbError> {
+        if !self.settle(lb_id, false, ports) {
+            return Err(LbError::NotFound {
+                resource: LB,
+                id: lb_id.to_string(),
+            });
+        }
+        let lb = self.lb(lb_id)?;
+        match lb.prov {
+            Prov::Active => Ok(()),
+            Prov::Error if delete => Ok(()),
+            _ => Err(LbError::Immutable {
+                resource: LB,
+                id: lb_id.to_string(),
+            }),
+        }
+    }
+
+    /// Puts the LB into a new pending operation.
+    fn begin(&mut self, lb_id: &str, op: Op, kind: Option<Kind>) {
+        let mode = self.mode(kind, lb_id);
+        if let Some(lb) = self.lbs.get_mut(lb_id) {
+            lb.prov = Prov::Pending(op, Lifecycle::begin(mode));
+            lb.updated = jiff::Timestamp::now();
+        }
+    }
+
+    /// Applies an id override to a transition already under way (force error, release).
+    pub fn apply_override(&mut self, lb_id: &str) {
+        if let Some(mode) = self.policies.for_id(lb_id)
+            && let Some(lb) = self.lbs.get_mut(lb_id)
+            && let Prov::Pending(_, life) = &mut lb.prov
+        {
+            life.set_mode(mode);
+        }
+    }
+
+    fn new_child(
+        &mut self,
+        kind: Kind,
+        lb_id: &str,
+        pool_id: Option<String>,
+        body: &Map<String, Value>,
+    ) -> String {
+        let mut attrs = defaults(Some(kind));
+        merge(&mut attrs, body);
+        if kind == Kind::Monitor && attrs.get("http_method").is_some_and(Value::is_null) {
+            let http = matches!(str_of(body, "type"), Some("HTTP" | "HTTPS"));
+            if http {
+                attrs.insert("http_method".into(), json!("GET"));
+                attrs.insert("url_path".into(), json!("/"));
+                attrs.insert("expected_codes".into(), json!("200"));
+            }
+        }
+        let id = new_id();
+        let now = jiff::Timestamp::now();
+        let seq = self.seq();
+        self.children.insert(
+            id.clone(),
+            Child {
+                id: id.clone(),
+                seq,
+                kind,
+                lb_id: lb_id.to_string(),
+                pool_id,
+                attrs,
+                prov: ChildProv::Pending(Op::Create),
+                created: now,
+                updated: now,
+            },
+        );
+        id
+    }
+
+    fn create_tree_pool(&mut self, lb_id: &str, tree: TreePool) -> String {
+        let pool_id = self.new_child(Kind::Pool, lb_id, None, &tree.body);
+        for m in &tree.members {
+            self.new_child(Kind::Member, lb_id, Some(pool_id.clone()), m);
+        }
+        if let Some(hm) = &tree.monitor {
+            self.new_child(Kind::Monitor, lb_id, Some(pool_id.clone()), hm);
+        }
+        pool_id
+    }
+
+    fn children_of(&self, kind: Kind, lb_id: &str) -> impl Iterator<Item = &Child> {
+        self.children
+            .values()
+            .filter(move |c| c.kind == kind && c.lb_id == lb_id)
+    }
+
+    fn members_of(&self, pool_id: &str) -> impl Iterator<Item = &Child> {
+        self.children
+            .values()
+            .filter(move |c| c.kind == Kind::Member && c.pool_id.as_deref() == Some(pool_id))
+    }
+
+    fn monitor_of(&self, pool_id: &str) -> Option<&Child> {
+        self.children
+            .values()
+            .find(|c| c.kind == Kind::Monitor && c.pool_id.as_deref() == Some(pool_id))
+    }
+
+    fn check_listener_port(&self, lb_id: &str, body: &Map<String, Value>) -> Result<(), LbError> {
+        let port = body.get("protocol_port").and_then(Value::as_i64);
+        let protocol = str_of(body, "protocol");
+        // `octavia/common/exceptions.py` DuplicateListenerEntry.
+        if self.children_of(Kind::Listener, lb_id).any(|l| {
+            l.attrs.get("protocol_port").and_then(Value::as_i64) == port
+                && (str_of(&l.attrs, "protocol") == Some("UDP")) == (protocol == Some("UDP"))
+        }) {
+            return Err(LbError::Conflict(format!(
+                "Another Listener on this Load Balancer is already using protocol_port {}",
+                port.unwrap_or_default()
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_member_unique(
+        &self,
+        pool_id: &str,
+        body: &Map<String, Value>,
+        except: Option<&str>,
+    ) -> Result<(), LbError> {
+        let address = str_of(body, "address");
+        let port = body.get("protocol_port").and_then(Value::as_i64);
+        if self.members_of(pool_id).any(|m| {
+            Some(m.id.as_str()) != except
+                && str_of(&m.attrs, "address") == address
+                && m.attrs.get("protocol_port").and_then(Value::as_i64) == port
+        }) {
+            // `octavia/common/exceptions.py` DuplicateMemberEntry.
+            return Err(LbError::Conflict(format!(
+                "Another member on this pool is already using ip {} on protocol_port {}",
+                address.unwrap_or_default(),
+                port.unwrap_or_default()
+            )));
+        }
+        Ok(())
+    }
+}
+
+// ---- operations on the whole cloud (they touch Neutron ports too) ---------------------
+
+impl Cloud {
+    fn vip_target(
+        &self,
+        body: &Map<String, Value>,
+    ) -> Result<(String, String, Option<IpAddr>, bool), LbError> {
+        // Returns (network_id, subnet_id, address if fixed by an existing port, owns_port).
+        if let Some(port_id) = str_of(body, "vip_port_id") {
+            let port = self
+                .ports
+                .get(port_id)
+                .ok_or_else(|| invalid(format!("Port {port_id} not found.")))?;
+            let ip = port.fixed_ips.first().copied();
+            return Ok((port.network_id.clone(), port.subnet_id.clone(), ip, false));
+        }
+        if let Some(subnet_id) = str_of(body, "vip_subnet_id") {
+            let subnet = self
+                .subnets
+                .iter()
+                .find(|s| s.id == subnet_id)
+                .ok_or_else(|| invalid(format!("Subnet {subnet_id} not found.")))?;
+            return Ok((subnet.network_id.clone(), subnet.id.clone(), None, true));
+        }
+        if let Some(network_id) = str_of(body, "vip_network_id") {
+            let network = self
+                .networks
+                .iter()
+                .find(|n| n.id == network_id)
+                .ok_or_else(|| invalid(format!("Network {network_id} not found.")))?;
+            return Ok((network.id.clone(), network.subnet_id.clone(), None, true));
+        }
+        Err(invalid(
+            "Validation failure: VIP must contain one of: vip_port_id, vip_network_id, vip_subnet_id.",
+        ))
+    }
+
+    /// `POST /loadbalancers`, including the fully-populated form (listeners -> default_pool
+    /// -> members + healthmonitor, and top-level pools).
+    pub fn create_lb(&mut self, mut body: Map<String, Value>) -> Result<String, LbError> {
+        let listeners = take_list(&mut body, "listeners")?;
+        let pools = take_list(&mut body, "pools")?;
+        check_create(None, &body, &[])?;
+        let mut tree = Vec::new();
+        for mut l in listeners {
+            let pool = take_object(&mut l, "default_pool")?
+                .map(parse_tree_pool)
+                .transpose()?;
+            check_create(Some(Kind::Listener), &l, &["loadbalancer_id"])?;
+            tree.push(TreeListener { body: l, pool });
+        }
+        let pools: Vec<TreePool> = pools
+            .into_iter()
+            .map(parse_tree_pool)
+            .collect::<Result<_, _>>()?;
+        let (network_id, subnet_id, port_ip, needs_port) = self.vip_target(&body)?;
+        // Reserve the VIP address: asked for, the given port's, or the next free one.
+        let vip = match (port_ip, str_of(&body, "vip_address")) {
+            (Some(ip), _) => ip,
+            (None, Some(s)) => {
+                let ip: IpAddr = s
+                    .parse()
+                    .map_err(|_| bad_value("vip_address", &json!(s), "Invalid IP address."))?;
+                if !self.lbaas.vips.take(ip) {
+                    return Err(LbError::Conflict(format!(
+                        "IP address {ip} is already allocated on the VIP network."
+                    )));
+                }
+                ip
+            }
+            (None, None) => self
+                .lbaas
+                .vips
+                .allocate()
+                .map_err(|e| LbError::Conflict(e.to_string()))?,
+        };
+        let id = new_id();
+        let port_id = match str_of(&body, "vip_port_id") {
+            Some(p) => p.to_string(),
+            None => new_id(),
+        };
+        if needs_port {
+            let port = Port {
+                id: port_id.clone(),
+                name: format!("octavia-lb-{id}"),
+                network_id: network_id.clone(),
+                subnet_id: subnet_id.clone(),
+                mac: self.next_mac(),
+                device_id: format!("lb-{id}"),
+                device_owner: "Octavia".to_string(),
+                status: "DOWN".to_string(),
+                fixed_ips: vec![vip],
+                created: jiff::Timestamp::now(),
+            };
+            self.ports.insert(port_id.clone(), port);
+        }
+        let mut attrs = defaults(None);
+        merge(&mut attrs, &body);
+        let now = jiff::Timestamp::now();
+        let lbaas = &mut self.lbaas;
+        let seq = lbaas.seq();
+        let mode = lbaas.mode(None, &id);
+        lbaas.lbs.insert(
+            id.clone(),
+            Lb {
+                id: id.clone(),
+                seq,
+                attrs,
+                vip_address: vip,
+                vip_port_id: port_id,
+                owns_port: needs_port,
+                vip_subnet_id: subnet_id,
+                vip_network_id: network_id,
+                prov: Prov::Pending(Op::Create, Lifecycle::begin(mode)),
+                created: now,
+                updated: now,
+            },
+        );
+        for t in tree {
+            let listener_id = lbaas.new_child(Kind::Listener, &id, None, &t.body);
+            if let Some(pool) = t.pool {
+                let pool_id = lbaas.create_tree_pool(&id, pool);
+                if let Some(l) = lbaas.children.get_mut(&listener_id) {
+                    l.attrs.insert("default_pool_id".into(), json!(pool_id));
+                }
+            }
+        }
+        for pool in pools {
+            lbaas.create_tree_pool(&id, pool);
+        }
+        Ok(id)
+    }
+
+    pub fn update_lb(&mut self, id: &str, body: Map<String, Value>) -> Result<(), LbError> {
+        let lbaas = &mut self.lbaas;
+        lbaas.lb(id)?;
+        check_update(None, &body)?;
+        lbaas.check_mutable(id, false, &mut self.ports)?;
+        if let Some(lb) = lbaas.lbs.get_mut(id) {
+            merge(&mut lb.attrs, &body);
+        }
+        lbaas.begin(id, Op::Update, None);
+        Ok(())
+    }
+
+    pub fn delete_lb(&mut self, id: &str, cascade: bool) -> Result<(), LbError> {
+        let lbaas = &mut self.lbaas;
+        lbaas.lb(id)?;
+        lbaas.check_mutable(id, true, &mut self.ports)?;
+        let has_children = lbaas.children.values().any(|c| c.lb_id == id);
+        if has_children && !cascade {
+            // `octavia/api/v2/controllers/load_balancer.py` delete without cascade.
+            return Err(invalid(format!(
+                "Validation failure: Cannot delete Load Balancer {id} - it has children"
+            )));
+        }
+        for child in lbaas.children.values_mut().filter(|c| c.lb_id == id) {
+            child.prov = ChildProv::Pending(Op::Delete);
+        }
+        lbaas.begin(id, Op::Delete, None);
+        Ok(())
+    }
+
+    /// Creates one child (`POST /listeners|pools|healthmonitors`, `POST /pools/{id}/members`).
+    pub fn create_child(
+        &mut self,
+        kind: Kind,
+        url_pool: Option<&str>,
+        mut body: Map<String, Value>,
+    ) -> Result<String, LbError> {
+        let lbaas = &mut self.lbaas;
+        let (lb_id, pool_id) = match kind {
+            Kind::Listener => {
+                let pool = take_object(&mut body, "default_pool")?;
+                if pool.is_some() {
+                    return Err(invalid(
+                        "default_pool is only allowed in a fully populated load balancer create",
+                    ));
+                }
+                check_create(Some(kind), &body, &[])?;
+                let lb_id = str_of(&body, "loadbalancer_id")
+                    .unwrap_or_default()
+                    .to_string();
+                lbaas
+                    .lb(&lb_id)
+                    .map_err(|_| invalid(format!("Load Balancer {lb_id} not found.")))?;
+                (lb_id, None)
+            }
+            Kind::Pool => {
+                let members = take_list(&mut body, "members")?;
+                let monitor = take_object(&mut body, "healthmonitor")?;
+                if !members.is_empty() || monitor.is_some() {
+                    return Err(invalid(
+                        "members and healthmonitor are only allowed in a fully populated load balancer create",
+                    ));
+                }
+                check_create(Some(kind), &body, &[])?;
+                let lb_id = match (
+                    str_of(&body, "listener_id"),
+                    str_of(&body, "loadbalancer_id"),
+                ) {
+                    (Some(listener_id), _) => {
+                        let l = lbaas
+                            .child(Kind::Listener, listener_id)
+                            .map_err(|_| invalid(format!("Listener {listener_id} not found.")))?;
+                        if str_of(&l.attrs, "default_pool_id").is_some() {
+                            return Err(LbError::Conflict(format!(
+                                "Listener {listener_id} already has a default pool"
+                            )));
+                        }
+                        l.lb_id.clone()
+                    }
+                    (None, Some(lb_id)) => {
+                        lbaas
+                            .lb(lb_id)
+                            .map_err(|_| invalid(format!("Load Balancer {lb_id} not found.")))?;
+                        lb_id.to_string()
+                    }
+                    (None, None) => {
+                        return Err(invalid(
+                            "Validation failure: Either listener_id or loadbalancer_id must be specified.",
+                        ));
+                    }
+                };
+                (lb_id, None)
+            }
+            Kind::Member => {
+                let pool_id = url_pool.unwrap_or_default();
+                let pool = lbaas.child(Kind::Pool, pool_id)?;
+                check_create(Some(kind), &body, &[])?;
+                (pool.lb_id.clone(), Some(pool_id.to_string()))
+            }
+            Kind::Monitor => {
+                check_create(Some(kind), &body, &[])?;
+                let pool_id = str_of(&body, "pool_id").unwrap_or_default().to_string();
+                let pool = lbaas
+                    .child(Kind::Pool, &pool_id)
+                    .map_err(|_| invalid(format!("Pool {pool_id} not found.")))?;
+                let lb_id = pool.lb_id.clone();
+                if lbaas.monitor_of(&pool_id).is_some() {
+                    // `octavia/common/exceptions.py` DuplicateHealthMonitor.
+                    return Err(LbError::Conflict(
+                        "This pool already has a health monitor".into(),
+                    ));
+                }
+                (lb_id, Some(pool_id))
+            }
+        };
+        lbaas.check_mutable(&lb_id, false, &mut self.ports)?;
+        match kind {
+            Kind::Listener => lbaas.check_listener_port(&lb_id, &body)?,
+            Kind::Member => {
+                lbaas.check_member_unique(pool_id.as_deref().unwrap_or_default(), &body, None)?
+            }
+            _ => {}
+        }
+        let id = lbaas.new_child(kind, &lb_id, pool_id, &body);
+        if kind == Kind::Pool
+            && let Some(listener_id) = str_of(&body, "listener_id")
+            && let Some(l) = lbaas.children.get_mut(listener_id)
+        {
+            l.attrs.insert("default_pool_id".into(), json!(id));
+        }
+        lbaas.begin(&lb_id, Op::Update, Some(kind));
+        Ok(id)
+    }
+
+    pub fn update_child(
+        &mut self,
+        kind: Kind,
+        id: &str,
+        body: Map<String, Value>,
+    ) -> Result<(), LbError> {
+        let lbaas = &mut self.lbaas;
+        let lb_id = lbaas.child(kind, id)?.lb_id.clone();
+        check_update(Some(kind), &body)?;
+        if let Some(pool_id) = body.get("default_pool_id").and_then(Value::as_str) {
+            let pool = lbaas
+                .child(Kind::Pool, pool_id)
+                .map_err(|_| invalid(format!("Pool {pool_id} not found.")))?;
+            if pool.lb_id != lb_id {
+                return Err(invalid(format!(
+                    "Pool {pool_id} is not on this listener's load balancer"
+                )));
+            }
+        }
+        lbaas.check_mutable(&lb_id, false, &mut self.ports)?;
+        if let Some(child) = lbaas.children.get_mut(id) {
+            merge(&mut child.attrs, &body);
+            child.prov = ChildProv::Pending(Op::Update);
+            child.updated = jiff::Timestamp::now();
+        }
+        lbaas.begin(&lb_id, Op::Update, Some(kind));
+        Ok(())
+    }
+
+    pub fn delete_child(&mut self, kind: Kind, id: &str) -> Result<(), LbError> {
+        let lbaas = &mut self.lbaas;
+        let lb_id = lbaas.child(kind, id)?.lb_id.clone();
+        lbaas.check_mutable(&lb_id, false, &mut self.ports)?;
+        let pool_children: Vec<String> = if kind == Kind::Pool {
+            lbaas
+                .children
+                .values()
+                .filter(|c| c.pool_id.as_deref() == Some(id))
+                .map(|c| c.id.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for cid in pool_children.iter().map(String::as_str).chain([id]) {
+            if let Some(c) = lbaas.children.get_mut(cid) {
+                c.prov = ChildProv::Pending(Op::Delete);
+            }
+        }
+        lbaas.begin(&lb_id, Op::Update, Some(kind));
+        Ok(())
+    }
+
+    /// `PUT /pools/{id}/members`: the body is the whole desired member list. Members are
+    /// matched by (address, protocol_port): matches are updated, the rest created, and
+    /// members not listed deleted (`octavia/api/v2/controllers/member.py` MembersController).
+    pub fn batch_members(&mut self, pool_id: &str, members: Vec<Value>) -> Result<(), LbError> {
+        let lbaas = &mut self.lbaas;
+        let lb_id = lbaas.child(Kind::Pool, pool_id)?.lb_id.clone();
+        let mut wanted = Vec::new();
+        for m in &members {
+            let body = as_object(m, "members")?;
+            check_create(Some(Kind::Member), &body, &[])?;
+            wanted.push(body);
+        }
+        lbaas.check_mutable(&lb_id, false, &mut self.ports)?;
+        let key = |m: &Map<String, Value>| {
+            (
+                str_of(m, "address").unwrap_or_default().to_string(),
+                m.get("protocol_port").and_then(Value::as_i64),
+            )
+        };
+        let existing: Vec<(String, (String, Option<i64>))> = lbaas
+            .members_of(pool_id)
+            .map(|c| (c.id.clone(), key(&c.attrs)))
+            .collect();
+        let now = jiff::Timestamp::now();
+        for body in &wanted {
+            match existing.iter().find(|(_, k)| *k == key(body)) {
+                Some((id, _)) => {
+                    if let Some(c) = lbaas.children.get_mut(id) {
+                        merge(&mut c.attrs, body);
+                        c.prov = ChildProv::Pending(Op::Update);
+                        c.updated = now;
+                    }
+                }
+                None => {
+                    lbaas.new_child(Kind::Member, &lb_id, Some(pool_id.to_string()), body);
+                }
+            }
+        }
+        for (id, k) in &existing {
+            if !wanted.iter().any(|b| key(b) == *k)
+                && let Some(c) = lbaas.children.get_mut(id)
+            {
+                c.prov = ChildProv::Pending(Op::Delete);
+            }
+        }
+        lbaas.begin(&lb_id, Op::Update, Some(Kind::Member));
+        Ok(())
+    }
+
+    /// Settles `lb_id` (counting a read); false when it is gone.
+    pub fn settle_lb(&mut self, lb_id: &str, read: bool) -> bool {
+        self.lbaas.settle(lb_id, read, &mut self.ports)
+    }
+
+    pub fn settle_all_lbs(&mut self, read: bool) {
+        self.lbaas.settle_all(read, &mut self.ports);
+    }
+}
+
+// ---- views --------------------------------------------------------------------------
+
+fn ids(iter: impl Iterator<Item = String>) -> Value {
+    Value::Array(iter.map(|id| json!({ "id": id })).collect())
+}
+
+impl Lbaas {
+    fn lb_status(lb: &Lb) -> (&'static str, &'static str) {
+        match &lb.prov {
+            Prov::Active => ("ACTIVE", "ONLINE"),
+            Prov::Error => ("ERROR", "ERROR"),
+            Prov::Pending(Op::Create, _) => ("PENDING_CREATE", "OFFLINE"),
+            Prov::Pending(op, _) => (op.pending(), "ONLINE"),
+        }
+    }
+
+    fn child_status(&self, c: &Child) -> (&'static str, &'static str) {
+        let prov = match c.prov {
+            ChildProv::Active => "ACTIVE",
+            ChildProv::Error => "ERROR",
+            ChildProv::Pending(op) => op.pending(),
+        };
+        let operating = match c.prov {
+            ChildProv::Error => "ERROR",
+            ChildProv::Pending(Op::Create) => "OFFLINE",
+            _ if c.attrs.get("admin_state_up") == Some(&Value::Bool(false)) => "OFFLINE",
+            _ if c.kind == Kind::Member => {
+                let monitored = c.pool_id.as_deref().and_then(|p| self.monitor_of(p));
+                if monitored.is_some() {
+                    "ONLINE"
+                } else {
+                    "NO_MONITOR"
+                }
+            }
+            _ => "ONLINE",
+        };
+        (prov, operating)
+    }
+
+    pub fn lb_json(&self, lb: &Lb, project_id: &str) -> Value {
+        let (prov, operating) = Self::lb_status(lb);
+        let mut v = Value::Object(lb.attrs.clone());
+        let listeners = ids(self
+            .sorted(Kind::Listener, Some(&lb.id))
+            .map(|c| c.id.clone()));
+        let pools = ids(self.sorted(Kind::Pool, Some(&lb.id)).map(|c| c.id.clone()));
+        let extra = json!({
+            "id": lb.id, "project_id": project_id, "tenant_id": project_id,
+            "provisioning_status": prov, "operating_status": operating,
+            "vip_address": lb.vip_address.to_string(), "vip_port_id": lb.vip_port_id,
+            "vip_subnet_id": lb.vip_subnet_id, "vip_network_id": lb.vip_network_id,
+            "listeners": listeners, "pools": pools,
+            "created_at": iso_seconds(lb.created), "updated_at": iso_seconds(lb.updated),
+        });
+        if let (Value::Object(dst), Value::Object(src)) = (&mut v, extra) {
+            dst.extend(src);
+        }
+        v
+    }
+
+    /// Children of a kind (optionally of one LB) in creation order.
+    pub fn sorted(&self, kind: Kind, lb_id: Option<&str>) -> impl Iterator<Item = &Child> {
+        let mut v: Vec<&Child> = self
+            .children
+            .values()
+            .filter(|c| c.kind == kind && lb_id.is_none_or(|l| c.lb_id == l))
+            .collect();
+        v.sort_by_key(|c| c.seq);
+        v.into_iter()
+    }
+
+    pub fn lbs_sorted(&self) -> Vec<&Lb> {
+        let mut v: Vec<&Lb> = self.lbs.values().collect();
+        v.sort_by_key(|l| l.seq);
+        v
+    }
+
+    pub fn child_json(&self, c: &Child, project_id: &str) -> Value {
+        let (prov, operating) = self.child_status(c);
+        let mut v = Value::Object(c.attrs.clone());
+        let lbs = json!([{ "id": c.lb_id }]);
+        let mut extra = json!({
+            "id": c.id, "project_id": project_id, "tenant_id": project_id,
+            "provisioning_status": prov, "operating_status": operating,
+            "created_at": iso_seconds(c.created), "updated_at": iso_seconds(c.updated),
+        });
+        match c.kind {
+            Kind::Listener => extra["loadbalancers"] = lbs,
+            Kind::Pool => {
+                extra["loadbalancers"] = lbs;
+                extra["listeners"] = ids(self
+                    .sorted(Kind::Listener, Some(&c.lb_id))
+                    .filter(|l| str_of(&l.attrs, "default_pool_id") == Some(c.id.as_str()))
+                    .map(|l| l.id.clone()));
+                let mut members: Vec<&Child> = self.members_of(&c.id).collect();
+                members.sort_by_key(|m| m.seq);
+                extra["members"] = ids(members.into_iter().map(|m| m.id.clone()));
+                extra["healthmonitor_id"] =
+                    self.monitor_of(&c.id).map_or(Value::Null, |m| json!(m.id));
+            }
+            Kind::Member => {}
+            Kind::Monitor => {
+                extra["pools"] = json!([{ "id": c.pool_id }]);
+            }
+        }
+        if let (Value::Object(dst), Value::Object(src)) = (&mut v, extra) {
+            dst.extend(src);
+        }
+        v
+    }
+
+    /// `GET /loadbalancers/{id}/status` (`octavia/api/v2/types/load_balancer.py`
+    /// LoadBalancerStatusResponse and friends).
+    pub fn status_tree(&self, lb: &Lb) -> Value {
+        let (prov, operating) = Self::lb_status(lb);
+        let status = |c: &Child| {
+            let (p, o) = self.child_status(c);
+            let name = c.attrs.get("name").cloned().unwrap_or(Value::Null);
+            json!({"id": c.id, "name": name, "provisioning_status": p, "operating_status": o})
+        };
+        let pool_status = |p: &Child| {
+            let mut v = status(p);
+            let mut members: Vec<&Child> = self.members_of(&p.id).collect();
+            members.sort_by_key(|m| m.seq);
+            v["members"] = Value::Array(
+                members
+                    .into_iter()
+                    .map(|m| {
+                        let mut mv = status(m);
+                        mv["address"] = m.attrs.get("address").cloned().unwrap_or(Value::Null);
+                        mv["protocol_port"] =
+                            m.attrs.get("protocol_port").cloned().unwrap_or(Value::Null);
+                        mv
+                    })
+                    .collect(),
+            );
+            if let Some(hm) = self.monitor_of(&p.id) {
+                let mut hv = status(hm);
+                hv["type"] = hm.attrs.get("type").cloned().unwrap_or(Value::Null);
+                v["health_monitor"] = hv;
+            }
+            v
+        };
+        let listeners: Vec<Value> = self
+            .sorted(Kind::Listener, Some(&lb.id))
+            .map(|l| {
+                let mut v = status(l);
+                let pools: Vec<Value> = str_of(&l.attrs, "default_pool_id")
+                    .and_then(|p| self.children.get(p))
+                    .map(pool_status)
+                    .into_iter()
+                    .collect();
+                v["pools"] = Value::Array(pools);
+                v
+            })
+            .collect();
+        let name = lb.attrs.get("name").cloned().unwrap_or(Value::Null);
+        json!({"statuses": {"loadbalancer": {
+            "id": lb.id, "name": name, "provisioning_status": prov,
+            "operating_status": operating, "listeners": listeners,
+        }}})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    fn cloud() -> (Cloud, String) {
+        let c = Cloud::new("nova");
+        let subnet = c.subnets[0].id.clone();
+        (c, subnet)
+    }
+
+    fn prov(c: &Cloud, id: &str) -> &'static str {
+        Lbaas::lb_status(c.lbaas.lb(id).expect("lb")).0
+    }
+
+    #[test]
+    fn create_allocates_vip_port_and_settles_by_reads() {
+        let (mut c, subnet) = cloud();
+        c.lbaas
+            .policies
+            .by_type
+            .insert(LB_TYPE.into(), Mode::Reads { n: 2 });
+        let id = c
+            .create_lb(obj(json!({"name": "lb1", "vip_subnet_id": subnet})))
+            .expect("create");
+        let lb = c.lbaas.lb(&id).expect("lb").clone();
+        assert_eq!(lb.vip_address.to_string(), "127.30.0.10");
+        let port = c.ports.get(&lb.vip_port_id).expect("vip port");
+        assert_eq!(port.device_id, format!("lb-{id}"));
+        assert_eq!(port.fixed_ips, vec![lb.vip_address]);
+        assert_eq!(prov(&c, &id), "PENDING_CREATE");
+        assert!(c.settle_lb(&id, true));
+        assert!(c.settle_lb(&id, true));
+        assert_eq!(prov(&c, &id), "PENDING_CREATE");
+        c.settle_lb(&id, true);
+        assert_eq!(prov(&c, &id), "ACTIVE");
+    }
+
+    #[test]
+    fn writes_while_pending_are_immutable_and_delete_goes_away() {
+        let (mut c, subnet) = cloud();
+        c.lbaas.policies.default = Mode::Stuck;
+        let id = c
+            .create_lb(obj(json!({"vip_subnet_id": subnet})))
+            .expect("create");
+        let err = c
+            .update_lb(&id, obj(json!({"name": "x"})))
+            .expect_err("409");
+        assert_eq!(err.status(), 409);
+        assert_eq!(
+            err.to_string(),
+            format!("Load Balancer {id} is immutable and cannot be updated.")
+        );
+        c.lbaas.policies.by_id.insert(id.clone(), Mode::Immediate);
+        c.lbaas.apply_override(&id);
+        c.update_lb(&id, obj(json!({"tags": ["a"]})))
+            .expect("update");
+        c.settle_lb(&id, true);
+        assert_eq!(prov(&c, &id), "ACTIVE");
+        let port = c.lbaas.lb(&id).expect("lb").vip_port_id.clone();
+        c.delete_lb(&id, false).expect("delete");
+        assert_eq!(prov(&c, &id), "PENDING_DELETE");
+        assert!(!c.settle_lb(&id, true));
+        assert!(!c.ports.contains_key(&port));
+        assert_eq!(c.lbaas.lb(&id).expect_err("gone").status(), 404);
+    }
+
+    #[test]
+    fn fully_populated_tree_and_cascade() {
+        let (mut c, subnet) = cloud();
+        let body = json!({"vip_subnet_id": subnet, "listeners": [{"protocol": "TCP",
+            "protocol_port": 8080, "default_pool": {"protocol": "TCP",
+            "lb_algorithm": "ROUND_ROBIN", "members": [{"address": "127.10.0.10",
+            "protocol_port": 30000}], "healthmonitor": {"type": "TCP", "delay": 5,
+            "timeout": 3, "max_retries": 2}}}]});
+        c.lbaas.policies.default = Mode::Reads { n: 1 };
+        let id = c.create_lb(obj(body)).expect("create");
+        assert_eq!(c.lbaas.children.len(), 4);
+        let err = c.delete_lb(&id, false);
+        assert_eq!(err.expect_err("409 while pending").status(), 409);
+        c.settle_lb(&id, true);
+        c.settle_lb(&id, true);
+        assert_eq!(prov(&c, &id), "ACTIVE");
+        assert!(
+            c.lbaas
+                .children
+                .values()
+                .all(|ch| ch.prov == ChildProv::Active)
+        );
+        assert_eq!(c.delete_lb(&id, false).expect_err("children").status(), 400);
+        c.delete_lb(&id, true).expect("cascade");
+        c.settle_lb(&id, true);
+        assert_eq!(c.lbaas.children.len(), 4);
+        c.settle_lb(&id, true);
+        assert!(c.lbaas.children.is_empty());
+        assert!(c.lbaas.lbs.is_empty());
+    }
+
+    #[test]
+    fn error_mode_leaves_error_and_allows_delete_only() {
+        let (mut c, subnet) = cloud();
+        c.lbaas.policies.default = Mode::Error;
+        let id = c
+            .create_lb(obj(json!({"vip_subnet_id": subnet})))
+            .expect("create");
+        c.settle_lb(&id, true);
+        assert_eq!(prov(&c, &id), "ERROR");
+        assert_eq!(
+            c.update_lb(&id, obj(json!({"name": "x"})))
+                .expect_err("immutable")
+                .status(),
+            409
+        );
+        c.lbaas.policies.default = Mode::Immediate;
+        c.delete_lb(&id, true).expect("delete from ERROR");
+        assert!(!c.settle_lb(&id, true));
+    }
+
+    #[test]
+    fn validation() {
+        let (mut c, subnet) = cloud();
+        for bad in [
+            json!({}),
+            json!({"vip_subnet_id": "nope"}),
+            json!({"vip_subnet_id": subnet, "bogus": 1}),
+            json!({"vip_subnet_id": subnet, "listeners": [{"protocol": "TCP"}]}),
+            json!({"vip_subnet_id": subnet, "listeners": [{"protocol": "FTP", "protocol_port": 1}]}),
+            json!({"vip_subnet_id": subnet, "listeners": [{"protocol": "TCP", "protocol_port": 0}]}),
+        ] {
+            assert_eq!(
+                c.create_lb(obj(bad.clone())).expect_err("400").status(),
+                400,
+                "{bad}"
+            );
+        }
+        assert!(c.lbaas.lbs.is_empty());
+        assert!(c.ports.is_empty());
+    }
+}

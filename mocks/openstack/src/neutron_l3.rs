@@ -1,0 +1,890 @@
+//! Neutron's L3 resources a CCM writes: floating IPs (a load balancer's public address,
+//! cloud-provider-openstack `pkg/util/openstack/network.go`) and routers with extra routes
+//! (pod CIDR routes, CPO `pkg/openstack/routes.go`). The seed has one router joining the
+//! private network to the public one. Floating IPs come from the public pool the servers'
+//! floating addresses use, so the two never collide.
+
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use serde_json::{Map, Value, json};
+
+use crate::Shared;
+use crate::envelope::neutron_error;
+use crate::model::{Cloud, new_id};
+use crate::neutron::{Pairs, bad_request, page, pairs};
+use crate::util::{iso_seconds, json};
+
+#[derive(Debug, Clone)]
+pub(crate) struct FloatingIp {
+    pub id: String,
+    pub address: IpAddr,
+    pub network_id: String,
+    pub port_id: Option<String>,
+    pub fixed_ip: Option<IpAddr>,
+    pub description: String,
+    pub created: jiff::Timestamp,
+    pub updated: jiff::Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Route {
+    pub destination: String,
+    pub nexthop: IpAddr,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct RouterRes {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub admin_state_up: bool,
+    pub external_network_id: String,
+    pub external_subnet_id: String,
+    pub external_ip: IpAddr,
+    /// Subnets with an interface on the router (CIDRs, for nexthop checks).
+    pub interface_cidrs: Vec<&'static str>,
+    pub routes: Vec<Route>,
+    pub created: jiff::Timestamp,
+    pub updated: jiff::Timestamp,
+}
+
+/// Floating IPs and routers, inside [`Cloud`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct L3 {
+    pub floatingips: BTreeMap<String, FloatingIp>,
+    pub routers: BTreeMap<String, RouterRes>,
+}
+
+/// A Neutron error reply, `Err` side of the handlers.
+type Reply = Result<Response, Response>;
+
+fn not_found(kind: &str, what: &str, id: &str) -> Response {
+    neutron_error(
+        StatusCode::NOT_FOUND,
+        kind,
+        &format!("{what} {id} could not be found."),
+    )
+}
+
+fn conflict(kind: &str, message: &str) -> Response {
+    neutron_error(StatusCode::CONFLICT, kind, message)
+}
+
+/// The object under `key` in a JSON request body, errors in Neutron's shape.
+pub(crate) fn neutron_body(
+    body: Result<Bytes, BytesRejection>,
+    key: &str,
+) -> Result<Map<String, Value>, Response> {
+    let bytes = body.map_err(|e| {
+        let status = e.status();
+        neutron_error(status, "HTTPRequestEntityTooLarge", &e.body_text())
+    })?;
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| bad_request(&format!("Malformed request body: {e}")))?;
+    match value.get(key) {
+        Some(Value::Object(m)) => Ok(m.clone()),
+        _ => Err(bad_request(&format!(
+            "Resource body required with key {key:?}"
+        ))),
+    }
+}
+
+pub(crate) fn opt_str<'a>(
+    m: &'a Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a str>, Response> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(bad_request(&format!(
+            "Invalid input for {key}. Reason: '{other}' is not a valid string."
+        ))),
+    }
+}
+
+/// Whether a listed resource passes the query's attribute filters (string/number/bool
+/// equality on top-level fields; repeated keys OR-ed, different keys AND-ed).
+pub(crate) fn passes(item: &Value, pairs: &[(String, String)]) -> bool {
+    const RESERVED: &[&str] = &[
+        "limit",
+        "marker",
+        "fields",
+        "sort_key",
+        "sort_dir",
+        "page_reverse",
+    ];
+    let mut keys: Vec<&str> = pairs
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !RESERVED.contains(k))
+        .collect();
+    keys.dedup();
+    keys.iter().all(|key| {
+        let wanted: Vec<&str> = pairs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        match item.get(*key) {
+            None => true,
+            Some(Value::String(s)) => wanted.contains(&s.as_str()),
+            Some(Value::Number(n)) => wanted.contains(&n.to_string().as_str()),
+            Some(Value::Bool(b)) => wanted
+                .iter()
+                .any(|w| w.eq_ignore_ascii_case(&b.to_string())),
+            Some(Value::Null) => wanted.contains(&""),
+            Some(Value::Array(tags)) if *key == "tags" => wanted
+                .iter()
+                .flat_map(|w| w.split(','))
+                .all(|w| tags.iter().any(|t| t == w)),
+            Some(_) => true,
+        }
+    })
+}
+
+pub(crate) fn parse_cidr(s: &str) -> Option<(Ipv4Addr, u8)> {
+    let (addr, len) = s.split_once('/')?;
+    let addr: Ipv4Addr = addr.parse().ok()?;
+    let len: u8 = len.parse().ok().filter(|l| *l <= 32)?;
+    Some((addr, len))
+}
+
+fn in_cidr(ip: IpAddr, cidr: &str) -> bool {
+    let (IpAddr::V4(ip), Some((net, len))) = (ip, parse_cidr(cidr)) else {
+        return false;
+    };
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    u32::from(ip) & mask == u32::from(net) & mask
+}
+
+impl L3 {
+    /// The seed router: private subnet inside, public network as gateway (127.20.0.2, out
+    /// of the floating allocation range).
+    pub fn seeded(cloud_networks: &[(String, String, &'static str, bool)]) -> Self {
+        let mut l3 = L3::default();
+        let external = cloud_networks.iter().find(|n| n.3);
+        let internal: Vec<&'static str> = cloud_networks
+            .iter()
+            .filter(|n| !n.3)
+            .map(|n| n.2)
+            .collect();
+        if let Some((net, subnet, _, _)) = external {
+            let now = jiff::Timestamp::now();
+            let id = new_id();
+            l3.routers.insert(
+                id.clone(),
+                RouterRes {
+                    id,
+                    name: "router1".into(),
+                    description: String::new(),
+                    admin_state_up: true,
+                    external_network_id: net.clone(),
+                    external_subnet_id: subnet.clone(),
+                    external_ip: IpAddr::V4(Ipv4Addr::new(127, 20, 0, 2)),
+                    interface_cidrs: internal,
+                    routes: Vec::new(),
+                    created: now,
+                    updated: now,
+                },
+            );
+        }
+        l3
+    }
+}
+
+fn fip_json(s: &Shared, cloud: &Cloud, f: &FloatingIp) -> Value {
+    let router_id = f
+        .port_id
+        .as_ref()
+        .and_then(|_| cloud.l3.routers.keys().next().cloned());
+    json!({
+        "id": f.id,
+        "floating_ip_address": f.address.to_string(),
+        "floating_network_id": f.network_id,
+        "router_id": router_id,
+        "port_id": f.port_id,
+        "fixed_ip_address": f.fixed_ip.map(|ip| ip.to_string()),
+        "status": if f.port_id.is_some() { "ACTIVE" } else { "DOWN" },
+        "description": f.description,
+        "tenant_id": s.identity.project_id,
+        "project_id": s.identity.project_id,
+        "tags": [],
+        "port_forwardings": [],
+        "qos_policy_id": null,
+        "dns_domain": "",
+        "dns_name": "",
+        "created_at": iso_seconds(f.created),
+        "updated_at": iso_seconds(f.updated),
+        "revision_number": 1,
+    })
+}
+
+/// Resolves a `port_id` (+ optional `fixed_ip_address`) association.
+fn association(
+    cloud: &Cloud,
+    fip_id: Option<&str>,
+    port_id: &str,
+    fixed: Option<&str>,
+) -> Result<IpAddr, Response> {
+    let port = cloud
+        .ports
+        .get(port_id)
+        .ok_or_else(|| not_found("PortNotFound", "Port", port_id))?;
+    let ip = match fixed {
+        Some(f) => {
+            let ip: IpAddr = f
+                .parse()
+                .map_err(|_| bad_request(&format!("Invalid input for fixed_ip_address: {f}")))?;
+            if !port.fixed_ips.contains(&ip) {
+                return Err(bad_request(&format!(
+                    "Port {port_id} does not have fixed ip {ip}"
+                )));
+            }
+            ip
+        }
+        None => *port
+            .fixed_ips
+            .first()
+            .ok_or_else(|| bad_request(&format!("Port {port_id} does not have any fixed IPs")))?,
+    };
+    if let Some(other) = cloud.l3.floatingips.values().find(|f| {
+        Some(f.id.as_str()) != fip_id
+            && f.port_id.as_deref() == Some(port_id)
+            && f.fixed_ip == Some(ip)
+    }) {
+        // neutron_lib FloatingIPPortAlreadyAssociated.
+        return Err(conflict(
+            "FloatingIPPortAlreadyAssociated",
+            &format!(
+                "Cannot associate floating IP {} ({}) with port {port_id} using fixed IP {ip}, as that fixed IP already has a floating IP on external network {}.",
+                other.address, other.id, other.network_id
+            ),
+        ));
+    }
+    Ok(ip)
+}
+
+async fn create_fip(State(s): State<Arc<Shared>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match neutron_body(body, "floatingip") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    create_fip_inner(&s, &body).unwrap_or_else(|r| r)
+}
+
+fn create_fip_inner(s: &Shared, body: &Map<String, Value>) -> Reply {
+    let network_id = opt_str(body, "floating_network_id")?
+        .ok_or_else(|| bad_request("Invalid input for floating_network_id: missing"))?;
+    let port_id = opt_str(body, "port_id")?;
+    let fixed = opt_str(body, "fixed_ip_address")?;
+    let wanted = opt_str(body, "floating_ip_address")?;
+    let description = opt_str(body, "description")?.unwrap_or("").to_string();
+    let mut cloud = s.cloud();
+    let network = cloud
+        .networks
+        .iter()
+        .find(|n| n.id == network_id)
+        .ok_or_else(|| not_found("NetworkNotFound", "Network", network_id))?;
+    if !network.external {
+        return Err(bad_request(&format!(
+            "Bad floatingip request: Network {network_id} is not a valid external network."
+        )));
+    }
+    let fixed_ip = port_id
+        .map(|p| association(&cloud, None, p, fixed))
+        .transpose()?;
+    let address = match wanted {
+        Some(w) => {
+            let ip: IpAddr = w
+                .parse()
+                .map_err(|_| bad_request(&format!("Invalid input for floating_ip_address: {w}")))?;
+            if !in_cidr(ip, "127.20.0.0/16") {
+                return Err(bad_request(&format!(
+                    "IP address {ip} is not a valid IP for the specified subnet."
+                )));
+            }
+            if !cloud.floating.take(ip) {
+                return Err(conflict(
+                    "IpAddressAlreadyAllocated",
+                    &format!("IP address {ip} already allocated in subnet"),
+                ));
+            }
+            ip
+        }
+        None => cloud.floating.allocate().map_err(|_| {
+            conflict(
+                "IpAddressGenerationFailure",
+                "No more IP addresses available on network",
+            )
+        })?,
+    };
+    let now = jiff::Timestamp::now();
+    let fip = FloatingIp {
+        id: new_id(),
+        address,
+        network_id: network_id.to_string(),
+        port_id: port_id.map(str::to_string),
+        fixed_ip,
+        description,
+        created: now,
+        updated: now,
+    };
+    let body = fip_json(s, &cloud, &fip);
+    cloud.l3.floatingips.insert(fip.id.clone(), fip);
+    Ok(json(StatusCode::CREATED, json!({ "floatingip": body })))
+}
+
+async fn list_fips(State(s): State<Arc<Shared>>, query: Pairs) -> Response {
+    let pairs = match pairs(query) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let items: Vec<(String, Value)> = {
+        let cloud = s.cloud();
+        cloud
+            .l3
+            .floatingips
+            .values()
+            .map(|f| (f.id.clone(), fip_json(&s, &cloud, f)))
+            .filter(|(_, v)| passes(v, &pairs))
+            .collect()
+    };
+    page(&s, "floatingips", &pairs, items).unwrap_or_else(|r| r)
+}
+
+async fn show_fip(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let cloud = s.cloud();
+    match cloud.l3.floatingips.get(&id) {
+        Some(f) => json(
+            StatusCode::OK,
+            json!({"floatingip": fip_json(&s, &cloud, f)}),
+        ),
+        None => not_found("FloatingIPNotFound", "Floating IP", &id),
+    }
+}
+
+async fn update_fip(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match neutron_body(body, "floatingip") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    update_fip_inner(&s, &id, &body).unwrap_or_else(|r| r)
+}
+
+fn update_fip_inner(s: &Shared, id: &str, body: &Map<String, Value>) -> Reply {
+    for key in body.keys() {
+        if !matches!(key.as_str(), "port_id" | "fixed_ip_address" | "description") {
+            return Err(bad_request(&format!(
+                "Cannot update read-only attribute {key}"
+            )));
+        }
+    }
+    let mut cloud = s.cloud();
+    if !cloud.l3.floatingips.contains_key(id) {
+        return Err(not_found("FloatingIPNotFound", "Floating IP", id));
+    }
+    let association = if body.contains_key("port_id") {
+        match opt_str(body, "port_id")? {
+            Some(port) => {
+                let fixed = opt_str(body, "fixed_ip_address")?;
+                Some(Some((
+                    port.to_string(),
+                    association(&cloud, Some(id), port, fixed)?,
+                )))
+            }
+            None => Some(None),
+        }
+    } else {
+        None
+    };
+    let description = opt_str(body, "description")?.map(str::to_string);
+    let Some(fip) = cloud.l3.floatingips.get_mut(id) else {
+        return Err(not_found("FloatingIPNotFound", "Floating IP", id));
+    };
+    match association {
+        Some(Some((port, ip))) => {
+            fip.port_id = Some(port);
+            fip.fixed_ip = Some(ip);
+        }
+        Some(None) => {
+            fip.port_id = None;
+            fip.fixed_ip = None;
+        }
+        None => {}
+    }
+    if let Some(d) = description {
+        fip.description = d;
+    }
+    fip.updated = jiff::Timestamp::now();
+    let fip = fip.clone();
+    Ok(json(
+        StatusCode::OK,
+        json!({"floatingip": fip_json(s, &cloud, &fip)}),
+    ))
+}
+
+async fn delete_fip(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let mut cloud = s.cloud();
+    match cloud.l3.floatingips.remove(&id) {
+        Some(f) => {
+            cloud.floating.release(&f.address);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => not_found("FloatingIPNotFound", "Floating IP", &id),
+    }
+}
+
+fn router_json(s: &Shared, r: &RouterRes) -> Value {
+    let routes: Vec<Value> = r
+        .routes
+        .iter()
+        .map(|rt| json!({"destination": rt.destination, "nexthop": rt.nexthop.to_string()}))
+        .collect();
+    json!({
+        "id": r.id,
+        "name": r.name,
+        "description": r.description,
+        "status": "ACTIVE",
+        "admin_state_up": r.admin_state_up,
+        "external_gateway_info": {
+            "network_id": r.external_network_id,
+            "enable_snat": true,
+            "external_fixed_ips": [{"subnet_id": r.external_subnet_id, "ip_address": r.external_ip.to_string()}],
+        },
+        "routes": routes,
+        "tenant_id": s.identity.project_id,
+        "project_id": s.identity.project_id,
+        "distributed": false,
+        "ha": false,
+        "availability_zones": [s.config.default_az],
+        "availability_zone_hints": [],
+        "flavor_id": null,
+        "tags": [],
+        "created_at": iso_seconds(r.created),
+        "updated_at": iso_seconds(r.updated),
+        "revision_number": 1,
+    })
+}
+
+/// Parses `[{destination, nexthop}]`, checking what Neutron's `_validate_routes` does: a
+/// CIDR destination and a nexthop on a subnet the router is attached to.
+fn parse_routes(router: &RouterRes, value: &Value) -> Result<Vec<Route>, Response> {
+    let list = value
+        .as_array()
+        .ok_or_else(|| bad_request("Invalid input for routes: expected a list"))?;
+    let mut out = Vec::new();
+    for item in list {
+        let destination = item["destination"].as_str().unwrap_or_default();
+        let nexthop = item["nexthop"].as_str().unwrap_or_default();
+        let Some((net, len)) = parse_cidr(destination) else {
+            return Err(bad_request(&format!(
+                "Invalid input for routes. Reason: '{destination}' is not a valid IP subnet."
+            )));
+        };
+        let Ok(hop) = nexthop.parse::<IpAddr>() else {
+            return Err(bad_request(&format!(
+                "Invalid input for routes. Reason: '{nexthop}' is not a valid IP address."
+            )));
+        };
+        if !router.interface_cidrs.iter().any(|c| in_cidr(hop, c)) {
+            return Err(neutron_error(
+                StatusCode::BAD_REQUEST,
+                "InvalidRoutes",
+                &format!(
+                    "Invalid format for routes: {item}, the nexthop is not connected with router"
+                ),
+            ));
+        }
+        let route = Route {
+            destination: format!("{net}/{len}"),
+            nexthop: hop,
+        };
+        if !out.contains(&route) {
+            out.push(route);
+        }
+    }
+    Ok(out)
+}
+
+async fn list_routers(State(s): State<Arc<Shared>>, query: Pairs) -> Response {
+    let pairs = match pairs(query) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let items: Vec<(String, Value)> = s
+        .cloud()
+        .l3
+        .routers
+        .values()
+        .map(|r| (r.id.clone(), router_json(&s, r)))
+        .filter(|(_, v)| passes(v, &pairs))
+        .collect();
+    page(&s, "routers", &pairs, items).unwrap_or_else(|r| r)
+}
+
+async fn show_router(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    match s.cloud().l3.routers.get(&id) {
+        Some(r) => json(StatusCode::OK, json!({"router": router_json(&s, r)})),
+        None => not_found("RouterNotFound", "Router", &id),
+    }
+}
+
+async fn update_router(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match neutron_body(body, "router") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let mut cloud = s.cloud();
+    let Some(router) = cloud.l3.routers.get_mut(&id) else {
+        return not_found("RouterNotFound", "Router", &id);
+    };
+    let mut next = router.clone();
+    for (key, value) in &body {
+        match (key.as_str(), value) {
+            ("name", Value::String(v)) => next.name = v.clone(),
+            ("description", Value::String(v)) => next.description = v.clone(),
+            ("admin_state_up", Value::Bool(v)) => next.admin_state_up = *v,
+            ("routes", v) => match parse_routes(router, v) {
+                Ok(routes) => next.routes = routes,
+                Err(r) => return r,
+            },
+            (key, value) => {
+                return bad_request(&format!("Invalid input for {key}: {value}"));
+            }
+        }
+    }
+    next.updated = jiff::Timestamp::now();
+    *router = next;
+    json(StatusCode::OK, json!({"router": router_json(&s, router)}))
+}
+
+/// `PUT /routers/{id}/add_extraroutes` and `remove_extraroutes` (extension
+/// `extraroute-atomic`): `{"router": {"routes": [...]}}`, answering the whole router.
+async fn change_routes(
+    s: &Shared,
+    id: &str,
+    body: Result<Bytes, BytesRejection>,
+    add: bool,
+) -> Response {
+    let body = match neutron_body(body, "router") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if body.keys().any(|k| k != "routes") {
+        return bad_request("Only routes may be given to add_extraroutes/remove_extraroutes");
+    }
+    let mut cloud = s.cloud();
+    let Some(router) = cloud.l3.routers.get_mut(id) else {
+        return not_found("RouterNotFound", "Router", id);
+    };
+    let routes = match parse_routes(router, body.get("routes").unwrap_or(&Value::Null)) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    for route in routes {
+        let present = router.routes.contains(&route);
+        if add && !present {
+            router.routes.push(route);
+        } else if !add && present {
+            router.routes.retain(|r| *r != route);
+        }
+    }
+    router.updated = jiff::Timestamp::now();
+    json(StatusCode::OK, json!({"router": router_json(s, router)}))
+}
+
+async fn add_routes(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    change_routes(&s, &id, body, true).await
+}
+
+async fn remove_routes(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    change_routes(&s, &id, body, false).await
+}
+
+pub(crate) fn routes(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/network/v2.0/floatingips", get(list_fips).post(create_fip))
+        .route(
+            "/network/v2.0/floatingips/{id}",
+            get(show_fip).put(update_fip).delete(delete_fip),
+        )
+        .route("/network/v2.0/routers", get(list_routers))
+        .route(
+            "/network/v2.0/routers/{id}",
+            get(show_router).put(update_router),
+        )
+        .route(
+            "/network/v2.0/routers/{id}/add_extraroutes",
+            put(add_routes),
+        )
+        .route(
+            "/network/v2.0/routers/{id}/remove_extraroutes",
+            put(remove_routes),
+        )
+        .with_state(shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+
+    use super::*;
+    use crate::testing::{Mock, Reply};
+
+    async fn call(m: &Mock, method: &str, uri: &str, token: &str, body: Value) -> Reply {
+        m.send(
+            method,
+            uri,
+            &[
+                ("x-auth-token", token),
+                ("content-type", "application/json"),
+            ],
+            Body::from(body.to_string()),
+        )
+        .await
+    }
+
+    fn public(m: &Mock) -> String {
+        m.shared.cloud().networks[1].id.clone()
+    }
+
+    #[tokio::test]
+    async fn floating_ip_crud_association_and_filters() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let port = m.shared.cloud().ports.keys().next().cloned().expect("port");
+        let fips = "/network/v2.0/floatingips";
+        let r = call(
+            &m,
+            "POST",
+            fips,
+            &token,
+            json!({"floatingip": {"floating_network_id": public(&m), "port_id": port}}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        let fip = r.body["floatingip"].clone();
+        // The seeded server already holds 127.20.0.10.
+        assert_eq!(fip["floating_ip_address"], "127.20.0.11");
+        assert_eq!(fip["fixed_ip_address"], "127.10.0.10");
+        assert_eq!(fip["status"], "ACTIVE");
+        assert!(fip["router_id"].is_string());
+        let id = fip["id"].as_str().expect("id").to_string();
+        let r = call(
+            &m,
+            "POST",
+            fips,
+            &token,
+            json!({"floatingip": {"floating_network_id": public(&m), "port_id": port}}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::CONFLICT);
+        assert_eq!(
+            r.body["NeutronError"]["type"],
+            "FloatingIPPortAlreadyAssociated"
+        );
+
+        let r = m.get(&format!("{fips}?port_id={port}"), &token).await;
+        assert_eq!(r.body["floatingips"].as_array().map(Vec::len), Some(1));
+        let r = m
+            .get(
+                &format!(
+                    "{fips}?floating_ip_address=127.20.0.11&floating_network_id={}",
+                    public(&m)
+                ),
+                &token,
+            )
+            .await;
+        assert_eq!(r.body["floatingips"][0]["id"], id);
+        let r = m.get(&format!("{fips}?port_id=other"), &token).await;
+        assert_eq!(r.body["floatingips"].as_array().map(Vec::len), Some(0));
+
+        // Disassociate, then associate again by PUT.
+        let r = call(
+            &m,
+            "PUT",
+            &format!("{fips}/{id}"),
+            &token,
+            json!({"floatingip": {"port_id": null}}),
+        )
+        .await;
+        assert_eq!(r.body["floatingip"]["status"], "DOWN");
+        assert!(r.body["floatingip"]["fixed_ip_address"].is_null());
+        let r = call(
+            &m,
+            "PUT",
+            &format!("{fips}/{id}"),
+            &token,
+            json!({"floatingip": {"port_id": port}}),
+        )
+        .await;
+        assert_eq!(r.body["floatingip"]["port_id"], port);
+        let r = call(
+            &m,
+            "PUT",
+            &format!("{fips}/{id}"),
+            &token,
+            json!({"floatingip": {"port_id": "nope"}}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+        assert_eq!(r.body["NeutronError"]["type"], "PortNotFound");
+        let r = call(
+            &m,
+            "PUT",
+            &format!("{fips}/{id}"),
+            &token,
+            json!({"floatingip": {"floating_ip_address": "1.2.3.4"}}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+
+        // An explicit address: taken -> 409, free -> used.
+        let r = call(&m, "POST", fips, &token, json!({"floatingip": {"floating_network_id": public(&m), "floating_ip_address": "127.20.0.10"}})).await;
+        assert_eq!(r.body["NeutronError"]["type"], "IpAddressAlreadyAllocated");
+        let r = call(&m, "POST", fips, &token, json!({"floatingip": {"floating_network_id": public(&m), "floating_ip_address": "127.20.9.9"}})).await;
+        assert_eq!(r.status, StatusCode::CREATED);
+        let other = r.body["floatingip"]["id"].as_str().expect("id").to_string();
+        let private = m.shared.cloud().networks[0].id.clone();
+        let r = call(
+            &m,
+            "POST",
+            fips,
+            &token,
+            json!({"floatingip": {"floating_network_id": private}}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        let r = m
+            .send("POST", fips, &[("x-auth-token", &token)], "{nope")
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert!(r.body["NeutronError"].is_object());
+
+        assert_eq!(m.admin().leaks().by_type["floatingips"].len(), 2);
+        for fid in [&id, &other] {
+            let r = m
+                .send(
+                    "DELETE",
+                    &format!("{fips}/{fid}"),
+                    &[("x-auth-token", &token)],
+                    Body::empty(),
+                )
+                .await;
+            assert_eq!(r.status, StatusCode::NO_CONTENT);
+        }
+        let r = m.get(&format!("{fips}/{id}"), &token).await;
+        assert_eq!(r.body["NeutronError"]["type"], "FloatingIPNotFound");
+        assert_eq!(m.admin().leaks().total, 0);
+        // Released addresses can be taken again.
+        let r = call(&m, "POST", fips, &token, json!({"floatingip": {"floating_network_id": public(&m), "floating_ip_address": "127.20.9.9"}})).await;
+        assert_eq!(r.status, StatusCode::CREATED);
+    }
+
+    #[tokio::test]
+    async fn router_extra_routes_add_remove_update() {
+        let m = Mock::seeded(0);
+        let token = m.token().await;
+        let r = m.get("/network/v2.0/routers?name=router1", &token).await;
+        let router = r.body["routers"][0].clone();
+        assert_eq!(router["external_gateway_info"]["network_id"], public(&m));
+        assert_eq!(router["routes"], json!([]));
+        let id = router["id"].as_str().expect("id").to_string();
+        let add = format!("/network/v2.0/routers/{id}/add_extraroutes");
+        let routes = json!({"router": {"routes": [{"destination": "10.244.0.0/24", "nexthop": "127.10.0.10"},
+            {"destination": "10.244.1.0/24", "nexthop": "127.10.0.11"}]}});
+        let r = call(&m, "PUT", &add, &token, routes.clone()).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(r.body["router"]["routes"].as_array().map(Vec::len), Some(2));
+        // Adding again is a no-op.
+        let r = call(&m, "PUT", &add, &token, routes).await;
+        assert_eq!(r.body["router"]["routes"].as_array().map(Vec::len), Some(2));
+        assert_eq!(m.admin().leaks().by_type["extra_routes"].len(), 2);
+        let r = call(&m, "PUT", &format!("/network/v2.0/routers/{id}/remove_extraroutes"), &token,
+            json!({"router": {"routes": [{"destination": "10.244.0.0/24", "nexthop": "127.10.0.10"}]}})).await;
+        assert_eq!(
+            r.body["router"]["routes"],
+            json!([{"destination": "10.244.1.0/24", "nexthop": "127.10.0.11"}])
+        );
+        let r = call(
+            &m,
+            "PUT",
+            &add,
+            &token,
+            json!({"router": {"routes": [{"destination": "10.244.0.0/24", "nexthop": "8.8.8.8"}]}}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["NeutronError"]["type"], "InvalidRoutes");
+        let r = call(
+            &m,
+            "PUT",
+            &add,
+            &token,
+            json!({"router": {"routes": [{"destination": "bogus", "nexthop": "127.10.0.1"}]}}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        // A full update replaces the routes.
+        let r = call(
+            &m,
+            "PUT",
+            &format!("/network/v2.0/routers/{id}"),
+            &token,
+            json!({"router": {"routes": [], "name": "r"}}),
+        )
+        .await;
+        assert_eq!(r.body["router"]["routes"], json!([]));
+        assert_eq!(r.body["router"]["name"], "r");
+        assert_eq!(m.admin().leaks().total, 0);
+        let r = m.get("/network/v2.0/routers/nope", &token).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+        assert_eq!(r.body["NeutronError"]["type"], "RouterNotFound");
+        let r = call(
+            &m,
+            "PUT",
+            "/network/v2.0/routers/nope/add_extraroutes",
+            &token,
+            json!({"router": {"routes": []}}),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn cidr_membership() {
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        assert!(in_cidr(ip("127.10.3.4"), "127.10.0.0/16"));
+        assert!(!in_cidr(ip("127.11.0.1"), "127.10.0.0/16"));
+        assert!(in_cidr(ip("10.0.0.1"), "0.0.0.0/0"));
+        assert!(!in_cidr(ip("::1"), "0.0.0.0/0"));
+        assert_eq!(parse_cidr("10.0.0.0/33"), None);
+    }
+}
