@@ -106,6 +106,10 @@ pub enum ApiError {
     TooLarge(usize),
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// Server-side apply would change fields other managers own (apimachinery
+    /// pkg/api/errors/errors.go `NewApplyConflict`).
+    #[error("{message}")]
+    ApplyConflict { message: String, causes: Vec<Cause> },
     /// A status built elsewhere (e.g. by the patch engines) with its own code and reason.
     #[error("{message}")]
     Other {
@@ -144,7 +148,9 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             ApiError::NotFound { .. } | ApiError::UnknownPath => 404,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
+            ApiError::AlreadyExists { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::ApplyConflict { .. } => 409,
             ApiError::Invalid { .. } => 422,
             ApiError::BadRequest(_) => 400,
             ApiError::Expired(_) => 410,
@@ -162,7 +168,7 @@ impl ApiError {
         match self {
             ApiError::NotFound { .. } | ApiError::UnknownPath => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Expired(_) => "Expired",
@@ -201,6 +207,11 @@ impl ApiError {
                 causes,
             } => Some(json!({
                 "name": name, "group": group, "kind": kind,
+                "causes": causes.iter().map(|c| json!({
+                    "reason": c.reason, "message": c.message, "field": c.field
+                })).collect::<Vec<_>>(),
+            })),
+            ApiError::ApplyConflict { causes, .. } => Some(json!({
                 "causes": causes.iter().map(|c| json!({
                     "reason": c.reason, "message": c.message, "field": c.field
                 })).collect::<Vec<_>>(),

@@ -17,6 +17,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::apply;
 use crate::audit::{AuditEntry, AuditLog};
 use crate::discovery;
 use crate::error::{ApiError, Cause};
@@ -26,7 +27,9 @@ use crate::patch::{self, PatchType};
 use crate::resources::{self, ResourceDesc};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Config;
-use crate::store::{DeleteOptions, DeleteOutcome, Filter, Store, WatchFrom, WriteOptions};
+use crate::store::{
+    DeleteOptions, DeleteOutcome, FieldManagement, Filter, Store, WatchFrom, WriteOptions,
+};
 use crate::strategy::Subresource;
 use crate::table::{self, IncludeObject, TableOptions};
 use crate::watch::{self, WatchParams};
@@ -323,7 +326,21 @@ impl Params {
                 }
             }
         }
-        Ok(WriteOptions { dry_run })
+        Ok(WriteOptions {
+            dry_run,
+            ..WriteOptions::default()
+        })
+    }
+
+    /// Write options of a create, update or non-apply patch: ownership is recorded as
+    /// an Update by `fieldManager` or the User-Agent's product name.
+    fn update_options(&self, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
+        let user_agent = header_string(headers, header::USER_AGENT);
+        let manager = apply::default_manager(self.get("fieldManager"), &user_agent);
+        Ok(WriteOptions {
+            fields: FieldManagement::Update(manager),
+            ..self.write_options()?
+        })
     }
 }
 
@@ -499,7 +516,7 @@ async fn handle_resource(
             }
         }
         (&Method::POST, None) if !desc.namespaced || ns.is_some() => {
-            let opts = params.write_options()?;
+            let opts = params.update_options(headers)?;
             let validation = field_validation(params, "CreateOptions")?;
             let mut obj = read_json(headers, body, state.max_body_bytes).await?;
             let warnings = check_fields(desc, &mut obj, validation)?;
@@ -510,7 +527,7 @@ async fn handle_resource(
             ))
         }
         (&Method::PUT, Some(name)) => {
-            let opts = params.write_options()?;
+            let opts = params.update_options(headers)?;
             let validation = field_validation(params, "UpdateOptions")?;
             let mut obj = read_json(headers, body, state.max_body_bytes).await?;
             let warnings = check_fields(desc, &mut obj, validation)?;
@@ -518,7 +535,6 @@ async fn handle_resource(
             Ok(with_warnings(resp, &warnings))
         }
         (&Method::PATCH, Some(name)) => {
-            let opts = params.write_options()?;
             let validation = field_validation(params, "PatchOptions")?;
             let ct = headers
                 .get(header::CONTENT_TYPE)
@@ -531,7 +547,12 @@ async fn handle_resource(
                      application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"
                 ))
             })?;
+            validate_patch_options(params, patch_type)?;
             let bytes = read_body(headers, body, state.max_body_bytes).await?;
+            if patch_type == PatchType::Apply {
+                return server_side_apply(store, desc, ns, name, sub, params, validation, &bytes);
+            }
+            let opts = params.update_options(headers)?;
             let mut warnings = Vec::new();
             let patched = store.patch(
                 desc,
@@ -577,6 +598,80 @@ async fn handle_resource(
     }
 }
 
+/// PatchOptions validation (apimachinery pkg/apis/meta/v1/validation/validation.go
+/// `ValidatePatchOptions`): apply needs a field manager, `force` is for apply only.
+fn validate_patch_options(params: &Params, patch_type: PatchType) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    if patch_type == PatchType::Apply {
+        if params.get_nonempty("fieldManager").is_none() {
+            causes.push(Cause::required(
+                "fieldManager",
+                "is required for apply patch",
+            ));
+        }
+    } else if params.get("force").is_some() {
+        causes.push(Cause::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        ));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::Invalid {
+        group: "meta.k8s.io".into(),
+        kind: "PatchOptions".into(),
+        name: String::new(),
+        causes,
+    })
+}
+
+/// `PATCH` with `application/apply-patch+yaml`: merge the configuration into the
+/// live object under field ownership rules, creating it when missing (201).
+#[allow(clippy::too_many_arguments)]
+fn server_side_apply(
+    store: &Store,
+    desc: &'static ResourceDesc,
+    ns: Option<&str>,
+    name: &str,
+    sub: Subresource,
+    params: &Params,
+    validation: FieldValidation,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let manager = params.get_nonempty("fieldManager").unwrap_or("");
+    let force = params.bool("force")?.unwrap_or(false);
+    let opts = WriteOptions {
+        fields: FieldManagement::Precomputed,
+        ..params.write_options()?
+    };
+    let mut config = apply::parse_config(body)?;
+    let warnings = check_fields(desc, &mut config, validation)?;
+    let (obj, created) = store.apply(
+        desc,
+        ns,
+        name,
+        sub,
+        |live| {
+            Ok(apply::apply(
+                desc,
+                live,
+                config.clone(),
+                manager,
+                sub,
+                force,
+            )?)
+        },
+        opts,
+    )?;
+    let code = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(with_warnings(json_response(code, &obj), &warnings))
+}
+
 /// PUT: update, or create where the strategy allows it.
 fn put(
     store: &Store,
@@ -591,7 +686,7 @@ fn put(
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .is_some_and(|rv| !rv.is_empty());
-    match store.update(desc, ns, name, sub, obj.clone(), opts) {
+    match store.update(desc, ns, name, sub, obj.clone(), opts.clone()) {
         // AllowCreateOnUpdate (apiserver store.go `Update`): PUT creates a missing object.
         Err(ApiError::NotFound { resource, .. })
             if resource == desc.plural

@@ -10,12 +10,16 @@
 //! [`watch`] (event streams) → [`http`] (axum routing, auth, audit) → [`server`]
 //! (start/stop, kubeconfig). [`patch`] and [`selector`] are pure engines;
 //! [`negotiate`] picks the representation, [`table`] renders kubectl's Tables.
+//! [`apply`] (server-side apply and managedFields) builds on [`fieldpath`]
+//! (field sets in upstream's `FieldsV1` encoding).
 #![forbid(unsafe_code)]
 
 pub mod allocator;
+pub mod apply;
 pub mod audit;
 pub mod discovery;
 pub mod error;
+pub mod fieldpath;
 pub mod http;
 pub mod meta;
 pub mod negotiate;

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::allocator;
+use crate::apply;
 use crate::error::{ApiError, Cause, OPTIMISTIC_LOCK_MESSAGE};
 use crate::meta::{
     finalizers, generate_name, labels, meta_nonempty, meta_str, now_rfc3339, set_meta,
@@ -61,10 +62,25 @@ pub struct StoreEvent {
 }
 
 /// Options common to writes.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
     /// `dryRun=All`: validate and answer, store nothing.
     pub dry_run: bool,
+    /// How `metadata.managedFields` is maintained by this write.
+    pub fields: FieldManagement,
+}
+
+/// Who records field ownership for a write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum FieldManagement {
+    /// Nobody (writes made by the harness itself): an object sent without
+    /// managedFields keeps the stored ones.
+    #[default]
+    Untracked,
+    /// An Update operation by this manager ([`crate::apply::record_update`]).
+    Update(String),
+    /// The caller computed managedFields already (server-side apply).
+    Precomputed,
 }
 
 /// DeleteOptions the store understands.
@@ -485,6 +501,9 @@ impl Store {
         if !causes.is_empty() {
             return Err(invalid(desc, &name, causes));
         }
+        if let FieldManagement::Update(manager) = &opts.fields {
+            apply::record_update(desc, None, &mut obj, manager, Subresource::Main);
+        }
         if opts.dry_run {
             return Ok(obj);
         }
@@ -547,6 +566,52 @@ impl Store {
         let old = inner.get(desc, &ns, name)?;
         let new = patch(&old)?;
         self.update_locked(&mut inner, desc, &ns, name, sub, old, new, false, opts)
+    }
+
+    /// Server-side apply: `build` gets the current object (None when missing) and
+    /// returns the desired one. A missing object is created (apiserver
+    /// pkg/endpoints/handlers/patch.go `applyPatch` creates on NotFound), except through
+    /// a subresource. Returns the object and whether it was created.
+    pub fn apply(
+        &self,
+        desc: &'static ResourceDesc,
+        ns: Option<&str>,
+        name: &str,
+        sub: Subresource,
+        build: impl Fn(Option<&Value>) -> Result<Value, ApiError>,
+        opts: WriteOptions,
+    ) -> Result<(Value, bool), ApiError> {
+        // Two rounds: a create that loses a race to another writer becomes an update.
+        for _ in 0..2 {
+            {
+                let mut inner = self.lock();
+                let ns = namespace_of(desc, ns);
+                match inner.get(desc, &ns, name) {
+                    Ok(old) => {
+                        let new = build(Some(&old))?;
+                        return self
+                            .update_locked(&mut inner, desc, &ns, name, sub, old, new, false, opts)
+                            .map(|v| (v, false));
+                    }
+                    Err(e) if sub != Subresource::Main => return Err(e),
+                    Err(_) => {}
+                }
+            }
+            let mut obj = build(None)?;
+            match meta_nonempty(&obj, "name") {
+                Some(n) if n != name => {
+                    return Err(ApiError::BadRequest(format!(
+                        "the name of the object ({n}) does not match the name on the URL ({name})"
+                    )));
+                }
+                _ => set_meta(&mut obj, "name", Some(json!(name))),
+            }
+            match self.create(desc, ns, obj, opts.clone()) {
+                Err(ApiError::AlreadyExists { .. }) => continue,
+                other => return other.map(|v| (v, true)),
+            }
+        }
+        Err(conflict(desc, name, OPTIMISTIC_LOCK_MESSAGE.into()))
     }
 
     /// The shared update path (apiserver pkg/registry/generic/registry/store.go `Update`
@@ -652,6 +717,7 @@ impl Store {
                 ));
             }
         }
+        strategy::patch_allocated_values(desc, &old, &mut new);
         let mut causes = strategy::validate_update(desc, &old, &new);
         if causes.is_empty() {
             let key = (ns.to_string(), name.to_string());
@@ -661,6 +727,15 @@ impl Store {
             return Err(invalid(desc, name, causes));
         }
 
+        if opts.fields != FieldManagement::Precomputed
+            && new.pointer("/metadata/managedFields").is_none()
+        {
+            let kept = old.pointer("/metadata/managedFields").cloned();
+            set_meta(&mut new, "managedFields", kept);
+        }
+        if let FieldManagement::Update(manager) = &opts.fields {
+            apply::record_update(desc, Some(&old), &mut new, manager, sub);
+        }
         set_type_meta(desc, &mut new);
         set_meta(&mut new, "resourceVersion", Some(json!(old_rv)));
         if new == *old {

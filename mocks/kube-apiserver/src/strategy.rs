@@ -96,6 +96,100 @@ pub fn prepare_update(desc: &ResourceDesc, sub: Subresource, old: &Value, new: &
     }
 }
 
+/// Keep the values the registry allocated when an update leaves them empty, so that
+/// `kubectl replace` of a Service without `clusterIP` or node ports is not an
+/// immutable-field error (kubernetes pkg/registry/core/service/storage/storage.go
+/// `patchAllocatedValues`): cluster IPs while both versions need one, node ports by
+/// port name while both need them (unless the old port is used by another port of the
+/// new object), and the health-check node port.
+pub fn patch_allocated_values(desc: &ResourceDesc, old: &Value, new: &mut Value) {
+    if !(desc.group.is_empty() && desc.kind == "Service") {
+        return;
+    }
+    let Some(old_spec) = old.get("spec").and_then(Value::as_object) else {
+        return;
+    };
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let svc_type = |s: &serde_json::Map<String, Value>| {
+        s.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP")
+            .to_string()
+    };
+    let (old_type, new_type) = (svc_type(old_spec), svc_type(spec));
+    let empty = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(Value::Number(n)) => n.as_u64() == Some(0),
+        _ => false,
+    };
+    // needsClusterIP: every type but ExternalName.
+    if old_type != "ExternalName" && new_type != "ExternalName" {
+        for field in ["clusterIP", "clusterIPs"] {
+            if empty(spec.get(field)) && !empty(old_spec.get(field)) {
+                spec.insert(field.into(), old_spec[field].clone());
+            }
+        }
+    }
+    // needsNodePort: NodePort, or LoadBalancer that allocates node ports.
+    let needs_node_port = |t: &str, s: &serde_json::Map<String, Value>| {
+        t == "NodePort"
+            || (t == "LoadBalancer"
+                && s.get("allocateLoadBalancerNodePorts") != Some(&json!(false)))
+    };
+    if needs_node_port(&old_type, old_spec) && needs_node_port(&new_type, spec) {
+        let node_port_of = |p: &Value| p.get("nodePort").and_then(Value::as_u64).unwrap_or(0);
+        let ports_of = |s: &serde_json::Map<String, Value>| -> Vec<Value> {
+            s.get("ports")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let old_ports = ports_of(old_spec);
+        let new_used: Vec<u64> = ports_of(spec).iter().map(node_port_of).collect();
+        let name_of = |p: &Value| {
+            p.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            for port in ports.iter_mut() {
+                if node_port_of(port) != 0 {
+                    continue;
+                }
+                let name = name_of(port);
+                let Some(old_np) = old_ports
+                    .iter()
+                    .find(|p| name_of(p) == name)
+                    .map(node_port_of)
+                    .filter(|np| *np != 0 && !new_used.contains(np))
+                else {
+                    continue;
+                };
+                if let Some(map) = port.as_object_mut() {
+                    map.insert("nodePort".into(), json!(old_np));
+                }
+            }
+        }
+    }
+    // needsHCNodePort: LoadBalancer with externalTrafficPolicy Local.
+    let needs_hc = |t: &str, s: &serde_json::Map<String, Value>| {
+        t == "LoadBalancer"
+            && s.get("externalTrafficPolicy").and_then(Value::as_str) == Some("Local")
+    };
+    if needs_hc(&old_type, old_spec)
+        && needs_hc(&new_type, spec)
+        && empty(spec.get("healthCheckNodePort"))
+        && let Some(hc) = old_spec.get("healthCheckNodePort")
+    {
+        spec.insert("healthCheckNodePort".into(), hc.clone());
+    }
+}
+
 /// Kind-specific update validation; returns the causes of a 422.
 pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
@@ -181,5 +275,42 @@ mod tests {
         assert_eq!(obj["spec"]["ports"][0]["targetPort"], 80);
         assert_eq!(obj["spec"]["externalTrafficPolicy"], "Cluster");
         assert_eq!(obj["status"], json!({"loadBalancer": {}}));
+    }
+
+    #[test]
+    fn allocated_values_survive_updates_that_omit_them() {
+        let svc = lookup("", "v1", "services").expect("services");
+        let old = json!({"spec": {
+            "type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7"], "healthCheckNodePort": 31000,
+            "ports": [{"name": "http", "port": 80, "nodePort": 30080},
+                      {"name": "https", "port": 443, "nodePort": 30443}],
+        }});
+        let mut new = json!({"spec": {
+            "type": "LoadBalancer", "externalTrafficPolicy": "Local", "clusterIP": "",
+            // `https` now explicitly uses http's old node port, so http cannot get it back.
+            "ports": [{"name": "http", "port": 8080},
+                      {"name": "https", "port": 443, "nodePort": 30080},
+                      {"name": "new", "port": 9}],
+        }});
+        patch_allocated_values(svc, &old, &mut new);
+        assert_eq!(new["spec"]["clusterIP"], "10.0.0.7");
+        assert_eq!(new["spec"]["clusterIPs"], json!(["10.0.0.7"]));
+        assert_eq!(new["spec"]["healthCheckNodePort"], 31000);
+        assert_eq!(new["spec"]["ports"][0].get("nodePort"), None);
+        assert_eq!(new["spec"]["ports"][1]["nodePort"], 30080);
+        assert_eq!(new["spec"]["ports"][2].get("nodePort"), None);
+        assert!(validate_update(svc, &old, &new).is_empty());
+
+        // Switching to ExternalName or ClusterIP needs neither IP nor node ports kept.
+        let mut external = json!({"spec": {"type": "ExternalName", "externalName": "x.example"}});
+        patch_allocated_values(svc, &old, &mut external);
+        assert_eq!(external["spec"].get("clusterIP"), None);
+        let mut cluster_ip =
+            json!({"spec": {"type": "ClusterIP", "ports": [{"name": "http", "port": 80}]}});
+        patch_allocated_values(svc, &old, &mut cluster_ip);
+        assert_eq!(cluster_ip["spec"]["clusterIP"], "10.0.0.7");
+        assert_eq!(cluster_ip["spec"]["ports"][0].get("nodePort"), None);
+        assert_eq!(cluster_ip["spec"].get("healthCheckNodePort"), None);
     }
 }

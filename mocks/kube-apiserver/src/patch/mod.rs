@@ -35,7 +35,8 @@ pub enum PatchType {
     Json,
     /// `application/strategic-merge-patch+json`.
     Strategic,
-    /// `application/apply-patch+yaml` (server-side apply; not implemented here).
+    /// `application/apply-patch+yaml` (server-side apply, handled by [`crate::apply`],
+    /// not by [`apply_patch`]).
     Apply,
 }
 
@@ -85,7 +86,8 @@ pub enum PatchError {
     /// 422 Invalid.
     #[error("{0}")]
     Invalid(String),
-    /// The patch type is not supported (server-side apply). 415 UnsupportedMediaType.
+    /// The patch type is not handled here (server-side apply goes through
+    /// [`crate::apply`]). 415 UnsupportedMediaType.
     #[error("{0}")]
     Unsupported(String),
 }
@@ -154,7 +156,7 @@ pub fn apply_patch(
         PatchType::Strategic => strategic::apply(kind, target, patch)?,
         PatchType::Apply => {
             return Err(PatchError::Unsupported(
-                "server-side apply (application/apply-patch+yaml) is not supported by this server"
+                "server-side apply (application/apply-patch+yaml) is not a patch engine; use crate::apply"
                     .to_string(),
             ));
         }

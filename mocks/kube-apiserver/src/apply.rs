@@ -1,0 +1,617 @@
+//! Server-side apply and `metadata.managedFields` bookkeeping.
+//!
+//! Why this exists: kubectl `apply --server-side`, kube-rs controllers using
+//! `Patch::Apply` and kube-lease-manager (which takes an orphaned lease with a
+//! non-forced apply and treats a 409 as a lost election) rely on the server tracking
+//! which manager owns which field and refusing to let one manager silently overwrite
+//! another's value. This is a workable subset of upstream's field manager (apiserver
+//! pkg/util/managedfields, sigs.k8s.io/structured-merge-diff merge/update.go):
+//! - one entry per (manager, operation, subresource) holding a [`FieldSet`];
+//! - an update (create, PUT, merge/JSON/strategic patch) takes every field it adds or
+//!   changes away from the other managers, and drops removed fields from everyone;
+//! - an apply merges the configuration into the live object, prunes the fields the
+//!   same manager applied before and no longer sends (unless someone else owns them),
+//!   and fails with a 409 listing the fields it would change that another manager
+//!   owns, unless forced, in which case ownership moves.
+//!
+//! Left out: version conversion of field sets (one version per kind is served),
+//! atomic maps/structs (`+mapType=atomic`), the `before-first-apply` manager for
+//! objects created without managedFields, and the cap on Update entries.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, Cause};
+use crate::fieldpath::{self, FieldSet, Path};
+use crate::meta::now_rfc3339;
+use crate::resources::ResourceDesc;
+use crate::strategy::Subresource;
+
+/// The operation a managedFields entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Apply,
+    Update,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// One `metadata.managedFields` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub manager: String,
+    pub operation: Operation,
+    pub api_version: String,
+    pub time: Option<String>,
+    pub subresource: Option<String>,
+    pub fields: FieldSet,
+}
+
+impl Entry {
+    fn is(&self, manager: &str, op: Operation, sub: Option<&str>) -> bool {
+        self.manager == manager && self.operation == op && self.subresource.as_deref() == sub
+    }
+
+    fn to_json(&self) -> Value {
+        let mut v = json!({
+            "manager": self.manager,
+            "operation": self.operation.as_str(),
+            "apiVersion": self.api_version,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": self.fields.to_fields_v1(),
+        });
+        if let Some(t) = &self.time {
+            v["time"] = json!(t);
+        }
+        if let Some(s) = &self.subresource {
+            v["subresource"] = json!(s);
+        }
+        v
+    }
+
+    fn from_json(v: &Value) -> Option<Entry> {
+        let operation = match v.get("operation")?.as_str()? {
+            "Apply" => Operation::Apply,
+            "Update" => Operation::Update,
+            _ => return None,
+        };
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(Entry {
+            manager: s("manager").unwrap_or_default(),
+            operation,
+            api_version: s("apiVersion").unwrap_or_default(),
+            time: s("time"),
+            subresource: s("subresource").filter(|s| !s.is_empty()),
+            fields: FieldSet::from_fields_v1(v.get("fieldsV1").unwrap_or(&Value::Null)),
+        })
+    }
+
+    /// apiserver pkg/util/managedfields/internal/conflict.go `printManager`.
+    fn describe(&self) -> String {
+        let mut s = format!("{:?}", self.manager);
+        if let Some(sub) = &self.subresource {
+            s = format!("{s} with subresource {sub:?}");
+        }
+        match (&self.operation, &self.time) {
+            (Operation::Update, Some(t)) => format!("{s} using {} at {t}", self.api_version),
+            (Operation::Update, None) => format!("{s} using {}", self.api_version),
+            (Operation::Apply, _) => s,
+        }
+    }
+}
+
+/// The entries stored in `obj` (malformed ones are dropped, as upstream resets
+/// managedFields it cannot decode).
+pub fn entries(obj: &Value) -> Vec<Entry> {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Entry::from_json).collect())
+        .unwrap_or_default()
+}
+
+fn store_entries(obj: &mut Value, entries: Vec<Entry>) {
+    let kept: Vec<Value> = entries
+        .iter()
+        .filter(|e| !e.fields.is_empty())
+        .map(Entry::to_json)
+        .collect();
+    let value = (!kept.is_empty()).then_some(Value::Array(kept));
+    crate::meta::set_meta(obj, "managedFields", value);
+}
+
+fn without_managed_fields(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    crate::meta::set_meta(&mut o, "managedFields", None);
+    o
+}
+
+fn subresource_name(sub: Subresource) -> Option<&'static str> {
+    match sub {
+        Subresource::Main => None,
+        Subresource::Status => Some("status"),
+    }
+}
+
+/// The manager of a non-apply write: `fieldManager`, else the User-Agent up to the
+/// first '/' (apiserver pkg/endpoints/handlers/rest.go `prefixFromUserAgent`), capped at
+/// 128 bytes.
+pub fn default_manager(field_manager: Option<&str>, user_agent: &str) -> String {
+    match field_manager.filter(|m| !m.is_empty()) {
+        Some(m) => m.to_string(),
+        None => {
+            let prefix = user_agent.split('/').next().unwrap_or("");
+            let mut end = prefix.len().min(128);
+            while !prefix.is_char_boundary(end) {
+                end -= 1;
+            }
+            prefix[..end].to_string()
+        }
+    }
+}
+
+/// Record an Update by `manager` that turned `old` (None on create) into `new`.
+/// When `new` carries no managedFields the stored ones are kept.
+pub fn record_update(
+    desc: &ResourceDesc,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    sub: Subresource,
+) {
+    let kind = desc.kind;
+    let sent = new.pointer("/metadata/managedFields").is_some();
+    let mut list = match (sent, old) {
+        (true, _) => entries(new),
+        (false, Some(old)) => entries(old),
+        (false, None) => Vec::new(),
+    };
+    let old_plain = old.map(without_managed_fields);
+    let new_plain = without_managed_fields(new);
+    let changed = fieldpath::changed(kind, old_plain.as_ref(), &new_plain);
+    let removed = match &old_plain {
+        Some(o) => FieldSet::of(kind, o).difference(&FieldSet::of(kind, &new_plain)),
+        None => FieldSet::default(),
+    };
+    if changed.is_empty() && removed.is_empty() {
+        store_entries(new, list);
+        return;
+    }
+    let sub_name = subresource_name(sub);
+    let taken = changed.union(&removed);
+    for e in list.iter_mut() {
+        if !e.is(manager, Operation::Update, sub_name) {
+            e.fields = e.fields.difference(&taken);
+        }
+    }
+    let fields = match list
+        .iter()
+        .position(|e| e.is(manager, Operation::Update, sub_name))
+    {
+        Some(i) => list.remove(i).fields,
+        None => FieldSet::default(),
+    };
+    list.push(Entry {
+        manager: manager.to_string(),
+        operation: Operation::Update,
+        api_version: desc.api_version(),
+        time: Some(now_rfc3339()),
+        subresource: sub_name.map(str::to_string),
+        fields: fields.union(&changed).difference(&removed),
+    });
+    store_entries(new, list);
+}
+
+/// A field another manager owns that an apply would change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conflict {
+    /// `printManager` of the owner.
+    pub manager: String,
+    pub path: Path,
+}
+
+/// Why an apply was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApplyError {
+    /// The applied configuration is not an object with apiVersion and kind.
+    #[error("{0}")]
+    BadConfig(String),
+    /// Other managers own fields the apply would change.
+    #[error("{}", conflict_message(.0))]
+    Conflicts(Vec<Conflict>),
+}
+
+/// apiserver pkg/util/managedfields/internal/conflict.go `getConflictMessage`.
+fn conflict_message(conflicts: &[Conflict]) -> String {
+    if let [c] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            c.manager,
+            fieldpath::path_string(&c.path)
+        );
+    }
+    let mut managers: Vec<&str> = conflicts.iter().map(|c| c.manager.as_str()).collect();
+    managers.sort();
+    managers.dedup();
+    let mut lines = Vec::new();
+    for m in managers {
+        lines.push(format!("conflicts with {m}:"));
+        for c in conflicts.iter().filter(|c| c.manager == m) {
+            lines.push(format!("- {}", fieldpath::path_string(&c.path)));
+        }
+    }
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
+}
+
+impl From<ApplyError> for ApiError {
+    fn from(err: ApplyError) -> ApiError {
+        match err {
+            ApplyError::BadConfig(m) => ApiError::BadRequest(m),
+            // apimachinery pkg/api/errors/errors.go `NewApplyConflict`.
+            ApplyError::Conflicts(conflicts) => ApiError::ApplyConflict {
+                message: conflict_message(&conflicts),
+                causes: conflicts
+                    .iter()
+                    .map(|c| Cause {
+                        reason: "FieldManagerConflict".into(),
+                        message: format!("conflict with {}", c.manager),
+                        field: fieldpath::path_string(&c.path),
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+fn strip_nulls(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
+/// Parse an apply body. JSON only: kubectl and kube-rs send JSON (which is YAML); a
+/// YAML document that is not JSON is refused with a 400.
+pub fn parse_config(body: &[u8]) -> Result<Value, ApplyError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        ApplyError::BadConfig(format!(
+            "error decoding YAML: this server accepts apply configurations in JSON form only: {e}"
+        ))
+    })?;
+    let Value::Object(map) = &v else {
+        return Err(ApplyError::BadConfig(
+            "apply configuration must be an object".into(),
+        ));
+    };
+    for key in ["apiVersion", "kind"] {
+        if map
+            .get(key)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(ApplyError::BadConfig(format!(
+                "Object '{}' is missing in '{}'",
+                if key == "kind" { "Kind" } else { "apiVersion" },
+                v
+            )));
+        }
+    }
+    Ok(v)
+}
+
+/// Apply `config` as `manager` to `live` (None: the object does not exist yet) and
+/// return the object to store, managedFields included.
+pub fn apply(
+    desc: &ResourceDesc,
+    live: Option<&Value>,
+    mut config: Value,
+    manager: &str,
+    sub: Subresource,
+    force: bool,
+) -> Result<Value, ApplyError> {
+    let kind = desc.kind;
+    strip_nulls(&mut config);
+    // Reset fields: the main resource does not own status, `/status` does not own spec
+    // (kubernetes pkg/registry/core/*/strategy.go GetResetFields).
+    if desc.status_subresource
+        && let Some(map) = config.as_object_mut()
+    {
+        map.remove(match sub {
+            Subresource::Main => "status",
+            Subresource::Status => "spec",
+        });
+    }
+    crate::meta::set_meta(&mut config, "managedFields", None);
+
+    let sub_name = subresource_name(sub);
+    let mut list = live.map(entries).unwrap_or_default();
+    let previous = list
+        .iter()
+        .position(|e| e.is(manager, Operation::Apply, sub_name))
+        .map(|i| list.remove(i));
+    let applied = FieldSet::of(kind, &config);
+    let live_plain = live
+        .map(without_managed_fields)
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let mut new = fieldpath::merge(kind, &live_plain, &config);
+
+    // Prune what this manager applied before and no longer sends.
+    if let Some(prev) = &previous {
+        let stale = prev.fields.difference(&applied);
+        for p in stale.0.iter() {
+            let kept_by_others = list.iter().any(|e| e.fields.touches(p));
+            if !kept_by_others && !applied.touches(p) {
+                fieldpath::remove(kind, &mut new, p);
+            }
+        }
+    }
+
+    let changed = fieldpath::changed(kind, live.map(|_| &live_plain), &new);
+    let mut conflicts = Vec::new();
+    for e in &list {
+        for p in e.fields.intersection(&changed).0 {
+            conflicts.push(Conflict {
+                manager: e.describe(),
+                path: p,
+            });
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(ApplyError::Conflicts(conflicts));
+    }
+    let removed = FieldSet::of(kind, &live_plain).difference(&FieldSet::of(kind, &new));
+    let taken = changed.union(&removed);
+    for e in list.iter_mut() {
+        e.fields = e.fields.difference(&taken);
+    }
+    let unchanged = live.is_some() && new == live_plain;
+    let time = match previous {
+        Some(prev) if unchanged && prev.fields == applied => prev.time,
+        _ => Some(now_rfc3339()),
+    };
+    list.push(Entry {
+        manager: manager.to_string(),
+        operation: Operation::Apply,
+        api_version: desc.api_version(),
+        time,
+        subresource: sub_name.map(str::to_string),
+        fields: applied,
+    });
+    store_entries(&mut new, list);
+    Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::lookup;
+
+    fn cm() -> &'static ResourceDesc {
+        lookup("", "v1", "configmaps").expect("configmaps")
+    }
+
+    fn cfg(data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data})
+    }
+
+    fn owners(obj: &Value) -> Vec<(String, &'static str, Value)> {
+        entries(obj)
+            .into_iter()
+            .map(|e| {
+                (
+                    e.manager.clone(),
+                    e.operation.as_str(),
+                    e.fields.to_fields_v1(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn apply_creates_then_prunes() {
+        let first = apply(
+            cm(),
+            None,
+            cfg(json!({"a": "1", "b": "2"})),
+            "m1",
+            Subresource::Main,
+            false,
+        )
+        .expect("create");
+        assert_eq!(first["data"], json!({"a": "1", "b": "2"}));
+        assert_eq!(
+            owners(&first),
+            [(
+                "m1".to_string(),
+                "Apply",
+                json!({"f:data": {"f:a": {}, "f:b": {}}})
+            )]
+        );
+        let second = apply(
+            cm(),
+            Some(&first),
+            cfg(json!({"a": "1"})),
+            "m1",
+            Subresource::Main,
+            false,
+        )
+        .expect("prune");
+        assert_eq!(second["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn conflict_unless_forced() {
+        let first = apply(
+            cm(),
+            None,
+            cfg(json!({"a": "1"})),
+            "m1",
+            Subresource::Main,
+            false,
+        )
+        .expect("create");
+        // Same value: shared ownership, no conflict.
+        let shared = apply(
+            cm(),
+            Some(&first),
+            cfg(json!({"a": "1"})),
+            "m2",
+            Subresource::Main,
+            false,
+        )
+        .expect("shared");
+        assert_eq!(entries(&shared).len(), 2);
+        let err = apply(
+            cm(),
+            Some(&shared),
+            cfg(json!({"a": "2"})),
+            "m2",
+            Subresource::Main,
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"m1\": .data.a"
+        );
+        let api: ApiError = err.into();
+        let status = api.to_status();
+        assert_eq!(status["code"], 409);
+        assert_eq!(status["reason"], "Conflict");
+        assert_eq!(
+            status["details"]["causes"][0]["reason"],
+            "FieldManagerConflict"
+        );
+        assert_eq!(status["details"]["causes"][0]["field"], ".data.a");
+        let forced = apply(
+            cm(),
+            Some(&shared),
+            cfg(json!({"a": "2"})),
+            "m2",
+            Subresource::Main,
+            true,
+        )
+        .expect("force");
+        assert_eq!(forced["data"]["a"], "2");
+        assert_eq!(
+            owners(&forced),
+            [("m2".to_string(), "Apply", json!({"f:data": {"f:a": {}}}))]
+        );
+        // m1 no longer owns it, so m1 re-applying its old value conflicts with m2.
+        let err = apply(
+            cm(),
+            Some(&forced),
+            cfg(json!({"a": "1"})),
+            "m1",
+            Subresource::Main,
+            false,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("conflict with \"m2\""), "{err}");
+    }
+
+    #[test]
+    fn pruning_keeps_fields_others_own() {
+        let first = apply(
+            cm(),
+            None,
+            cfg(json!({"a": "1"})),
+            "m1",
+            Subresource::Main,
+            false,
+        )
+        .expect("create");
+        let shared = apply(
+            cm(),
+            Some(&first),
+            cfg(json!({"a": "1"})),
+            "m2",
+            Subresource::Main,
+            false,
+        )
+        .expect("shared");
+        let dropped = apply(
+            cm(),
+            Some(&shared),
+            cfg(json!({})),
+            "m1",
+            Subresource::Main,
+            false,
+        )
+        .expect("drop");
+        assert_eq!(dropped["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn updates_take_ownership() {
+        let first = apply(
+            cm(),
+            None,
+            cfg(json!({"a": "1", "b": "2"})),
+            "m1",
+            Subresource::Main,
+            false,
+        )
+        .expect("create");
+        let mut updated = first.clone();
+        updated["data"]["a"] = json!("9");
+        updated["data"]["c"] = json!("3");
+        record_update(
+            cm(),
+            Some(&first),
+            &mut updated,
+            "kubectl-edit",
+            Subresource::Main,
+        );
+        let got = owners(&updated);
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            got[0],
+            ("m1".to_string(), "Apply", json!({"f:data": {"f:b": {}}}))
+        );
+        assert_eq!(got[1].0, "kubectl-edit");
+        assert_eq!(got[1].2, json!({"f:data": {"f:a": {}, "f:c": {}}}));
+        let e = entries(&updated).pop().expect("entry");
+        assert!(
+            e.describe().starts_with("\"kubectl-edit\" using v1 at "),
+            "{}",
+            e.describe()
+        );
+        // A no-op update changes nothing, not even the time.
+        let mut again = updated.clone();
+        record_update(cm(), Some(&updated), &mut again, "other", Subresource::Main);
+        assert_eq!(again, updated);
+    }
+
+    #[test]
+    fn config_must_name_its_type() {
+        assert!(parse_config(b"apiVersion: v1\nkind: ConfigMap\n").is_err());
+        assert!(parse_config(br#"{"kind":"ConfigMap"}"#).is_err());
+        assert!(parse_config(br#"[1]"#).is_err());
+        assert!(parse_config(br#"{"apiVersion":"v1","kind":"ConfigMap"}"#).is_ok());
+    }
+
+    #[test]
+    fn managers_from_user_agents() {
+        assert_eq!(
+            default_manager(None, "kubectl/v1.32.4 (linux/amd64)"),
+            "kubectl"
+        );
+        assert_eq!(default_manager(Some("x"), "kubectl/v1"), "x");
+        assert_eq!(default_manager(Some(""), ""), "");
+        assert_eq!(default_manager(None, &"é".repeat(100)).len(), 128);
+    }
+}

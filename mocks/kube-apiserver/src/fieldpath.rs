@@ -1,0 +1,634 @@
+//! Field paths and field sets, the vocabulary of server-side apply.
+//!
+//! Why this exists: server-side apply records which manager owns which field in
+//! `metadata.managedFields`, in structured-merge-diff's `FieldsV1` trie (`f:` field,
+//! `k:` keyed list item, `v:` set item, `i:` index, `.` for "the node itself"), and
+//! reports conflicts with paths printed as `.spec.ports[port=80,protocol="TCP"]`.
+//! This module turns objects into sets of owned paths, encodes and decodes the trie,
+//! and reads or removes the value at a path. It knows the list types (atomic, set,
+//! map with keys) of the kinds we serve; everything else is atomic, as upstream
+//! treats lists without `+listType` (sigs.k8s.io/structured-merge-diff
+//! fieldpath/serialize.go, fieldpath/element.go, typed/tofieldset.go).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::patch::schema::{ListStrategy, list_strategy};
+
+/// One step of a path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Element {
+    /// A field of a struct or map (`f:name`).
+    Field(String),
+    /// An item of an associative list, by its key fields (`k:{"port":80}`); pairs are
+    /// (name, JSON-encoded value), sorted by name.
+    Key(Vec<(String, String)>),
+    /// An item of a set list, by its JSON-encoded value (`v:"a"`).
+    Value(String),
+    /// An item of an atomic list by position (`i:0`); only decoded, never produced.
+    Index(usize),
+}
+
+/// A path from the object root.
+pub type Path = Vec<Element>;
+
+impl Element {
+    /// The `FieldsV1` key of this element.
+    fn encode(&self) -> String {
+        match self {
+            Element::Field(f) => format!("f:{f}"),
+            Element::Key(pairs) => {
+                let inner: Vec<String> = pairs
+                    .iter()
+                    .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+                    .collect();
+                format!("k:{{{}}}", inner.join(","))
+            }
+            Element::Value(v) => format!("v:{v}"),
+            Element::Index(i) => format!("i:{i}"),
+        }
+    }
+
+    /// Parse a `FieldsV1` key; `None` for anything malformed.
+    fn decode(key: &str) -> Option<Element> {
+        let (kind, rest) = key.split_once(':')?;
+        match kind {
+            "f" => Some(Element::Field(rest.to_string())),
+            "v" => {
+                let v: Value = serde_json::from_str(rest).ok()?;
+                Some(Element::Value(v.to_string()))
+            }
+            "i" => rest.parse().ok().map(Element::Index),
+            "k" => {
+                let Value::Object(map) = serde_json::from_str(rest).ok()? else {
+                    return None;
+                };
+                let mut pairs: Vec<(String, String)> =
+                    map.into_iter().map(|(k, v)| (k, v.to_string())).collect();
+                pairs.sort();
+                Some(Element::Key(pairs))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// structured-merge-diff `PathElement.String()`: `.name`, `[k=v,...]`, `[=v]`, `[i]`.
+impl fmt::Display for Element {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Element::Field(name) => write!(f, ".{name}"),
+            Element::Key(pairs) => {
+                let inner: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(f, "[{}]", inner.join(","))
+            }
+            Element::Value(v) => write!(f, "[={v}]"),
+            Element::Index(i) => write!(f, "[{i}]"),
+        }
+    }
+}
+
+/// A path as upstream prints it in conflict messages.
+pub fn path_string(path: &[Element]) -> String {
+    path.iter().map(ToString::to_string).collect()
+}
+
+/// How server-side apply treats a list (`+listType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListType {
+    Atomic,
+    Set,
+    Map(&'static [&'static str]),
+}
+
+/// The SSA list type of the list at `fields` (field names from the root) in `kind`.
+/// Mostly the strategic-merge table; where `+listType` differs from the patch tags
+/// (k8s.io/api core/v1/types.go) it is overridden here.
+pub fn list_type(kind: &str, fields: &[String]) -> ListType {
+    let dotted = fields.join(".");
+    match (kind, dotted.as_str()) {
+        // `+listType=map +listMapKey=port +listMapKey=protocol`.
+        ("Service", "spec.ports") => return ListType::Map(&["port", "protocol"]),
+        ("Pod", "spec.containers.ports" | "spec.initContainers.ports") => {
+            return ListType::Map(&["containerPort", "protocol"]);
+        }
+        // `+listType=atomic` although strategic merge keys them on `type`.
+        ("Node", "status.addresses") => return ListType::Atomic,
+        _ => {}
+    }
+    match list_strategy(kind, fields) {
+        ListStrategy::Atomic => ListType::Atomic,
+        ListStrategy::MergeSet => ListType::Set,
+        ListStrategy::MergeKey(k) => ListType::Map(match k {
+            "uid" => &["uid"],
+            "type" => &["type"],
+            "name" => &["name"],
+            "mountPath" => &["mountPath"],
+            "ip" => &["ip"],
+            "port" => &["port"],
+            "containerPort" => &["containerPort"],
+            _ => return ListType::Atomic,
+        }),
+    }
+}
+
+/// Key fields that have a default the server fills in (`protocol: TCP`), so an applied
+/// item that leaves them out still matches the stored item.
+fn key_default(key: &str) -> Option<Value> {
+    (key == "protocol").then(|| Value::String("TCP".into()))
+}
+
+/// The key element of `item` in a list keyed by `keys`; `None` when the item is not an
+/// object.
+pub fn item_key(item: &Value, keys: &[&str]) -> Option<Element> {
+    let obj = item.as_object()?;
+    let mut pairs: Vec<(String, String)> = keys
+        .iter()
+        .filter_map(|k| {
+            let v = obj.get(*k).cloned().or_else(|| key_default(k))?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    pairs.sort();
+    Some(Element::Key(pairs))
+}
+
+/// Metadata that no manager owns (structured-merge-diff's stripped fields, apiserver
+/// pkg/util/managedfields/internal/stripmeta.go).
+const STRIPPED_META: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+    "managedFields",
+];
+
+/// A set of owned paths. A path is a member when it is owned itself (leaves, atomic
+/// lists, keyed and set items); parents of members are implied.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSet(pub BTreeSet<Path>);
+
+impl FieldSet {
+    /// Every leaf and list item of `obj`, as upstream's `TypedValue.ToFieldSet`.
+    /// `apiVersion`, `kind` and the system metadata are left out.
+    pub fn of(kind: &str, obj: &Value) -> FieldSet {
+        let mut set = FieldSet::default();
+        if let Some(map) = obj.as_object() {
+            for (k, v) in map {
+                if k == "apiVersion" || k == "kind" {
+                    continue;
+                }
+                if k == "metadata"
+                    && let Some(meta) = v.as_object()
+                {
+                    for (mk, mv) in meta {
+                        if !STRIPPED_META.contains(&mk.as_str()) {
+                            let path = vec![Element::Field(k.clone()), Element::Field(mk.clone())];
+                            let mut fields = vec![k.clone(), mk.clone()];
+                            set.walk(kind, path, &mut fields, mv);
+                        }
+                    }
+                    continue;
+                }
+                set.walk(
+                    kind,
+                    vec![Element::Field(k.clone())],
+                    &mut vec![k.clone()],
+                    v,
+                );
+            }
+        }
+        set
+    }
+
+    fn walk(&mut self, kind: &str, path: Path, fields: &mut Vec<String>, v: &Value) {
+        match v {
+            Value::Object(map) if !map.is_empty() => self.walk_map(kind, &path, fields, map),
+            Value::Array(items) if !items.is_empty() => match list_type(kind, fields) {
+                ListType::Map(keys) if items.iter().all(|i| item_key(i, keys).is_some()) => {
+                    for item in items {
+                        let Some(key) = item_key(item, keys) else {
+                            continue;
+                        };
+                        let mut item_path = path.clone();
+                        item_path.push(key);
+                        self.0.insert(item_path.clone());
+                        if let Some(map) = item.as_object() {
+                            self.walk_map(kind, &item_path, fields, map);
+                        }
+                    }
+                }
+                ListType::Set => {
+                    for item in items {
+                        let mut item_path = path.clone();
+                        item_path.push(Element::Value(item.to_string()));
+                        self.0.insert(item_path);
+                    }
+                }
+                _ => {
+                    self.0.insert(path);
+                }
+            },
+            _ => {
+                self.0.insert(path);
+            }
+        }
+    }
+
+    fn walk_map(
+        &mut self,
+        kind: &str,
+        path: &[Element],
+        fields: &mut Vec<String>,
+        map: &Map<String, Value>,
+    ) {
+        for (k, child) in map {
+            let mut child_path = path.to_vec();
+            child_path.push(Element::Field(k.clone()));
+            fields.push(k.clone());
+            self.walk(kind, child_path, fields, child);
+            fields.pop();
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn contains(&self, path: &[Element]) -> bool {
+        self.0.contains(path)
+    }
+
+    /// Whether a member equals `path` or lies below it.
+    pub fn touches(&self, path: &[Element]) -> bool {
+        self.0.iter().any(|p| p.starts_with(path))
+    }
+
+    pub fn union(&self, other: &FieldSet) -> FieldSet {
+        FieldSet(self.0.union(&other.0).cloned().collect())
+    }
+
+    pub fn difference(&self, other: &FieldSet) -> FieldSet {
+        FieldSet(self.0.difference(&other.0).cloned().collect())
+    }
+
+    pub fn intersection(&self, other: &FieldSet) -> FieldSet {
+        FieldSet(self.0.intersection(&other.0).cloned().collect())
+    }
+
+    /// The `FieldsV1` trie.
+    pub fn to_fields_v1(&self) -> Value {
+        let mut root = Map::new();
+        for path in &self.0 {
+            let mut node = &mut root;
+            for el in path {
+                let entry = node
+                    .entry(el.encode())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                let Value::Object(next) = entry else {
+                    break;
+                };
+                node = next;
+            }
+        }
+        // A member that also has children carries ".".
+        for path in &self.0 {
+            if self
+                .0
+                .range(path.clone()..)
+                .nth(1)
+                .is_some_and(|next| next.starts_with(path))
+                && let Some(node) = node_at(&mut root, path)
+            {
+                node.insert(".".into(), Value::Object(Map::new()));
+            }
+        }
+        Value::Object(root)
+    }
+
+    /// Decode a `FieldsV1` trie; malformed keys are skipped.
+    pub fn from_fields_v1(v: &Value) -> FieldSet {
+        let mut set = FieldSet::default();
+        if let Some(map) = v.as_object() {
+            decode_into(&mut set, &mut Vec::new(), map);
+        }
+        set
+    }
+}
+
+fn node_at<'a>(
+    root: &'a mut Map<String, Value>,
+    path: &[Element],
+) -> Option<&'a mut Map<String, Value>> {
+    let mut node = root;
+    for el in path {
+        node = node.get_mut(&el.encode())?.as_object_mut()?;
+    }
+    Some(node)
+}
+
+fn decode_into(set: &mut FieldSet, prefix: &mut Path, map: &Map<String, Value>) {
+    for (k, child) in map {
+        if k == "." {
+            continue;
+        }
+        let Some(el) = Element::decode(k) else {
+            continue;
+        };
+        prefix.push(el);
+        match child.as_object() {
+            Some(children) if children.keys().any(|c| c != ".") => {
+                if children.contains_key(".") {
+                    set.0.insert(prefix.clone());
+                }
+                decode_into(set, prefix, children);
+            }
+            _ => {
+                set.0.insert(prefix.clone());
+            }
+        }
+        prefix.pop();
+    }
+}
+
+/// Whether `item` is the value whose JSON encoding is `encoded` (a set element).
+fn is_encoded(item: &Value, encoded: &str) -> bool {
+    serde_json::from_str::<Value>(encoded).is_ok_and(|v| v == *item)
+}
+
+/// The value at `path` in `obj`.
+pub fn get<'a>(kind: &str, obj: &'a Value, path: &[Element]) -> Option<&'a Value> {
+    let mut cur = obj;
+    let mut fields: Vec<String> = Vec::new();
+    for el in path {
+        cur = match el {
+            Element::Field(f) => {
+                fields.push(f.clone());
+                cur.as_object()?.get(f)?
+            }
+            Element::Key(_) => {
+                let ListType::Map(keys) = list_type(kind, &fields) else {
+                    return None;
+                };
+                cur.as_array()?
+                    .iter()
+                    .find(|i| item_key(i, keys).as_ref() == Some(el))?
+            }
+            Element::Value(v) => cur.as_array()?.iter().find(|i| is_encoded(i, v))?,
+            Element::Index(i) => cur.as_array()?.get(*i)?,
+        };
+    }
+    Some(cur)
+}
+
+/// Remove the value at `path` from `obj`; a missing path is not an error.
+pub fn remove(kind: &str, obj: &mut Value, path: &[Element]) {
+    let Some((last, parent_path)) = path.split_last() else {
+        return;
+    };
+    let fields: Vec<String> = parent_path
+        .iter()
+        .filter_map(|e| match e {
+            Element::Field(f) => Some(f.clone()),
+            _ => None,
+        })
+        .collect();
+    let Some(parent) = get_mut(kind, obj, parent_path) else {
+        return;
+    };
+    match last {
+        Element::Field(f) => {
+            if let Some(map) = parent.as_object_mut() {
+                map.remove(f);
+            }
+        }
+        Element::Key(_) => {
+            if let (ListType::Map(keys), Some(items)) =
+                (list_type(kind, &fields), parent.as_array_mut())
+            {
+                items.retain(|i| item_key(i, keys).as_ref() != Some(last));
+            }
+        }
+        Element::Value(v) => {
+            if let Some(items) = parent.as_array_mut() {
+                items.retain(|i| !is_encoded(i, v));
+            }
+        }
+        Element::Index(_) => {}
+    }
+}
+
+fn get_mut<'a>(kind: &str, obj: &'a mut Value, path: &[Element]) -> Option<&'a mut Value> {
+    let mut cur = obj;
+    let mut fields: Vec<String> = Vec::new();
+    for el in path {
+        cur = match el {
+            Element::Field(f) => {
+                fields.push(f.clone());
+                cur.as_object_mut()?.get_mut(f)?
+            }
+            Element::Key(_) => {
+                let ListType::Map(keys) = list_type(kind, &fields) else {
+                    return None;
+                };
+                cur.as_array_mut()?
+                    .iter_mut()
+                    .find(|i| item_key(i, keys).as_ref() == Some(el))?
+            }
+            Element::Value(v) => cur.as_array_mut()?.iter_mut().find(|i| is_encoded(i, v))?,
+            Element::Index(i) => cur.as_array_mut()?.get_mut(*i)?,
+        };
+    }
+    Some(cur)
+}
+
+/// Paths of `new` that are absent from `old` or hold a different value there
+/// (structured-merge-diff `Compare`'s Added ∪ Modified). Keyed items count as changed
+/// only when they are new; their fields are compared one by one.
+pub fn changed(kind: &str, old: Option<&Value>, new: &Value) -> FieldSet {
+    let new_set = FieldSet::of(kind, new);
+    let Some(old) = old else {
+        return new_set;
+    };
+    FieldSet(
+        new_set
+            .0
+            .into_iter()
+            .filter(|p| {
+                let before = get(kind, old, p);
+                match p.last() {
+                    Some(Element::Key(_) | Element::Value(_)) => before.is_none(),
+                    _ => before != get(kind, new, p),
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Structured merge of an applied configuration into the live object: maps merge
+/// field by field, associative lists by key, set lists by value, everything else is
+/// replaced (structured-merge-diff merge/update.go with `typed.Merge`).
+pub fn merge(kind: &str, live: &Value, config: &Value) -> Value {
+    merge_at(kind, &mut Vec::new(), live, config)
+}
+
+fn merge_at(kind: &str, fields: &mut Vec<String>, live: &Value, config: &Value) -> Value {
+    match (live, config) {
+        (Value::Object(l), Value::Object(c)) => {
+            let mut out = l.clone();
+            for (k, cv) in c {
+                fields.push(k.clone());
+                let merged = match l.get(k) {
+                    Some(lv) => merge_at(kind, fields, lv, cv),
+                    None => cv.clone(),
+                };
+                fields.pop();
+                out.insert(k.clone(), merged);
+            }
+            Value::Object(out)
+        }
+        (Value::Array(l), Value::Array(c)) => match list_type(kind, fields) {
+            ListType::Map(keys) if l.iter().chain(c).all(|i| item_key(i, keys).is_some()) => {
+                let mut out = l.clone();
+                for item in c {
+                    let key = item_key(item, keys);
+                    match out.iter().position(|o| item_key(o, keys) == key) {
+                        Some(i) => out[i] = merge_at(kind, fields, &out[i], item),
+                        None => out.push(item.clone()),
+                    }
+                }
+                Value::Array(out)
+            }
+            ListType::Set => {
+                let mut out = l.clone();
+                for item in c {
+                    if !out.contains(item) {
+                        out.push(item.clone());
+                    }
+                }
+                Value::Array(out)
+            }
+            _ => config.clone(),
+        },
+        _ => config.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn f(name: &str) -> Element {
+        Element::Field(name.into())
+    }
+
+    #[test]
+    fn field_set_of_a_service() {
+        let svc = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "s", "labels": {"app": "a"}, "resourceVersion": "3"},
+            "spec": {"ports": [{"port": 80, "name": "http"}], "selector": {"app": "a"}},
+        });
+        let set = FieldSet::of("Service", &svc);
+        let got = set.to_fields_v1();
+        assert_eq!(
+            got,
+            json!({
+                "f:metadata": {"f:labels": {"f:app": {}}},
+                "f:spec": {
+                    "f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {".": {}, "f:name": {}, "f:port": {}}},
+                    "f:selector": {"f:app": {}},
+                },
+            })
+        );
+        assert_eq!(FieldSet::from_fields_v1(&got), set);
+        let item = vec![
+            f("spec"),
+            f("ports"),
+            Element::Key(vec![
+                ("port".into(), "80".into()),
+                ("protocol".into(), "\"TCP\"".into()),
+            ]),
+        ];
+        assert!(set.contains(&item));
+        assert_eq!(path_string(&item), ".spec.ports[port=80,protocol=\"TCP\"]");
+        assert_eq!(
+            get("Service", &svc, &item).map(|v| &v["name"]),
+            Some(&json!("http"))
+        );
+    }
+
+    #[test]
+    fn conditions_are_keyed_and_finalizers_are_sets() {
+        let node = json!({
+            "metadata": {"finalizers": ["a"]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "addresses": [{"type": "InternalIP"}]},
+        });
+        let v1 = FieldSet::of("Node", &node).to_fields_v1();
+        assert_eq!(
+            v1,
+            json!({
+                "f:metadata": {"f:finalizers": {"v:\"a\"": {}}},
+                "f:status": {
+                    "f:addresses": {},
+                    "f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}, "f:type": {}}},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_fields_v1_is_skipped_not_fatal() {
+        let set = FieldSet::from_fields_v1(&json!({"x:1": {}, "k:[1]": {}, "f:a": 5, "v:{": {}}));
+        assert_eq!(set.0.len(), 1);
+        assert!(set.contains(&[f("a")]));
+    }
+
+    #[test]
+    fn merge_and_remove() {
+        let live = json!({"spec": {"ports": [{"port": 80, "protocol": "TCP", "nodePort": 30001}], "type": "NodePort"},
+                          "metadata": {"finalizers": ["a"]}});
+        let config = json!({"spec": {"ports": [{"port": 80, "name": "h"}, {"port": 81}]},
+                            "metadata": {"finalizers": ["b", "a"]}});
+        let mut merged = merge("Service", &live, &config);
+        assert_eq!(
+            merged,
+            json!({"spec": {"ports": [{"port": 80, "protocol": "TCP", "nodePort": 30001, "name": "h"}, {"port": 81}], "type": "NodePort"},
+                   "metadata": {"finalizers": ["a", "b"]}})
+        );
+        let changed = changed("Service", Some(&live), &merged);
+        let paths: Vec<String> = changed.0.iter().map(|p| path_string(p)).collect();
+        assert_eq!(
+            paths,
+            [
+                ".metadata.finalizers[=\"b\"]",
+                ".spec.ports[port=80,protocol=\"TCP\"].name",
+                ".spec.ports[port=81,protocol=\"TCP\"]",
+                ".spec.ports[port=81,protocol=\"TCP\"].port",
+            ]
+        );
+        let item81 = vec![
+            f("spec"),
+            f("ports"),
+            item_key(&json!({"port": 81}), &["port", "protocol"]).expect("key"),
+        ];
+        remove("Service", &mut merged, &item81);
+        remove("Service", &mut merged, &[f("spec"), f("type")]);
+        remove("Service", &mut merged, &[f("nope"), f("x")]);
+        assert_eq!(
+            merged["spec"],
+            json!({"ports": [{"port": 80, "protocol": "TCP", "nodePort": 30001, "name": "h"}]})
+        );
+    }
+}
