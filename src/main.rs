@@ -35,6 +35,23 @@ enum Command {
     Publish(PublishArgs),
     /// Print a TestGrid configuration for a provider's bucket and job.
     TestgridConfig(TestgridConfigArgs),
+    /// Compare two runs (JUnit files or artifact directories): new failures, fixes, flakes,
+    /// added/removed cases, duration regressions. Exits 1 when B has new failures.
+    Diff(DiffArgs),
+}
+
+#[derive(Args)]
+struct DiffArgs {
+    /// The earlier run: a JUnit file or a directory holding junit*.xml (searched recursively).
+    before: PathBuf,
+    /// The later run.
+    after: PathBuf,
+    /// A passing case is "slower" when it takes at least this factor longer...
+    #[arg(long, default_value_t = 1.5)]
+    slower_factor: f64,
+    /// ...and at least this many seconds more.
+    #[arg(long, default_value_t = 2.0)]
+    slower_seconds: f64,
 }
 
 #[derive(Args)]
@@ -42,7 +59,9 @@ struct PublishArgs {
     /// The run's artifacts directory (holds started.json, finished.json, junit_*.xml).
     #[arg(long)]
     from: PathBuf,
-    /// gs://BUCKET/PREFIX or file:///PATH (the same tree, written locally).
+    /// gs://BUCKET/PREFIX or file:///PATH (the same tree, written locally). GCS credentials:
+    /// GOOGLE_APPLICATION_CREDENTIALS (service-account key), else the metadata server;
+    /// STORAGE_EMULATOR_HOST=HOST:PORT targets an emulator without authentication.
     #[arg(long)]
     to: String,
     /// Job name (a TestGrid test group usually has one job).
@@ -122,6 +141,10 @@ struct RunArgs {
     /// Only list the cases.
     #[arg(long)]
     list: bool,
+    /// Run exactly the cases whose last attempt failed or errored in this JUnit file (or in
+    /// the junit*.xml files of this directory); --focus/--skip still apply.
+    #[arg(long, value_name = "JUNIT")]
+    rerun_failed: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -179,6 +202,7 @@ fn main() -> ExitCode {
             .map(|_| ExitCode::SUCCESS),
         Command::Publish(args) => publish(args).map(|_| ExitCode::SUCCESS),
         Command::TestgridConfig(args) => testgrid_config(args).map(|_| ExitCode::SUCCESS),
+        Command::Diff(args) => diff(args),
         Command::Bench(args) => runtime()
             .and_then(|rt| rt.block_on(bench(args)))
             .map(|_| ExitCode::SUCCESS),
@@ -239,6 +263,31 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         .map(regex::Regex::new)
         .transpose()
         .context("--skip")?;
+    let rerun = match &args.rerun_failed {
+        Some(path) => {
+            let results = ccm_testgrid::read::read_results(path)?;
+            let failed: std::collections::BTreeSet<String> =
+                ccm_testgrid::read::failed_names(&results)
+                    .into_iter()
+                    .collect();
+            let known: std::collections::BTreeSet<String> = ccm_suites::all()
+                .iter()
+                .flat_map(|c| settings.providers.iter().map(|&p| c.full_name(p)))
+                .collect();
+            for gone in failed.difference(&known) {
+                eprintln!(
+                    "warning: {gone:?} failed in {} but is not a case here",
+                    path.display()
+                );
+            }
+            if failed.is_empty() {
+                println!("nothing failed in {}: nothing to rerun", path.display());
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(failed)
+        }
+        None => None,
+    };
     let prow_files = !args.list;
     if prow_files {
         start_prow_files(&mut settings)?;
@@ -247,11 +296,30 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let mut targs = libtest_mimic::Arguments::from_iter(["ccm-conformance"]);
     targs.test_threads = args.parallel;
     targs.list = args.list;
-    let conclusion =
-        ccm_harness::runner::run_filtered(&ccm_suites::all(), settings, targs, |name| {
-            focus.as_ref().is_none_or(|f| f.is_match(name))
+    let on_abort: Option<ccm_harness::runner::AbortHook> = prow_files.then(|| {
+        let (dir, meta) = (settings_artifacts.clone(), settings_meta.clone());
+        Box::new(move |_signal| {
+            if let Err(e) = write_finished(&dir, &meta, ccm_testgrid::prow::JobResult::Aborted) {
+                eprintln!("warning: {e:#}");
+            }
+        }) as ccm_harness::runner::AbortHook
+    });
+    let options = ccm_harness::runner::RunOptions {
+        progress_lines: true,
+        handle_signals: true,
+        on_abort,
+    };
+    let conclusion = ccm_harness::runner::run_with(
+        &ccm_suites::all(),
+        settings,
+        targs,
+        |name| {
+            rerun.as_ref().is_none_or(|r| r.contains(name))
+                && focus.as_ref().is_none_or(|f| f.is_match(name))
                 && !skip.as_ref().is_some_and(|s| s.is_match(name))
-        });
+        },
+        options,
+    );
     if prow_files {
         finish_prow_files(&settings_artifacts, &settings_meta, conclusion.has_failed())?;
     }
@@ -281,19 +349,54 @@ fn finish_prow_files(
     metadata: &ccm_testgrid::prow::RunMetadata,
     failed: bool,
 ) -> Result<()> {
+    use ccm_testgrid::prow::JobResult;
+    let result = if failed {
+        JobResult::Failure
+    } else {
+        JobResult::Success
+    };
+    write_finished(artifacts, metadata, result)
+}
+
+/// `finished.json` unless Prow's sidecar writes it (`PROW_JOB_ID` set).
+fn write_finished(
+    artifacts: &Path,
+    metadata: &ccm_testgrid::prow::RunMetadata,
+    result: ccm_testgrid::prow::JobResult,
+) -> Result<()> {
     use ccm_testgrid::prow;
     if std::env::var_os("PROW_JOB_ID").is_none() {
-        let result = if failed {
-            prow::JobResult::Failure
-        } else {
-            prow::JobResult::Success
-        };
         prow::write_finished(
             artifacts,
             &prow::Finished::new(prow::now_epoch_seconds(), result, metadata),
         )?;
     }
     Ok(())
+}
+
+fn diff(args: DiffArgs) -> Result<ExitCode> {
+    use ccm_testgrid::diff::{RegressionThreshold, diff};
+    use ccm_testgrid::read::read_results;
+    let valid = args.slower_factor.is_finite()
+        && args.slower_factor > 0.0
+        && args.slower_seconds.is_finite()
+        && args.slower_seconds >= 0.0;
+    if !valid {
+        bail!("--slower-factor must be > 0 and --slower-seconds >= 0");
+    }
+    let before = read_results(&args.before)?;
+    let after = read_results(&args.after)?;
+    let threshold = RegressionThreshold {
+        factor: args.slower_factor,
+        min_increase: std::time::Duration::from_secs_f64(args.slower_seconds),
+    };
+    let d = diff(&before, &after, threshold);
+    print!("{d}");
+    Ok(if d.has_new_failures() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Column headers TestGrid shows: versions of the pieces under test.

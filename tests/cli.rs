@@ -299,3 +299,355 @@ fn a_run_leaves_prow_files_and_publishes_to_a_file_bucket() {
     let yaml = String::from_utf8_lossy(&out.stdout);
     assert!(yaml.contains("my-bucket/logs/ci-ccm-openstack"), "{yaml}");
 }
+
+/// (state, parent PID) of a process, from /proc; `None` once it is gone.
+fn proc_stat(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace();
+    Some((f.next()?.chars().next()?, f.next()?.parse().ok()?))
+}
+
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| proc_stat(p).is_some_and(|(s, pp)| pp == parent && s != 'Z'))
+        .collect()
+}
+
+fn junit_cases(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn list_name(id: &str) -> String {
+    let out = Command::new(BIN)
+        .args(["run", "--list", "--focus"])
+        .arg(format!(r"\({id}\)"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_suffix(": test"))
+        .unwrap_or_else(|| panic!("{id} not listed:\n{text}"))
+        .to_string()
+}
+
+// Reference testgrid-prow.md §0 rule 9 and §7: SIGINT mid-run leaves the finished cases,
+// the running one as <error message="interrupted …">, the rest skipped "not run: aborted",
+// finished.json ABORTED, exits within 5 s with 130 and kills the CCM processes.
+#[test]
+fn sigint_during_run_writes_partial_results_and_kills_the_ccms() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let mut child = Running(
+        Command::new(BIN)
+            .args([
+                "run",
+                "--focus",
+                r"\((NI-01|NA-01|NA-05)\)",
+                "--parallel",
+                "1",
+                "--artifacts",
+            ])
+            .arg(&artifacts)
+            .env_remove("PROW_JOB_ID")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    // NI-01 takes well under a second, NA-01 about ten: wait for "1 done, 1 running".
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ccms = loop {
+        let progress: Option<serde_json::Value> =
+            std::fs::read_to_string(artifacts.join("progress.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok());
+        let ccms = children_of(pid);
+        let one_done_one_running = progress.is_some_and(|p| {
+            p["finished"] == 1 && p["running"].as_array().is_some_and(|r| r.len() == 1)
+        });
+        if one_done_one_running && !ccms.is_empty() {
+            break ccms;
+        }
+        if let Ok(Some(status)) = child.0.try_wait() {
+            panic!("run ended before it could be interrupted: {status}");
+        }
+        assert!(Instant::now() < deadline, "the run never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(5),
+            "still running 5 s after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "{status}");
+    for ccm in ccms {
+        assert!(
+            proc_stat(ccm).is_none_or(|(state, _)| state == 'Z'),
+            "CCM {ccm} survived the abort"
+        );
+    }
+    let xml = junit_cases(&artifacts.join("junit_conformance.xml"));
+    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+    assert!(
+        xml.contains(r#"<error message="interrupted by SIGINT"#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<skipped message="not run: aborted""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"errors="1""#) && xml.contains(r#"skipped="1""#),
+        "{xml}"
+    );
+    let finished: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(artifacts.join("finished.json")).unwrap())
+            .unwrap();
+    assert_eq!(finished["result"], "ABORTED");
+    assert_eq!(finished["passed"], false);
+    let mut stdout = String::new();
+    use std::io::Read;
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert!(stdout.contains("[1/3] PASS"), "{stdout}");
+}
+
+#[test]
+fn rerun_failed_runs_exactly_the_failed_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ni01, ni02) = (list_name("NI-01"), list_name("NI-02"));
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('"', "&quot;")
+    };
+    let previous = dir.path().join("junit_previous.xml");
+    std::fs::write(
+        &previous,
+        format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites><testsuite name="openstack" tests="4">
+<testcase name="{}" time="1.0"><failure message="providerID empty"/></testcase>
+<testcase name="{}" time="1.0"/>
+<testcase name="a case that no longer exists" time="1.0"><error message="x"/></testcase>
+<testcase name="{}" time="1.0"><failure message="flaked"/></testcase>
+</testsuite></testsuites>"#,
+            esc(&ni01),
+            esc(&ni02),
+            esc(&ni02)
+        ),
+    )
+    .unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let out = Command::new(BIN)
+        .args(["run", "--rerun-failed"])
+        .arg(&previous)
+        .arg("--artifacts")
+        .arg(&artifacts)
+        .env_remove("PROW_JOB_ID")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // NI-02's last attempt failed, so it is rerun too; the vanished case is reported.
+    assert!(stdout.contains("running 2 cases"), "{stdout}");
+    assert!(stderr.contains("no longer exists"), "{stderr}");
+    let xml = junit_cases(&artifacts.join("junit_conformance.xml"));
+    assert_eq!(xml.matches("<testcase ").count(), 2, "{xml}");
+    assert!(xml.contains("(NI-01)") && xml.contains("(NI-02)"), "{xml}");
+
+    // A JUnit without failures reruns nothing and says so.
+    let clean = dir.path().join("junit_clean.xml");
+    std::fs::write(
+        &clean,
+        r#"<testsuites><testsuite name="s"><testcase name="ok"/></testsuite></testsuites>"#,
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "--rerun-failed"])
+        .arg(&clean)
+        .arg("--artifacts")
+        .arg(dir.path().join("unused"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to rerun"));
+    let out = Command::new(BIN)
+        .args(["run", "--rerun-failed", "/does/not/exist.xml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error"));
+}
+
+#[test]
+fn diff_reports_new_failures_fixes_flakes_and_slowdowns() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = dir.path().join("junit_before.xml");
+    let after_dir = dir.path().join("after");
+    std::fs::create_dir_all(after_dir.join("artifacts")).unwrap();
+    std::fs::write(
+        &before,
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites><testsuite name="openstack">
+<testcase name="breaks" time="1.0"/>
+<testcase name="heals" time="1.0"><failure message="m"/></testcase>
+<testcase name="slows" time="2.0"/>
+<testcase name="flakes" time="1.0"/>
+<testcase name="goes" time="1.0"/>
+</testsuite></testsuites>"#,
+    )
+    .unwrap();
+    std::fs::write(
+        after_dir.join("artifacts/junit_conformance.xml"),
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites><testsuite name="openstack">
+<testcase name="breaks" time="1.0"><failure message="m"/></testcase>
+<testcase name="heals" time="1.0"/>
+<testcase name="slows" time="9.0"/>
+<testcase name="flakes" time="1.0"><failure message="m"/></testcase>
+<testcase name="flakes" time="1.0"/>
+<testcase name="comes" time="1.0"/>
+</testsuite></testsuites>"#,
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg("diff")
+        .arg(&before)
+        .arg(&after_dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "new failures exit 1:\n{text}");
+    assert!(
+        text.contains("New failures (1):\n  openstack.breaks"),
+        "{text}"
+    );
+    assert!(text.contains("Fixed (1):\n  openstack.heals"), "{text}");
+    assert!(text.contains("Flaky (1):\n  openstack.flakes"), "{text}");
+    assert!(text.contains("Added (1):\n  openstack.comes"), "{text}");
+    assert!(text.contains("Removed (1):\n  openstack.goes"), "{text}");
+    assert!(text.contains("openstack.slows 2.0s -> 9.0s"), "{text}");
+
+    let out = Command::new(BIN)
+        .arg("diff")
+        .arg(&before)
+        .arg(&before)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = Command::new(BIN)
+        .args(["diff", "/nope/a.xml"])
+        .arg(&before)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error"));
+}
+
+/// `publish --to gs://…` through STORAGE_EMULATOR_HOST (gcp-storage-emulator from PyPI;
+/// skipped with a reason when missing). The object-level checks, with Google's Python client,
+/// are in testgrid/tests/gcs_emulator.rs.
+#[test]
+fn publish_uploads_to_a_gcs_emulator() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let Ok(emulator) = Command::new("gcp-storage-emulator")
+        .args(["start", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--in-memory", "--default-bucket", "bkt", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        eprintln!("gcp-storage-emulator not on PATH (pip install gcp-storage-emulator): skipping");
+        return;
+    };
+    let _emulator = Running(emulator);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "emulator never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = tempfile::tempdir().unwrap();
+    std::fs::write(
+        run.path().join("started.json"),
+        r#"{"timestamp": 1700000000}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        run.path().join("finished.json"),
+        r#"{"timestamp": 1700000100, "passed": true, "result": "SUCCESS"}"#,
+    )
+    .unwrap();
+    std::fs::write(run.path().join("junit_conformance.xml"), "<testsuites/>").unwrap();
+    let host = format!("127.0.0.1:{port}");
+    let out = Command::new(BIN)
+        .args(["publish", "--from"])
+        .arg(run.path())
+        .args([
+            "--to",
+            "gs://bkt/p",
+            "--job",
+            "ci-ccm",
+            "--pr",
+            "7",
+            "--repo",
+            "o/r",
+        ])
+        .env("STORAGE_EMULATOR_HOST", &host)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("gs://bkt/p/pr-logs/pull/o_r/7/ci-ccm/1700000000"),
+        "{stdout}"
+    );
+    // Read the alias back over the JSON API: body and x-goog-meta-link.
+    let url = format!(
+        "http://{host}/storage/v1/b/bkt/o/{}",
+        "p%2Fpr-logs%2Fdirectory%2Fci-ccm%2F1700000000.txt"
+    );
+    let meta = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,urllib.request as u; print(json.load(u.urlopen(sys.argv[1]))['metadata']['link'])",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&meta.stdout).trim(),
+        "gs://bkt/p/pr-logs/pull/o_r/7/ci-ccm/1700000000",
+        "{}",
+        String::from_utf8_lossy(&meta.stderr)
+    );
+}

@@ -122,6 +122,24 @@ pub enum FaultSpec {
         status: u16,
         count: Option<u32>,
     },
+    /// Load-balancer writes with this HTTP method (`POST` creates, `DELETE` deletes, `PUT`
+    /// updates) answer `status`, `count` times (`None`: until cleared).
+    LoadBalancerWrite {
+        method: &'static str,
+        status: u16,
+        count: Option<u32>,
+    },
+}
+
+/// A load balancer as the cloud holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloudLoadBalancer {
+    pub id: String,
+    pub name: String,
+    /// The address clients reach it on inside the cloud.
+    pub vip: String,
+    /// The cloud's provisioning state (e.g. Octavia `ACTIVE`, `PENDING_CREATE`).
+    pub state: String,
 }
 
 /// A running mock cloud.
@@ -272,6 +290,80 @@ impl CloudControl {
                     latency_ms: None,
                 })
             }
+            (
+                CloudControl::OpenStack(m),
+                FaultSpec::LoadBalancerWrite {
+                    method,
+                    status,
+                    count,
+                },
+            ) => m.admin().faults().add(mock_cloud::FaultRule {
+                service: Some("load-balancer".into()),
+                method: Some(method.into()),
+                path: Some("/lbaas/loadbalancers".into()),
+                status,
+                message: Some("injected by ccm-conformance".into()),
+                count,
+                latency_ms: None,
+            }),
+        }
+    }
+
+    /// Every load balancer in the cloud.
+    pub fn load_balancers(&self) -> Vec<CloudLoadBalancer> {
+        match self {
+            CloudControl::OpenStack(m) => m
+                .admin()
+                .load_balancers()
+                .iter()
+                .map(|lb| {
+                    let text = |k: &str| {
+                        lb.get(k)
+                            .and_then(|v| v.as_str())
+                            .unwrap_or_default()
+                            .to_string()
+                    };
+                    CloudLoadBalancer {
+                        id: text("id"),
+                        name: text("name"),
+                        vip: text("vip_address"),
+                        state: text("provisioning_status"),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Every resource the CCM created through the cloud API that still exists, as
+    /// `type name` lines: empty after a clean teardown.
+    pub fn leaks(&self) -> Vec<String> {
+        match self {
+            CloudControl::OpenStack(m) => m
+                .admin()
+                .leaks()
+                .by_type
+                .iter()
+                .flat_map(|(t, items)| items.iter().map(move |i| format!("{t} {}", i.name)))
+                .collect(),
+        }
+    }
+
+    /// Calls the CCM made to the load-balancer API (any method), to assert "no cloud call".
+    pub fn load_balancer_calls(&self) -> usize {
+        match self {
+            CloudControl::OpenStack(m) => {
+                m.admin().journal().count(|e| e.service == "load-balancer")
+            }
+        }
+    }
+
+    /// Load-balancer API writes (POST, PUT, DELETE) the CCM made.
+    pub fn load_balancer_writes(&self) -> usize {
+        match self {
+            CloudControl::OpenStack(m) => m
+                .admin()
+                .journal()
+                .count(|e| e.service == "load-balancer" && e.method != "GET"),
         }
     }
 

@@ -401,6 +401,32 @@ impl Environment {
             .collect()
     }
 
+    /// Services in the `default` namespace, where the cases create theirs.
+    pub fn services(&self) -> Api<k8s_openapi::api::core::v1::Service> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    /// Core/v1 events about a Service in `default`, oldest first.
+    pub async fn service_events(&self, name: &str) -> Result<Vec<Event>, CaseError> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), "default");
+        let lp = ListParams::default().fields(&format!(
+            "involvedObject.kind=Service,involvedObject.name={name}"
+        ));
+        let mut items = events
+            .list(&lp)
+            .await
+            .map(|l| l.items)
+            .map_err(|e| CaseError::infra("listing events", e))?;
+        items.sort_by_key(|e| {
+            e.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        });
+        Ok(items)
+    }
+
     /// Core/v1 events about the node.
     pub async fn node_events(&self, name: &str) -> Result<Vec<Event>, CaseError> {
         let events: Api<Event> = Api::all(self.client.clone());

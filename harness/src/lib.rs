@@ -12,12 +12,17 @@ pub mod case;
 pub mod ccm;
 pub mod cloud;
 pub mod env;
+pub mod interrupt;
+pub mod progress;
 pub mod runner;
 pub mod settings;
+pub mod traffic;
 pub mod wait;
 
 pub use case::{Case, CaseError, CaseFn, Tag};
-pub use cloud::{CloudControl, FaultSpec, Instance, InstancePatch, InstanceSpec, Provider};
+pub use cloud::{
+    CloudControl, CloudLoadBalancer, FaultSpec, Instance, InstancePatch, InstanceSpec, Provider,
+};
 pub use env::{Environment, NodeOptions};
 pub use settings::Settings;
 pub use wait::{Probe, eventually, holds_for};

@@ -1,6 +1,11 @@
 //! Turns cases into libtest-mimic trials (one per case and provider), runs each on a shared
 //! tokio runtime inside its own environment with a deadline, and records every result in
 //! the JUnit file as soon as it is known, so an interrupted run still leaves a valid file.
+//!
+//! On SIGINT/SIGTERM the run is aborted (see [`crate::interrupt`]): finished cases stay as
+//! they are, running ones become `<error message="interrupted …">`, the rest
+//! `<skipped message="not run: aborted">`, the CCM processes are killed and the process
+//! exits with [`EXIT_INTERRUPTED`](crate::interrupt::EXIT_INTERRUPTED).
 
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
@@ -12,6 +17,8 @@ use tokio::runtime::Runtime;
 
 use crate::case::{Case, CaseError};
 use crate::env::Environment;
+use crate::interrupt::{self, EXIT_INTERRUPTED, Signal};
+use crate::progress::{Progress, Verdict};
 use crate::settings::Settings;
 
 /// One runtime for every trial thread: the in-process servers of a case run on its workers
@@ -34,10 +41,45 @@ pub const DEFAULT_PARALLEL: usize = 6;
 /// The JUnit context (`junit_<context>.xml`).
 pub const JUNIT_CONTEXT: &str = "conformance";
 
+/// `$ARTIFACTS/progress.json`, rewritten whenever a case starts or ends.
+pub const PROGRESS_JSON: &str = "progress.json";
+
+/// The skip reason of cases an aborted run never started.
+pub const NOT_RUN_ABORTED: &str = "not run: aborted";
+
+/// How long the CCMs get to exit after SIGTERM when a run is aborted, before SIGKILL.
+pub const ABORT_KILL_GRACE: Duration = Duration::from_secs(1);
+
+/// Called on abort after the JUnit file is final and the CCMs are gone, before the process
+/// exits (the CLI writes `finished.json` with `ABORTED` here).
+pub type AbortHook = Box<dyn FnOnce(Signal) + Send>;
+
+/// How [`run_with`] reports and reacts.
+#[derive(Default)]
+pub struct RunOptions {
+    /// `[n/N] PASS|FAIL|SKIP name (1.2s)` lines and a summary table on stdout, with
+    /// libtest's own output sent to `$ARTIFACTS/libtest-output.txt` (the CLI). Off, the
+    /// output stays libtest's (`cargo test --test conformance`).
+    pub progress_lines: bool,
+    /// Abort on SIGINT/SIGTERM as described in the module docs.
+    pub handle_signals: bool,
+    pub on_abort: Option<AbortHook>,
+}
+
 /// Runs `cases` for every provider in `settings` with libtest's command-line semantics
 /// (`--list`, filters, `--exact`, `--skip`, `--test-threads`, `--ignored`).
+/// SIGINT/SIGTERM abort the run (partial JUnit, CCMs killed, exit 130).
 pub fn run(cases: &[Case], settings: Settings, args: Arguments) -> Conclusion {
-    run_filtered(cases, settings, args, |_| true)
+    run_with(
+        cases,
+        settings,
+        args,
+        |_| true,
+        RunOptions {
+            handle_signals: true,
+            ..Default::default()
+        },
+    )
 }
 
 /// [`run`], keeping only the trials whose full name `keep` accepts (the CLI's
@@ -45,8 +87,19 @@ pub fn run(cases: &[Case], settings: Settings, args: Arguments) -> Conclusion {
 pub fn run_filtered(
     cases: &[Case],
     settings: Settings,
+    args: Arguments,
+    keep: impl Fn(&str) -> bool,
+) -> Conclusion {
+    run_with(cases, settings, args, keep, RunOptions::default())
+}
+
+/// [`run_filtered`] with progress output and interrupt handling as `options` say.
+pub fn run_with(
+    cases: &[Case],
+    settings: Settings,
     mut args: Arguments,
     keep: impl Fn(&str) -> bool,
+    options: RunOptions,
 ) -> Conclusion {
     crate::install_crypto_provider();
     if args.test_threads.is_none() {
@@ -56,10 +109,10 @@ pub fn run_filtered(
         junit_path(&settings.artifacts, JUNIT_CONTEXT),
         "ccm-conformance",
     ));
-    if !args.list {
-        if let Err(e) = junit.flush() {
-            eprintln!("warning: cannot write {}: {e}", junit.path().display());
-        }
+    if !args.list
+        && let Err(e) = junit.flush()
+    {
+        eprintln!("warning: cannot write {}: {e}", junit.path().display());
     }
     let log = match (&settings.build_log, args.list) {
         (Some(path), false) => match BuildLog::open(path) {
@@ -72,9 +125,125 @@ pub fn run_filtered(
         _ => None,
     };
     let settings = Arc::new(settings);
-    let mut trials = trials(cases, &settings, &junit, log);
+    // The plan: every trial `keep` accepts and libtest's filters select, in run order.
+    let planned: Vec<(String, String)> = settings
+        .providers
+        .iter()
+        .flat_map(|&p| {
+            cases
+                .iter()
+                .map(move |c| (p.name().to_string(), c.full_name(p)))
+        })
+        .filter(|(_, name)| keep(name))
+        .filter(|(_, name)| !args.is_filtered_out(&Trial::test(name.clone(), || Ok(()))))
+        .collect();
+    let print = options.progress_lines && !args.list;
+    let progress = Arc::new(Progress::new(
+        planned,
+        print,
+        (!args.list).then(|| settings.artifacts.join(PROGRESS_JSON)),
+    ));
+    if print {
+        // libtest-mimic panics when it cannot create its log file: check first.
+        let libtest_log = settings.artifacts.join("libtest-output.txt");
+        let logfile = match std::fs::File::create(&libtest_log) {
+            Ok(_) => libtest_log.to_string_lossy().into_owned(),
+            Err(_) => "/dev/null".to_string(),
+        };
+        args.logfile = Some(logfile);
+        println!(
+            "running {} cases ({} at a time); results in {}",
+            progress.total(),
+            args.test_threads.unwrap_or(DEFAULT_PARALLEL),
+            junit.path().display()
+        );
+    }
+    if options.handle_signals && !args.list {
+        let (progress, junit, log) = (progress.clone(), junit.clone(), log.clone());
+        let on_abort = options.on_abort;
+        let installed = interrupt::on_signal(move |signal| {
+            abort(signal, &progress, &junit, log.as_deref(), on_abort)
+        });
+        if let Err(e) = installed {
+            eprintln!("warning: {e}; an interrupted run will leave partial results");
+        }
+    }
+    let mut trials = trials_with_progress(cases, &settings, &junit, log, Some(progress.clone()));
     trials.retain(|t| keep(t.name()));
-    libtest_mimic::run(&args, trials)
+    let conclusion = libtest_mimic::run(&args, trials);
+    if print {
+        print!("{}", progress.summary());
+    }
+    conclusion
+}
+
+/// The abort path: final JUnit, CCMs killed, hook, exit. Runs on the signal thread while
+/// the trial threads may still be blocked in their cases.
+fn abort(
+    signal: Signal,
+    progress: &Progress,
+    junit: &JunitFile,
+    log: Option<&BuildLog>,
+    on_abort: Option<AbortHook>,
+) -> ! {
+    eprintln!(
+        "\n{}: aborting the run; writing results and stopping the CCMs",
+        signal.name()
+    );
+    let (running, pending) = progress.unfinished();
+    let mut last = Vec::new();
+    for case in running {
+        last.push(CaseResult {
+            suite: case.suite,
+            name: case.name,
+            outcome: Outcome::Errored {
+                message: format!(
+                    "interrupted by {} after {:.1}s: the run was aborted while this case ran",
+                    signal.name(),
+                    case.elapsed.as_secs_f64()
+                ),
+                detail: String::new(),
+            },
+            duration: case.elapsed,
+            properties: Vec::new(),
+            system_out: None,
+        });
+    }
+    for case in pending {
+        last.push(CaseResult {
+            suite: case.suite,
+            name: case.name,
+            outcome: Outcome::Skipped {
+                reason: NOT_RUN_ABORTED.into(),
+            },
+            duration: Duration::ZERO,
+            properties: Vec::new(),
+            system_out: None,
+        });
+    }
+    if let Err(e) = junit.seal(last) {
+        eprintln!("warning: cannot write JUnit: {e}");
+    }
+    if let Some(log) = log {
+        let _ = log.line(&format!("ABORTED by {}", signal.name()));
+    }
+    // Cases keep running on their threads and may start a CCM while the first ones stop:
+    // sweep until no child is left, and once more right before exiting.
+    let mut stopped = interrupt::kill_children(ABORT_KILL_GRACE).len();
+    for _ in 0..3 {
+        let late = interrupt::kill_children(Duration::from_millis(200));
+        if late.is_empty() {
+            break;
+        }
+        stopped += late.len();
+    }
+    eprintln!("stopped {stopped} child processes (CCMs)");
+    if let Some(hook) = on_abort {
+        hook(signal);
+    }
+    interrupt::kill_children(Duration::ZERO);
+    eprintln!("run aborted; partial results in {}", junit.path().display());
+    std::process::exit(i32::from(EXIT_INTERRUPTED))
 }
 
 /// One trial per (provider, case).
@@ -84,14 +253,32 @@ pub fn trials(
     junit: &Arc<JunitFile>,
     log: Option<Arc<BuildLog>>,
 ) -> Vec<Trial> {
+    trials_with_progress(cases, settings, junit, log, None)
+}
+
+fn trials_with_progress(
+    cases: &[Case],
+    settings: &Arc<Settings>,
+    junit: &Arc<JunitFile>,
+    log: Option<Arc<BuildLog>>,
+    progress: Option<Arc<Progress>>,
+) -> Vec<Trial> {
     let mut out = Vec::new();
     for &provider in &settings.providers {
         for case in cases {
             let name = case.full_name(provider);
-            let (case, settings, junit, log) =
-                (case.clone(), settings.clone(), junit.clone(), log.clone());
+            let (case, settings, junit, log, progress) = (
+                case.clone(),
+                settings.clone(),
+                junit.clone(),
+                log.clone(),
+                progress.clone(),
+            );
             let trial_name = name.clone();
             out.push(Trial::ignorable_test(trial_name, move || {
+                if let Some(p) = &progress {
+                    p.start(&name);
+                }
                 let started = Instant::now();
                 let (result, metrics) =
                     RUNTIME.block_on(run_case(&case, provider, settings.clone()));
@@ -105,10 +292,22 @@ pub fn trials(
                         reason: reason.clone(),
                     },
                 };
+                if let Some(p) = &progress {
+                    let (verdict, note) = match &outcome {
+                        Outcome::Passed => (Verdict::Pass, ""),
+                        Outcome::Failed { message, .. } | Outcome::Errored { message, .. } => {
+                            (Verdict::Fail, message.as_str())
+                        }
+                        Outcome::Skipped { reason } => (Verdict::Skip, reason.as_str()),
+                    };
+                    p.finish(&name, verdict, started.elapsed(), note);
+                }
                 if let Some(log) = &log {
                     let verdict = match &outcome {
                         Outcome::Passed => "PASS".to_string(),
-                        Outcome::Failed { message, .. } => format!("FAIL ({message})"),
+                        Outcome::Failed { message, .. } | Outcome::Errored { message, .. } => {
+                            format!("FAIL ({message})")
+                        }
                         Outcome::Skipped { reason } => format!("SKIP ({reason})"),
                     };
                     let _ = log.line(&format!(

@@ -2,7 +2,8 @@
 //! (`kubernetes/cloud-provider` `cloud.go`).
 //!
 //! Exists so controllers never know which cloud they talk to: each provider under
-//! `providers/` implements [`Instances`]; the controllers are generic over it.
+//! `providers/` implements [`Instances`] (and, where supported, [`LoadBalancer`] and
+//! [`Routes`]); the controllers are generic over them.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -48,4 +49,102 @@ pub trait Instances: Send + Sync + 'static {
         &self,
         node: &Node,
     ) -> impl Future<Output = Result<Option<InstanceMetadata>, CloudError>> + Send;
+}
+
+// ---------------------------------------------------------------------------------------
+// Load balancers and routes (kubernetes/cloud-provider cloud.go `LoadBalancer`, `Routes`).
+// ---------------------------------------------------------------------------------------
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
+
+/// What a provider implements besides instances; controllers that need a missing
+/// capability are not started (upstream: `cloud.LoadBalancer()` / `cloud.Routes()` ok=false).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    pub load_balancer: bool,
+    pub routes: bool,
+}
+
+/// Errors of [`LoadBalancer`] calls.
+#[derive(Debug, thiserror::Error)]
+pub enum LbError {
+    /// `cloudprovider.ImplementedElsewhere`: another controller owns this load balancer.
+    #[error("implemented elsewhere")]
+    ImplementedElsewhere,
+    /// `api.RetryError`: retry after a fixed delay instead of the exponential backoff.
+    #[error("{message} (retry after {retry_after:?})")]
+    Retry {
+        message: String,
+        retry_after: Duration,
+    },
+    /// Anything else; retried with the per-service exponential backoff.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// `cloudprovider.LoadBalancer`. `cluster` is `--cluster-name`.
+pub trait LoadBalancer: Send + Sync + 'static {
+    /// The current status if the load balancer exists; `Ok(None)` when it does not
+    /// (never an error for "not found": cloud-provider-openstack PR#1829).
+    fn get_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> impl Future<Output = Result<Option<LoadBalancerStatus>, LbError>> + Send;
+    /// Creates or updates the load balancer so it matches `service` with `nodes` as backends.
+    fn ensure_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> impl Future<Output = Result<LoadBalancerStatus, LbError>> + Send;
+    /// Updates only the backends (node set) of an existing load balancer.
+    fn update_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> impl Future<Output = Result<(), LbError>> + Send;
+    /// Deletes the load balancer; success when it is gone (also when it never existed).
+    fn ensure_load_balancer_deleted(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> impl Future<Output = Result<(), LbError>> + Send;
+}
+
+/// `cloudprovider.Route`: traffic for `destination_cidr` goes to `target_node`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Route {
+    pub name: String,
+    /// Node name; empty in `list_routes` answers when the provider only knows the next
+    /// hop (the controller resolves it from `target_node_addresses`).
+    pub target_node: String,
+    /// The node's addresses (create) or the next hop (list).
+    pub target_node_addresses: Vec<NodeAddress>,
+    pub destination_cidr: String,
+    /// A route whose target is gone; always deleted when inside the cluster CIDR.
+    pub blackhole: bool,
+}
+
+/// `cloudprovider.Routes`.
+pub trait Routes: Send + Sync + 'static {
+    fn list_routes(
+        &self,
+        cluster: &str,
+    ) -> impl Future<Output = Result<Vec<Route>, CloudError>> + Send;
+    /// `name_hint` is the node UID, as upstream passes it.
+    fn create_route(
+        &self,
+        cluster: &str,
+        name_hint: &str,
+        route: &Route,
+    ) -> impl Future<Output = Result<(), CloudError>> + Send;
+    fn delete_route(
+        &self,
+        cluster: &str,
+        route: &Route,
+    ) -> impl Future<Output = Result<(), CloudError>> + Send;
 }

@@ -3,9 +3,10 @@
 //! Exists so ccm-conformance has a CCM it controls end to end: the harness starts it as a
 //! separate process with upstream's flags, a kubeconfig and the provider's upstream
 //! config file, and it talks to the API server and the cloud over HTTP like any CCM.
-//! Startup errors are one line on stderr and exit status 1. The cloud-node and
-//! cloud-node-lifecycle controllers are implemented; the service and route controllers are
-//! accepted and logged as skipped.
+//! Startup errors are one line on stderr and exit status 1. All four upstream controllers
+//! are implemented (cloud-node, cloud-node-lifecycle, service-lb, node-route); service-lb
+//! and node-route start only when the provider supports load balancers / routes, and are
+//! otherwise logged as skipped, as upstream does.
 
 #![forbid(unsafe_code)]
 
@@ -41,6 +42,8 @@ pub enum StartupError {
     KubeClient(#[from] kube::Error),
     #[error(transparent)]
     Serving(#[from] serving::ServingError),
+    #[error("node-route-controller: {0}")]
+    Route(#[from] controllers::route::RouteConfigError),
     #[error("starting the async runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -162,8 +165,22 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     let enabled = opts.enabled_controllers()?;
 
     // Provider and client first, logging after: a startup error stays one line.
-    let (cloud, warnings) = providers::openstack::OpenStack::new(&opts.cloud_config).await?;
+    let (mut cloud, mut warnings) =
+        providers::openstack::OpenStack::new(&opts.cloud_config).await?;
+    if enabled.contains(&options::NODE_ROUTE) && opts.configure_cloud_routes {
+        warnings.extend(cloud.detect_routes().await);
+    }
+    let capabilities = cloud.capabilities();
     let cloud = Arc::new(cloud);
+    // Route config errors are fatal, as upstream's startRouteController returns them.
+    let route_cidrs = if enabled.contains(&options::NODE_ROUTE)
+        && opts.configure_cloud_routes
+        && capabilities.routes
+    {
+        Some(controllers::route::parse_cluster_cidrs(&opts.cluster_cidr)?)
+    } else {
+        None
+    };
     let client = kube_client(&opts).await?;
     init_logging(opts.verbosity);
     for w in warnings {
@@ -230,6 +247,46 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
                     opts.node_monitor_period,
                 ));
             }
+            options::SERVICE_LB if capabilities.load_balancer => {
+                let service_opts = controllers::service::ServiceControllerOptions {
+                    cluster_name: opts.cluster_name.clone(),
+                    workers: opts.concurrent_service_syncs,
+                };
+                tracing::info!(workers = service_opts.workers, "Starting {name}");
+                tokio::spawn(controllers::service::run(
+                    client.clone(),
+                    cloud.clone(),
+                    service_opts,
+                ));
+            }
+            options::SERVICE_LB => {
+                tracing::warn!(
+                    "Skipping {name}: the cloud provider does not support external load balancers"
+                )
+            }
+            options::NODE_ROUTE if !opts.configure_cloud_routes => {
+                tracing::info!(
+                    "Will not configure cloud provider routes, --configure-cloud-routes: false; skipping {name}"
+                )
+            }
+            options::NODE_ROUTE => match &route_cidrs {
+                Some(cidrs) => {
+                    let route_opts = controllers::route::RouteControllerOptions {
+                        cluster_name: opts.cluster_name.clone(),
+                        cluster_cidrs: cidrs.clone(),
+                        period: opts.route_reconciliation_period,
+                    };
+                    tracing::info!(period = ?route_opts.period, "Starting {name}");
+                    tokio::spawn(controllers::route::run(
+                        client.clone(),
+                        cloud.clone(),
+                        route_opts,
+                    ));
+                }
+                None => tracing::warn!(
+                    "configure-cloud-routes is set, but cloud provider does not support routes. Will not configure cloud provider routes; skipping {name}"
+                ),
+            },
             other => {
                 tracing::warn!("Skipping {other}: not implemented in this reference CCM version")
             }

@@ -51,6 +51,12 @@ pub enum Outcome {
     Skipped {
         reason: String,
     },
+    /// The case did not come to a verdict (e.g. the run was interrupted while it ran):
+    /// written as `<error>`, which TestGrid shows as FAIL like `<failure>` (reference §2.3).
+    Errored {
+        message: String,
+        detail: String,
+    },
 }
 
 /// One finished case.
@@ -88,7 +94,14 @@ pub fn junit_path(dir: &Path, context: &str) -> PathBuf {
 pub struct JunitFile {
     path: PathBuf,
     report_name: String,
-    cases: Mutex<BTreeMap<String, Vec<CaseResult>>>,
+    cases: Mutex<Cases>,
+}
+
+#[derive(Default)]
+struct Cases {
+    by_suite: BTreeMap<String, Vec<CaseResult>>,
+    /// Set by [`JunitFile::seal`]: the file is final and later records are dropped.
+    sealed: bool,
 }
 
 impl JunitFile {
@@ -96,7 +109,7 @@ impl JunitFile {
         Self {
             path: path.into(),
             report_name: report_name.into(),
-            cases: Mutex::new(BTreeMap::new()),
+            cases: Mutex::new(Cases::default()),
         }
     }
 
@@ -110,15 +123,42 @@ impl JunitFile {
         // The lock is held through the write so that a slower writer can never replace a
         // newer file with an older rendering.
         let mut cases = self.cases.lock().unwrap_or_else(|p| p.into_inner());
-        cases.entry(case.suite.clone()).or_default().push(case);
-        let xml = render(&self.report_name, &cases)?;
+        if cases.sealed {
+            return Ok(());
+        }
+        cases
+            .by_suite
+            .entry(case.suite.clone())
+            .or_default()
+            .push(case);
+        let xml = render(&self.report_name, &cases.by_suite)?;
         write_atomic(&self.path, xml.as_bytes())
     }
 
     /// Writes the file even when no case ran (an empty but valid report).
     pub fn flush(&self) -> Result<(), Error> {
         let cases = self.cases.lock().unwrap_or_else(|p| p.into_inner());
-        let xml = render(&self.report_name, &cases)?;
+        let xml = render(&self.report_name, &cases.by_suite)?;
+        write_atomic(&self.path, xml.as_bytes())
+    }
+
+    /// Adds `last` (e.g. the interrupted and the never-run cases of an aborted run), writes
+    /// the file a final time and makes it final: a case that finishes afterwards is not
+    /// recorded, so the file on disk stays the one the abort wrote.
+    pub fn seal(&self, last: Vec<CaseResult>) -> Result<(), Error> {
+        let mut cases = self.cases.lock().unwrap_or_else(|p| p.into_inner());
+        if cases.sealed {
+            return Ok(());
+        }
+        cases.sealed = true;
+        for case in last {
+            cases
+                .by_suite
+                .entry(case.suite.clone())
+                .or_default()
+                .push(case);
+        }
+        let xml = render(&self.report_name, &cases.by_suite)?;
         write_atomic(&self.path, xml.as_bytes())
     }
 }
@@ -205,6 +245,15 @@ fn render(name: &str, suites: &BTreeMap<String, Vec<CaseResult>>) -> Result<Stri
                 Outcome::Failed { message, detail } => {
                     let (message, detail) = (clean_text(message), clean_text(detail));
                     let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    s.set_message(one_line(&message));
+                    if let Some(body) = failure_body(&message, &detail) {
+                        s.set_description(body);
+                    }
+                    s
+                }
+                Outcome::Errored { message, detail } => {
+                    let (message, detail) = (clean_text(message), clean_text(detail));
+                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
                     s.set_message(one_line(&message));
                     if let Some(body) = failure_body(&message, &detail) {
                         s.set_description(body);
@@ -423,6 +472,43 @@ mod tests {
             xml.contains(r#"tests="2""#) && xml.contains(r#"failures="1""#),
             "{xml}"
         );
+    }
+
+    // Reference §0 rule 10 / §7: an aborted run keeps what finished, marks the running case
+    // as <error> and the rest as skipped with a reason; nothing is recorded after the seal.
+    #[test]
+    fn sealing_writes_errors_and_skips_and_ignores_later_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = JunitFile::new(dir.path().join("junit_t.xml"), "r");
+        f.record(case("done", Outcome::Passed)).unwrap();
+        f.seal(vec![
+            case(
+                "running",
+                Outcome::Errored {
+                    message: "interrupted by SIGINT after 1.5s".into(),
+                    detail: String::new(),
+                },
+            ),
+            case(
+                "later",
+                Outcome::Skipped {
+                    reason: "not run: aborted".into(),
+                },
+            ),
+        ])
+        .unwrap();
+        f.record(case("late", Outcome::Passed)).unwrap();
+        let xml = std::fs::read_to_string(f.path()).unwrap();
+        assert!(
+            xml.contains(r#"<error message="interrupted by SIGINT after 1.5s""#),
+            "{xml}"
+        );
+        assert!(xml.contains(r#"message="not run: aborted""#), "{xml}");
+        assert!(
+            xml.contains(r#"tests="3""#) && xml.contains(r#"errors="1""#),
+            "{xml}"
+        );
+        assert!(!xml.contains("\"late\""), "{xml}");
     }
 
     // Reference §0 rule 3: "" and exactly "skipped" drop the row.

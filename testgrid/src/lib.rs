@@ -13,10 +13,13 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod diff;
+pub mod gcs;
 pub mod junit;
 pub mod layout;
 pub mod prow;
 pub mod publish;
+pub mod read;
 pub mod sanitize;
 
 mod atomic;

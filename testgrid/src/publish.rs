@@ -8,9 +8,10 @@
 //! `artifacts/`, `started.json` first and `finished.json` last (TestGrid re-reads the newest
 //! columns, so a half-published build must look "running", never "finished", §1.5).
 //!
-//! Targets: `file:///PATH` writes the same tree under a local directory (the bucket root).
-//! `gs://BUCKET/PREFIX` is parsed but not implemented yet and returns
-//! [`Error::GcsNotImplemented`].
+//! Targets: `file:///PATH` writes the same tree under a local directory (the bucket root);
+//! `gs://BUCKET/PREFIX` uploads through the GCS JSON API ([`crate::gcs`]: credentials from
+//! the environment, `STORAGE_EMULATOR_HOST` for emulators), with the Content-Type and
+//! Content-Encoding of [`layout::object_spec`] and `x-goog-meta-link` on presubmit aliases.
 
 use std::path::{Path, PathBuf};
 
@@ -22,10 +23,10 @@ use crate::prow::{self, BUILD_LOG, FINISHED_JSON, METADATA_JSON, STARTED_JSON};
 pub enum Error {
     #[error("target {0:?} is neither gs://BUCKET[/PREFIX] nor file:///ABSOLUTE/PATH")]
     Target(String),
-    #[error(
-        "publishing to gs://{bucket} is not implemented yet; publish to file:///PATH and copy with gsutil -m cp -r"
-    )]
-    GcsNotImplemented { bucket: String },
+    #[error(transparent)]
+    Gcs(#[from] crate::gcs::Error),
+    #[error("starting the upload runtime: {0}")]
+    Runtime(std::io::Error),
     #[error("{dir} has no {file}: a run directory must hold started.json and finished.json")]
     Missing { dir: PathBuf, file: &'static str },
     #[error(transparent)]
@@ -142,11 +143,127 @@ pub fn publish(
     let layout = JobLayout::new(to.path_prefix(), job, kind)?;
     let plan = plan(from, build)?;
     match to {
-        Target::Gcs { bucket, .. } => Err(Error::GcsNotImplemented {
-            bucket: bucket.clone(),
-        }),
+        Target::Gcs { bucket, .. } => {
+            // publish() is synchronous (the CLI calls it outside any runtime); the upload
+            // gets a runtime of its own.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(Error::Runtime)?;
+            rt.block_on(async {
+                let client = crate::gcs::Client::from_env()?;
+                write_to_gcs(&client, bucket, &to.bucket_url(), &layout, plan).await
+            })
+        }
         Target::File(root) => write_to_dir(root, &to.bucket_url(), &layout, plan),
     }
+}
+
+/// [`publish`] to `gs://bucket` through `client` (an async caller's entry point; `to` must
+/// be a [`Target::Gcs`]).
+pub async fn publish_gcs(
+    client: &crate::gcs::Client,
+    from: &Path,
+    to: &Target,
+    job: &str,
+    build: Option<&str>,
+    pr: Option<&PullRef>,
+) -> Result<Report, Error> {
+    let Target::Gcs { bucket, .. } = to else {
+        return Err(Error::Target(format!("{to:?} is not a gs:// target")));
+    };
+    let kind = match pr {
+        Some(pull) => JobKind::Presubmit(pull.clone()),
+        None => JobKind::Periodic,
+    };
+    let layout = JobLayout::new(to.path_prefix(), job, kind)?;
+    let plan = plan(from, build)?;
+    write_to_gcs(client, bucket, &to.bucket_url(), &layout, plan).await
+}
+
+/// Uploads the plan in order (started.json first, finished.json last), then the presubmit
+/// alias with `x-goog-meta-link`, then `latest-build.txt` (only moved forward).
+async fn write_to_gcs(
+    client: &crate::gcs::Client,
+    bucket: &str,
+    bucket_url: &str,
+    layout: &JobLayout,
+    plan: Plan,
+) -> Result<Report, Error> {
+    use crate::gcs::ObjectInfo;
+    let Plan {
+        build,
+        items,
+        mut warnings,
+    } = plan;
+    let build_dir = layout.build_dir(build);
+    let mut objects = Vec::new();
+    let info = |spec: &ObjectSpec, link: Option<&str>| ObjectInfo {
+        content_type: spec.content_type.to_string(),
+        content_encoding: spec.content_encoding.map(str::to_string),
+        metadata: link
+            .map(|l| [("link".to_string(), l.to_string())].into())
+            .unwrap_or_default(),
+    };
+    for item in &items {
+        let name = format!("{build_dir}/{}", item.spec.name);
+        client
+            .upload(bucket, &name, &item.body, &info(&item.spec, None))
+            .await?;
+        objects.push(PublishedObject {
+            name,
+            content_type: item.spec.content_type,
+            content_encoding: item.spec.content_encoding,
+            link: None,
+            bytes: item.body.len() as u64,
+        });
+    }
+    if let Some(alias) = layout.alias_path(build) {
+        let link = layout::alias_link(bucket_url, &build_dir);
+        let spec = layout::object_spec(&alias)?;
+        client
+            .upload(bucket, &alias, link.as_bytes(), &info(&spec, Some(&link)))
+            .await?;
+        objects.push(PublishedObject {
+            name: alias,
+            content_type: spec.content_type,
+            content_encoding: None,
+            link: Some(link.clone()),
+            bytes: link.len() as u64,
+        });
+    }
+    for latest in layout.latest_build_paths() {
+        let current = client
+            .read(bucket, &latest)
+            .await?
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| BuildId::parse(s.trim()).ok());
+        match current {
+            Some(current) if current > build => warnings.push(format!(
+                "{latest} stays at {current}: build {build} is older, and TestGrid only reads builds after its newest column"
+            )),
+            _ => {
+                let spec = layout::object_spec(&latest)?;
+                let body = layout::latest_build_body(build);
+                client
+                    .upload(bucket, &latest, body.as_bytes(), &info(&spec, None))
+                    .await?;
+                objects.push(PublishedObject {
+                    name: latest,
+                    content_type: spec.content_type,
+                    content_encoding: None,
+                    link: None,
+                    bytes: body.len() as u64,
+                });
+            }
+        }
+    }
+    Ok(Report {
+        build,
+        build_url: format!("{}/{build_dir}", bucket_url.trim_end_matches('/')),
+        objects,
+        warnings,
+    })
 }
 
 /// A file to write: its content and where (relative to the build dir).

@@ -176,8 +176,21 @@ fn incomplete_runs_and_bad_names_are_refused() {
     write_run(run.path(), 100);
     assert!(publish(run.path(), &target, "bad/job", None, None).is_err());
     assert!(publish(run.path(), &target, "ci-j", Some("0012"), None).is_err());
-    let gcs = Target::parse("gs://bkt/prefix").unwrap();
-    let err = publish(run.path(), &gcs, "ci-j", None, None).unwrap_err();
-    assert!(matches!(err, Error::GcsNotImplemented { .. }), "{err}");
     assert_eq!(std::fs::read_dir(bucket.path()).unwrap().count(), 0);
+}
+
+/// An unreachable GCS endpoint is an error after the retries, not a hang or a panic.
+#[tokio::test]
+async fn unreachable_gcs_is_an_error() {
+    let run = tempfile::tempdir().unwrap();
+    write_run(run.path(), 100);
+    let client =
+        ccm_testgrid::gcs::Client::new("http://127.0.0.1:9", ccm_testgrid::gcs::Auth::None)
+            .unwrap()
+            .with_backoff(std::time::Duration::from_millis(1));
+    let gcs = Target::parse("gs://bkt/prefix").unwrap();
+    let err = ccm_testgrid::publish::publish_gcs(&client, run.path(), &gcs, "ci-j", None, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Gcs(_)), "{err}");
 }

@@ -20,8 +20,8 @@ use super::config::GlobalOpts;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("GET {url}: resource not found (404)")]
-    NotFound { url: String },
+    #[error("{method} {url}: resource not found (404)")]
+    NotFound { method: &'static str, url: String },
     #[error("{method} {url}: unexpected status {status}: {body}")]
     Status {
         method: &'static str,
@@ -56,6 +56,25 @@ pub enum ClientError {
 pub enum Service {
     Compute,
     Network,
+    /// Octavia (catalog type `load-balancer`); optional in the catalog.
+    LoadBalancer,
+}
+
+impl Service {
+    fn catalog_type(self) -> &'static str {
+        match self {
+            Service::Compute => "compute",
+            Service::Network => "network",
+            Service::LoadBalancer => "load-balancer",
+        }
+    }
+}
+
+impl ClientError {
+    /// HTTP 409: Octavia answers it for writes while a load balancer is PENDING_*.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ClientError::Status { status: 409, .. })
+    }
 }
 
 #[derive(Debug)]
@@ -63,6 +82,7 @@ struct Session {
     token: String,
     compute: String,
     network: String,
+    load_balancer: Option<String>,
 }
 
 /// Authenticated client shared by every worker.
@@ -122,27 +142,89 @@ impl OpenStackClient {
         path: &str,
         query: &[(&str, &str)],
     ) -> Result<T, ClientError> {
+        let (url, body) = self
+            .send(reqwest::Method::GET, service, path, query, None)
+            .await?;
+        decode(&url, &body)
+    }
+
+    /// POST a JSON body; the reply (201/202/200) decoded as JSON.
+    pub async fn post_json<T: DeserializeOwned>(
+        &self,
+        service: Service,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, ClientError> {
+        let (url, reply) = self
+            .send(reqwest::Method::POST, service, path, &[], Some(body))
+            .await?;
+        decode(&url, &reply)
+    }
+
+    /// PUT a JSON body; the reply is not decoded (Octavia's batch member update is 202
+    /// with no body).
+    pub async fn put(&self, service: Service, path: &str, body: &Value) -> Result<(), ClientError> {
+        self.send(reqwest::Method::PUT, service, path, &[], Some(body))
+            .await
+            .map(|_| ())
+    }
+
+    /// DELETE with query parameters; 404 surfaces as [`ClientError::NotFound`].
+    pub async fn delete(
+        &self,
+        service: Service,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<(), ClientError> {
+        self.send(reqwest::Method::DELETE, service, path, query, None)
+            .await
+            .map(|_| ())
+    }
+
+    /// One authenticated request. Any 2xx is success (gophercloud accepts per-call code
+    /// lists; every code we call with is 2xx). 401 -> authenticate again (once, shared by
+    /// concurrent callers) and retry once; 404 -> `NotFound`; other codes -> `Status`.
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        service: Service,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<(String, bytes::Bytes), ClientError> {
+        let method_name = method_name(&method);
         let mut reauthed = false;
         loop {
             let session = self.session.read().await.clone();
             let base = match service {
                 Service::Compute => &session.compute,
                 Service::Network => &session.network,
+                Service::LoadBalancer => match &session.load_balancer {
+                    Some(base) => base,
+                    None => {
+                        return Err(ClientError::NoEndpoint {
+                            service: service.catalog_type(),
+                            interface: self.opts.endpoint_type.clone(),
+                            region: self.opts.region.clone(),
+                        });
+                    }
+                },
             };
             let url = format!("{base}{path}");
-            let response = self
+            let mut request = self
                 .http
-                .get(&url)
+                .request(method.clone(), &url)
                 .query(query)
                 .header("X-Auth-Token", &session.token)
-                .header(reqwest::header::ACCEPT, "application/json")
-                .send()
-                .await
-                .map_err(|e| ClientError::Transport {
-                    method: "GET",
-                    url: url.clone(),
-                    reason: error_chain(&e),
-                })?;
+                .header(reqwest::header::ACCEPT, "application/json");
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let response = request.send().await.map_err(|e| ClientError::Transport {
+                method: method_name,
+                url: url.clone(),
+                reason: error_chain(&e),
+            })?;
             let status = response.status();
             if status == StatusCode::UNAUTHORIZED && !reauthed {
                 reauthed = true;
@@ -150,25 +232,33 @@ impl OpenStackClient {
                 continue;
             }
             if status == StatusCode::NOT_FOUND {
-                return Err(ClientError::NotFound { url });
+                return Err(ClientError::NotFound {
+                    method: method_name,
+                    url,
+                });
             }
-            let body = response.bytes().await.map_err(|e| ClientError::Transport {
-                method: "GET",
+            let reply = response.bytes().await.map_err(|e| ClientError::Transport {
+                method: method_name,
                 url: url.clone(),
                 reason: error_chain(&e),
             })?;
-            if status != StatusCode::OK {
+            if !status.is_success() {
                 return Err(ClientError::Status {
-                    method: "GET",
+                    method: method_name,
                     url,
                     status: status.as_u16(),
-                    body: snippet(&body),
+                    body: snippet(&reply),
                 });
             }
-            return serde_json::from_slice(&body).map_err(|e| ClientError::Decode {
-                url,
-                reason: e.to_string(),
-            });
+            return Ok((url, reply));
+        }
+    }
+
+    /// Whether the catalog had an endpoint for `service`.
+    pub async fn has_endpoint(&self, service: Service) -> bool {
+        match service {
+            Service::LoadBalancer => self.session.read().await.load_balancer.is_some(),
+            Service::Compute | Service::Network => true,
         }
     }
 
@@ -183,6 +273,23 @@ impl OpenStackClient {
         *self.session.write().await = Arc::new(fresh);
         Ok(())
     }
+}
+
+fn method_name(method: &reqwest::Method) -> &'static str {
+    match *method {
+        reqwest::Method::POST => "POST",
+        reqwest::Method::PUT => "PUT",
+        reqwest::Method::DELETE => "DELETE",
+        reqwest::Method::PATCH => "PATCH",
+        _ => "GET",
+    }
+}
+
+fn decode<T: DeserializeOwned>(url: &str, body: &[u8]) -> Result<T, ClientError> {
+    serde_json::from_slice(body).map_err(|e| ClientError::Decode {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -412,9 +519,19 @@ async fn authenticate(
     } else {
         format!("{network_root}/v2.0")
     };
+    // Octavia is optional (no catalog entry -> no load balancers). gophercloud v2's
+    // `NewLoadBalancerV2` puts `v2/` under the catalog URL.
+    let load_balancer = find("load-balancer").ok().map(|root| {
+        if root.ends_with("/v2") || root.ends_with("/v2.0") {
+            root
+        } else {
+            format!("{root}/v2")
+        }
+    });
     Ok(Session {
         token,
         compute,
         network,
+        load_balancer,
     })
 }

@@ -22,6 +22,12 @@ pub enum ConfigError {
         key: String,
         value: String,
     },
+    #[error("cloud config [{section}] {key}: invalid value {value:?}")]
+    BadValue {
+        section: String,
+        key: String,
+        value: String,
+    },
     #[error("cloud config [Global]: {0}")]
     Missing(&'static str),
 }
@@ -56,6 +62,31 @@ impl Section {
             }
         }
         out
+    }
+    fn get_seconds(&self, key: &str) -> Result<Option<u64>, ConfigError> {
+        self.get(key)
+            .map(|v| {
+                crate::options::parse_go_duration(v)
+                    .map(|d| d.as_secs())
+                    .or_else(|_| v.parse::<u64>())
+                    .map_err(|_| ConfigError::BadValue {
+                        section: self.name.clone(),
+                        key: key.to_owned(),
+                        value: v.to_owned(),
+                    })
+            })
+            .transpose()
+    }
+    fn get_u32(&self, key: &str) -> Result<Option<u32>, ConfigError> {
+        self.get(key)
+            .map(|v| {
+                v.parse::<u32>().map_err(|_| ConfigError::BadValue {
+                    section: self.name.clone(),
+                    key: key.to_owned(),
+                    value: v.to_owned(),
+                })
+            })
+            .transpose()
     }
     fn get_bool(&self, key: &str) -> Result<Option<bool>, ConfigError> {
         self.get(key)
@@ -233,11 +264,60 @@ pub struct NetworkingOpts {
     pub address_sort_order: String,
 }
 
+/// `[LoadBalancer]` options used by the Octavia provider (`pkg/openstack/openstack.go`
+/// `LoadBalancerOpts`, defaults from `ReadConfig`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadBalancerOpts {
+    /// `enabled` (default true): false disables the LoadBalancer capability.
+    pub enabled: bool,
+    pub lb_provider: String,
+    pub lb_method: String,
+    pub subnet_id: String,
+    pub network_id: String,
+    pub floating_network_id: String,
+    pub floating_subnet_id: String,
+    pub create_monitor: bool,
+    /// Seconds (`monitor-delay`, default 5s).
+    pub monitor_delay: u64,
+    /// Seconds (`monitor-timeout`, default 3s).
+    pub monitor_timeout: u64,
+    pub monitor_max_retries: u32,
+    pub monitor_max_retries_down: u32,
+}
+
+impl Default for LoadBalancerOpts {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            lb_provider: "amphora".to_owned(),
+            lb_method: "ROUND_ROBIN".to_owned(),
+            subnet_id: String::new(),
+            network_id: String::new(),
+            floating_network_id: String::new(),
+            floating_subnet_id: String::new(),
+            create_monitor: false,
+            monitor_delay: 5,
+            monitor_timeout: 3,
+            monitor_max_retries: 1,
+            monitor_max_retries_down: 3,
+        }
+    }
+}
+
+/// `[Route]` options (`pkg/openstack/openstack.go` `RouterOpts`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteOpts {
+    /// Without a router ID the provider has no Routes capability.
+    pub router_id: String,
+}
+
 /// The whole file: typed parts used now, every section kept for later controllers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CloudConfig {
     pub global: GlobalOpts,
     pub networking: NetworkingOpts,
+    pub load_balancer: LoadBalancerOpts,
+    pub route: RouteOpts,
     pub sections: Vec<Section>,
 }
 
@@ -367,6 +447,40 @@ impl CloudConfig {
                 address_sort_order: net.get("address-sort-order").unwrap_or_default().to_owned(),
             };
         }
+        if let Some(lb) = sections.iter().rev().find(|s| s.name == "loadbalancer") {
+            let d = LoadBalancerOpts::default();
+            let text = |k: &str, default: &str| {
+                let v = lb.get(k).unwrap_or_default();
+                if v.is_empty() {
+                    default.to_owned()
+                } else {
+                    v.to_owned()
+                }
+            };
+            cfg.load_balancer = LoadBalancerOpts {
+                enabled: lb.get_bool("enabled")?.unwrap_or(d.enabled),
+                lb_provider: text("lb-provider", &d.lb_provider),
+                lb_method: text("lb-method", &d.lb_method),
+                subnet_id: text("subnet-id", ""),
+                network_id: text("network-id", ""),
+                floating_network_id: text("floating-network-id", ""),
+                floating_subnet_id: text("floating-subnet-id", ""),
+                create_monitor: lb.get_bool("create-monitor")?.unwrap_or(d.create_monitor),
+                monitor_delay: lb.get_seconds("monitor-delay")?.unwrap_or(d.monitor_delay),
+                monitor_timeout: lb
+                    .get_seconds("monitor-timeout")?
+                    .unwrap_or(d.monitor_timeout),
+                monitor_max_retries: lb
+                    .get_u32("monitor-max-retries")?
+                    .unwrap_or(d.monitor_max_retries),
+                monitor_max_retries_down: lb
+                    .get_u32("monitor-max-retries-down")?
+                    .unwrap_or(d.monitor_max_retries_down),
+            };
+        }
+        if let Some(route) = sections.iter().rev().find(|s| s.name == "route") {
+            cfg.route.router_id = route.get("router-id").unwrap_or_default().to_owned();
+        }
         if cfg.global.auth_url.is_empty() {
             return Err(ConfigError::Missing("auth-url is required"));
         }
@@ -432,6 +546,10 @@ floating-network-id = def
         assert_eq!(cfg.networking.public_network_name, vec!["public"]);
         let class = cfg.sections.iter().find(|s| s.name == "loadbalancerclass");
         assert_eq!(class.and_then(|s| s.subsection.as_deref()), Some("fast"));
+        assert_eq!(cfg.load_balancer.floating_network_id, "abc");
+        assert_eq!(cfg.load_balancer.lb_method, "ROUND_ROBIN");
+        assert!(cfg.load_balancer.enabled);
+        assert!(cfg.route.router_id.is_empty());
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("some-future-key"));
     }
@@ -455,6 +573,28 @@ floating-network-id = def
         assert!(matches!(
             CloudConfig::load("/nonexistent/cloud.conf"),
             Err(ConfigError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn load_balancer_and_route_sections() {
+        let text = "[Global]\nauth-url=x\nusername=u\n[LoadBalancer]\nsubnet-id=s1\n\
+                    create-monitor=true\nmonitor-delay=10s\nmonitor-max-retries=2\n\
+                    [Route]\nrouter-id=r1\n";
+        let cfg = match CloudConfig::parse(text) {
+            Ok((cfg, _)) => cfg,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(cfg.load_balancer.subnet_id, "s1");
+        assert!(cfg.load_balancer.create_monitor);
+        assert_eq!(cfg.load_balancer.monitor_delay, 10);
+        assert_eq!(cfg.load_balancer.monitor_timeout, 3);
+        assert_eq!(cfg.load_balancer.monitor_max_retries, 2);
+        assert_eq!(cfg.route.router_id, "r1");
+        let bad = "[Global]\nauth-url=x\nusername=u\n[LoadBalancer]\nmonitor-delay=soon\n";
+        assert!(matches!(
+            CloudConfig::parse(bad),
+            Err(ConfigError::BadValue { .. })
         ));
     }
 

@@ -1,4 +1,5 @@
-//! The OpenStack provider: `cloud.conf`, Keystone/Nova/Neutron client, `InstancesV2`.
+//! The OpenStack provider: `cloud.conf`, Keystone/Nova/Neutron/Octavia client,
+//! `InstancesV2`, `LoadBalancer` (Octavia) and `Routes` (Neutron router extra routes).
 //!
 //! Exists as the first provider of the reference CCM; it talks HTTP to whatever the
 //! `cloud.conf` points at (a real cloud or the harness's mock) exactly like
@@ -7,13 +8,15 @@
 pub mod client;
 pub mod config;
 pub mod instances;
+pub mod loadbalancer;
+pub mod routes;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::cloud::{CloudError, InstanceMetadata, Instances};
+use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
 use client::{ClientError, OpenStackClient, Service};
 use config::CloudConfig;
 use instances::{
@@ -39,6 +42,14 @@ pub struct OpenStack {
     flavor_names: Mutex<HashMap<String, String>>,
     /// `OS_CCM_REGIONAL=true` puts the region into providerIDs, as upstream.
     regional: bool,
+    /// How long to wait for Octavia to finish a change.
+    lb_poll: loadbalancer::PollSchedule,
+    /// Whether Octavia is in the catalog (and `[LoadBalancer] enabled`).
+    load_balancer_supported: bool,
+    /// Extra-route API of `[Route] router-id`, once [`OpenStack::detect_routes`] found it.
+    routes: Option<routes::RouteApi>,
+    /// Why optional features are unsupported, for the startup log.
+    notes: Vec<String>,
 }
 
 impl From<ClientError> for CloudError {
@@ -51,20 +62,71 @@ impl OpenStack {
     /// Reads `cloud.conf`, authenticates, resolves endpoints. Returns config warnings
     /// for the caller to log once logging is up.
     pub async fn new(cloud_config_path: &str) -> Result<(Self, Vec<String>), OpenStackError> {
-        let (config, warnings) = CloudConfig::load(cloud_config_path)?;
-        Ok((Self::from_config(config).await?, warnings))
+        let (config, mut warnings) = CloudConfig::load(cloud_config_path)?;
+        let cloud = Self::from_config(config).await?;
+        warnings.extend(cloud.notes.iter().cloned());
+        Ok((cloud, warnings))
     }
 
     /// Authenticates with an already parsed config.
     pub async fn from_config(config: CloudConfig) -> Result<Self, OpenStackError> {
         let client = OpenStackClient::connect(&config.global).await?;
         let regional = std::env::var("OS_CCM_REGIONAL").is_ok_and(|v| v == "true");
+        let mut notes = Vec::new();
+        let load_balancer_supported =
+            config.load_balancer.enabled && client.has_endpoint(Service::LoadBalancer).await;
+        if !load_balancer_supported {
+            notes.push(
+                "load balancers unsupported: [LoadBalancer] enabled=false or no load-balancer endpoint in the catalog"
+                    .to_owned(),
+            );
+        }
         Ok(Self {
             client,
             config,
             flavor_names: Mutex::new(HashMap::new()),
             regional,
+            lb_poll: loadbalancer::PollSchedule::from_env(),
+            load_balancer_supported,
+            routes: None,
+            notes,
         })
+    }
+
+    /// Checks whether routes can be managed (`[Route] router-id` and a Neutron extra-route
+    /// extension). Called only when the route controller would start, so that
+    /// `--configure-cloud-routes=false` makes no route calls at all (upstream asks
+    /// `cloud.Routes()` only then). Returns why routes are unsupported, if they are.
+    pub async fn detect_routes(&mut self) -> Option<String> {
+        if self.config.route.router_id.is_empty() {
+            return Some("routes unsupported: no [Route] router-id".to_owned());
+        }
+        match routes::RouteApi::detect(&self.client).await {
+            Ok(Some(api)) => {
+                self.routes = Some(api);
+                None
+            }
+            Ok(None) => Some(
+                "routes unsupported: Neutron lists neither extraroute nor extraroute-atomic"
+                    .to_owned(),
+            ),
+            Err(e) => Some(format!(
+                "routes unsupported: listing Neutron extensions: {e}"
+            )),
+        }
+    }
+
+    /// Which optional interfaces this cloud supports.
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            load_balancer: self.load_balancer_supported,
+            routes: self.routes.is_some(),
+        }
+    }
+
+    /// Overrides the Octavia wait schedule (tests).
+    pub fn set_lb_poll(&mut self, schedule: loadbalancer::PollSchedule) {
+        self.lb_poll = schedule;
     }
 
     /// The server behind a node; `InstanceNotFound` on 404 or an empty name lookup.
