@@ -567,14 +567,15 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
 }
 
 async fn mock(args: MockArgs) -> Result<()> {
-    let provider = Provider::parse(&args.cloud).map_err(anyhow::Error::msg)?;
     if args.seed.is_some() {
         bail!(
             "--seed is not supported yet: seed files arrive with the shared cloud engine (issue 4)"
         );
     }
-    match provider {
-        Provider::OpenStack => {
+    // Mocks exist independently of the providers the suites can run (AWS has a mock but
+    // no reference-CCM provider yet), so this matches on the cloud name itself.
+    match args.cloud.as_str() {
+        "openstack" => {
             let config = mock_openstack::Config {
                 listen: args.listen,
                 nodes: args.nodes,
@@ -590,6 +591,23 @@ async fn mock(args: MockArgs) -> Result<()> {
             wait_for_signal().await?;
             mock.shutdown().await;
         }
+        "aws" => {
+            let config = mock_aws::Config {
+                listen: args.listen,
+                nodes: args.nodes,
+                ..Default::default()
+            };
+            let mock = mock_aws::MockAws::start(config)
+                .await
+                .context("starting mock AWS")?;
+            announce(
+                &serde_json::to_value(mock.ready_info())?,
+                args.ready_file.as_deref(),
+            )?;
+            wait_for_signal().await?;
+            mock.shutdown().await;
+        }
+        other => bail!("unknown cloud {other:?} (mocks: openstack, aws)"),
     }
     Ok(())
 }

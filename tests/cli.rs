@@ -651,3 +651,30 @@ fn publish_uploads_to_a_gcs_emulator() {
         String::from_utf8_lossy(&meta.stderr)
     );
 }
+
+#[test]
+fn mock_aws_writes_the_documented_ready_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("aws.json");
+    let mut child = start(&[
+        "mock",
+        "aws",
+        "--nodes",
+        "2",
+        "--ready-file",
+        ready.to_str().unwrap(),
+    ]);
+    let info = wait_ready(&ready, &mut child);
+    for key in [
+        "endpoint",
+        "region",
+        "access_key_id",
+        "secret_access_key",
+        "admin_url",
+    ] {
+        assert!(
+            info[key].as_str().is_some_and(|v| !v.is_empty()),
+            "{key} missing in {info}"
+        );
+    }
+}

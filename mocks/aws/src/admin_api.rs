@@ -1,0 +1,139 @@
+//! The AWS part of the control API under `/admin` (journal, fault and reset routes come
+//! from `mock-cloud`): instances can be listed, created, changed (state, type, public IP,
+//! tags) and deleted without SigV4, so cases shape the cloud the CCM sees; load balancers
+//! are listed, `GET /leaks` reports what the cloud APIs created that still exists, and
+//! `PUT /lifecycle/elbv2[/{name}]` sets how ELBv2 load balancers leave `provisioning`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use mock_cloud::{AdminRejection, parse_admin_json};
+use serde_json::json;
+
+use crate::model::{AdminError, InstancePatch, InstanceSpec};
+use crate::{Admin, LifecycleMode, Shared};
+
+pub(crate) fn routes(admin: Admin) -> Router {
+    Router::new()
+        .route("/instances", get(list).post(create))
+        .route("/instances/{id}", get(show).patch(update).delete(remove))
+        .route("/loadbalancers", get(list_lbs))
+        .route("/leaks", get(leaks))
+        .route("/lifecycle/elbv2", put(set_default_lifecycle))
+        .route("/lifecycle/elbv2/{name}", put(set_lb_lifecycle))
+        .with_state(admin)
+}
+
+/// Admin requests are journaled too (service `admin`), never faulted.
+pub(crate) async fn journal_admin(
+    State(shared): State<Arc<Shared>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let response = next.run(req).await;
+    let path = format!("/admin{path}");
+    shared.journal.record(
+        "admin",
+        &method,
+        &path,
+        &query,
+        response.status().as_u16(),
+        None,
+    );
+    response
+}
+
+fn rejection(e: AdminError) -> AdminRejection {
+    let status = match e {
+        AdminError::NotFound(_) => StatusCode::NOT_FOUND,
+        AdminError::Invalid { .. } => StatusCode::BAD_REQUEST,
+        AdminError::AddressInUse(_) | AdminError::Exhausted(_) => StatusCode::CONFLICT,
+    };
+    AdminRejection::new(status, e.to_string())
+}
+
+async fn list(State(admin): State<Admin>) -> Response {
+    Json(json!({ "instances": admin.instances() })).into_response()
+}
+
+async fn show(
+    State(admin): State<Admin>,
+    Path(id): Path<String>,
+) -> Result<Response, AdminRejection> {
+    admin
+        .instance(&id)
+        .map(|i| Json(i).into_response())
+        .ok_or_else(|| rejection(AdminError::NotFound(id)))
+}
+
+async fn create(
+    State(admin): State<Admin>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AdminRejection> {
+    let spec: InstanceSpec = parse_admin_json(body)?;
+    let info = admin.create_instance(spec).map_err(rejection)?;
+    Ok((StatusCode::CREATED, Json(info)).into_response())
+}
+
+async fn update(
+    State(admin): State<Admin>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AdminRejection> {
+    let patch: InstancePatch = parse_admin_json(body)?;
+    let info = admin.update_instance(&id, patch).map_err(rejection)?;
+    Ok(Json(info).into_response())
+}
+
+async fn remove(
+    State(admin): State<Admin>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, AdminRejection> {
+    admin.delete_instance(&id).map_err(rejection)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_lbs(State(admin): State<Admin>) -> Response {
+    Json(json!({
+        "classic": admin.load_balancer_names(),
+        "v2": admin.elbv2_load_balancers(),
+    }))
+    .into_response()
+}
+
+async fn leaks(State(admin): State<Admin>) -> Response {
+    Json(json!({ "leaks": admin.leaks() })).into_response()
+}
+
+/// `PUT /lifecycle/elbv2` with a mode (`{"mode":"reads","n":3}`...): new load balancers.
+async fn set_default_lifecycle(
+    State(admin): State<Admin>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, AdminRejection> {
+    let mode: LifecycleMode = parse_admin_json(body)?;
+    admin.set_elbv2_lifecycle(None, mode).map_err(rejection)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `PUT /lifecycle/elbv2/{name or arn}`: one load balancer, its pending transition too.
+async fn set_lb_lifecycle(
+    State(admin): State<Admin>,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, AdminRejection> {
+    let mode: LifecycleMode = parse_admin_json(body)?;
+    admin
+        .set_elbv2_lifecycle(Some(&name), mode)
+        .map_err(rejection)?;
+    Ok(StatusCode::NO_CONTENT)
+}

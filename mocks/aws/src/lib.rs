@@ -1,0 +1,424 @@
+//! A mock AWS (EC2, ELB classic, ELBv2) that unmodified AWS clients — the AWS CCM's
+//! aws-sdk-go-v2, boto3, the `aws` CLI, our reference CCM — talk to through
+//! `[ServiceOverride]` / `--endpoint-url`, so CCM conformance cases run with no cloud.
+//!
+//! One listener: the query-protocol endpoint at `/` (EC2, ELB, ELBv2 told apart by `Version`),
+//! with SigV4 verified against one configured key pair, and our control API at `/admin`
+//! (journal, faults and reset from `mock-cloud`, plus instances and load balancers).
+//! Instances live in 127/8 (private 127.40.0.0/16, public 127.50.0.0/16) so the data plane
+//! works without root (DESIGN.md "Data plane").
+//!
+//! Journal and faults speak AWS terms: an entry's `service` is `ec2`, `elb`, `elbv2` or
+//! `admin`, its `path` is `/` and its `query` the request's form with `Action` and
+//! `Version` first (`Action=DescribeInstances&Version=2016-11-15&...`); a fault rule's
+//! `service` is one of those names and its `path` regex is searched in `/{Action}`
+//! (e.g. `"DescribeInstances"`). Fault statuses map to each service's codes (EC2 503 ->
+//! `RequestLimitExceeded`, ELB 400/429 -> `Throttling`, ...).
+#![forbid(unsafe_code)]
+
+mod admin_api;
+mod api;
+mod ec2;
+mod elb;
+mod elbv2;
+mod error;
+mod model;
+mod params;
+mod sigv4;
+mod xml;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::any;
+use mock_cloud::{Faults, Journal, ServeError, ServerHandle};
+use serde::{Deserialize, Serialize};
+
+pub use mock_cloud::Mode as LifecycleMode;
+pub use model::{AdminError, InstanceInfo, InstancePatch, InstanceSpec, InstanceState};
+
+use crate::model::Cloud;
+
+/// Request bodies larger than this get a 413 `RequestEntityTooLarge`.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// EC2 actions the endpoint answers.
+pub const EC2_ACTIONS: &[&str] = ec2::ACTIONS;
+/// ELB classic actions the endpoint answers.
+pub const ELB_ACTIONS: &[&str] = elb::ACTIONS;
+/// ELBv2 actions the endpoint answers.
+pub const ELBV2_ACTIONS: &[&str] = elbv2::ACTIONS;
+
+/// How the mock starts.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen; port 0 picks a free port.
+    pub listen: SocketAddr,
+    pub region: String,
+    /// Availability zones, one subnet each; empty means `<region>a`, `b`, `c`.
+    pub zones: Vec<String>,
+    /// `kubernetes.io/cluster/<cluster_id>` goes on instances, subnets, route table, VPC.
+    pub cluster_id: String,
+    /// Instances created at start (and restored by reset), in the first zone, `Name` tag
+    /// `{node_name_prefix}{i}`.
+    pub nodes: usize,
+    pub node_name_prefix: String,
+    pub instance_type: String,
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    /// Verify SigV4 on every request (default true). Off, any or no signature passes.
+    pub verify_signatures: bool,
+}
+
+fn random_alnum(len: usize, upper_only: bool) -> String {
+    let mut out = String::new();
+    while out.len() < len {
+        for c in uuid::Uuid::new_v4().simple().to_string().chars() {
+            let c = if upper_only {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            };
+            out.push(c);
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            region: "us-west-2".to_string(),
+            zones: Vec::new(),
+            cluster_id: "ccm-conformance".to_string(),
+            nodes: 3,
+            node_name_prefix: "node-".to_string(),
+            instance_type: "m5.large".to_string(),
+            // Random, so a client that ignores its configuration cannot pass by luck.
+            access_key_id: format!("AKIA{}", random_alnum(16, true)),
+            secret_access_key: random_alnum(40, false),
+            verify_signatures: true,
+        }
+    }
+}
+
+impl Config {
+    /// The zones in effect.
+    pub fn zones(&self) -> Vec<String> {
+        if self.zones.is_empty() {
+            ["a", "b", "c"]
+                .iter()
+                .map(|l| format!("{}{l}", self.region))
+                .collect()
+        } else {
+            self.zones.clone()
+        }
+    }
+}
+
+/// Failure to start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("starting mock AWS: {0}")]
+    Serve(#[from] ServeError),
+    #[error("seeding instance {name:?}: {source}")]
+    Seed { name: String, source: AdminError },
+}
+
+/// What a client needs to reach the mock (the ready-file object of DESIGN.md "Contracts").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadyInfo {
+    /// The endpoint for EC2 and ELB (`http://127.0.0.1:PORT`).
+    pub endpoint: String,
+    pub region: String,
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub admin_url: String,
+}
+
+/// An ELBv2 load balancer as the admin API lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Elbv2Info {
+    pub arn: String,
+    pub name: String,
+    /// `provisioning`, `active` or `failed`.
+    pub state: String,
+}
+
+/// Everything the handlers share.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub base: String,
+    cloud: Mutex<Cloud>,
+    seed: Cloud,
+    pub journal: Journal,
+    pub faults: Faults,
+}
+
+impl Shared {
+    /// The cloud state. Callers hold it briefly and never across an await.
+    pub fn cloud(&self) -> MutexGuard<'_, Cloud> {
+        self.cloud
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The control side of a running mock: same operations as the HTTP admin API.
+#[derive(Clone)]
+pub struct Admin {
+    shared: Arc<Shared>,
+}
+
+impl Admin {
+    /// All instances (terminated ones too, until deleted), in creation order.
+    pub fn instances(&self) -> Vec<InstanceInfo> {
+        let cloud = self.shared.cloud();
+        cloud
+            .instances
+            .iter()
+            .map(|i| cloud.instance_info(i))
+            .collect()
+    }
+
+    pub fn instance(&self, id: &str) -> Option<InstanceInfo> {
+        let cloud = self.shared.cloud();
+        cloud.instance(id).map(|i| cloud.instance_info(i))
+    }
+
+    /// The oldest instance whose `Name` tag is `name`.
+    pub fn instance_by_name(&self, name: &str) -> Option<InstanceInfo> {
+        self.instances()
+            .into_iter()
+            .find(|i| i.name.as_deref() == Some(name))
+    }
+
+    pub fn create_instance(&self, spec: InstanceSpec) -> Result<InstanceInfo, AdminError> {
+        let mut cloud = self.shared.cloud();
+        let id = cloud.create_instance(spec, &model::new_id("r"), None)?;
+        cloud
+            .instance(&id)
+            .map(|i| cloud.instance_info(i))
+            .ok_or(AdminError::NotFound(id))
+    }
+
+    pub fn update_instance(
+        &self,
+        id: &str,
+        patch: InstancePatch,
+    ) -> Result<InstanceInfo, AdminError> {
+        let mut cloud = self.shared.cloud();
+        cloud.update_instance(id, patch)?;
+        cloud
+            .instance(id)
+            .map(|i| cloud.instance_info(i))
+            .ok_or_else(|| AdminError::NotFound(id.to_string()))
+    }
+
+    /// Removes the instance entirely: EC2 then answers `InvalidInstanceID.NotFound`.
+    pub fn delete_instance(&self, id: &str) -> Result<(), AdminError> {
+        self.shared.cloud().delete_instance(id)
+    }
+
+    /// Names of the classic load balancers.
+    pub fn load_balancer_names(&self) -> Vec<String> {
+        self.shared.cloud().elbs.keys().cloned().collect()
+    }
+
+    /// ELBv2 load balancers with their state (looking does not count as a read).
+    pub fn elbv2_load_balancers(&self) -> Vec<Elbv2Info> {
+        let mut cloud = self.shared.cloud();
+        cloud
+            .elbv2
+            .lbs
+            .values_mut()
+            .map(|lb| Elbv2Info {
+                arn: lb.arn.clone(),
+                name: lb.name.clone(),
+                state: elbv2::state_of(lb.lifecycle.peek()).to_string(),
+            })
+            .collect()
+    }
+
+    /// How ELBv2 load balancers leave `provisioning`: for new ones (`target` = `None`),
+    /// or for one load balancer by name or ARN (its pending transition included).
+    pub fn set_elbv2_lifecycle(
+        &self,
+        target: Option<&str>,
+        mode: LifecycleMode,
+    ) -> Result<(), AdminError> {
+        let mode = mode.validate().map_err(|e| AdminError::Invalid {
+            field: "mode",
+            reason: e.to_string(),
+        })?;
+        let mut cloud = self.shared.cloud();
+        match target {
+            None => cloud.elbv2.mode = mode,
+            Some(t) => {
+                let lb = cloud
+                    .elbv2
+                    .lbs
+                    .values_mut()
+                    .find(|lb| lb.arn == t || lb.name == t)
+                    .ok_or_else(|| AdminError::NotFound(t.to_string()))?;
+                lb.lifecycle.set_mode(mode);
+            }
+        }
+        Ok(())
+    }
+
+    /// What the cloud APIs created since the seed that still exists, as
+    /// `"<kind> <id>"` lines (terminated instances count as gone).
+    pub fn leaks(&self) -> Vec<String> {
+        let cloud = self.shared.cloud();
+        let seed = &self.shared.seed;
+        let mut out = Vec::new();
+        for i in &cloud.instances {
+            if i.state != InstanceState::Terminated && seed.instance(&i.id).is_none() {
+                out.push(format!("instance {}", i.id));
+            }
+        }
+        for g in &cloud.security_groups {
+            if !seed.security_groups.iter().any(|s| s.id == g.id) {
+                out.push(format!("security-group {}", g.id));
+            }
+        }
+        for t in &cloud.route_tables {
+            let before = seed.route_tables.iter().find(|s| s.id == t.id);
+            for r in &t.routes {
+                if before.is_none_or(|b| !b.routes.contains(r)) {
+                    out.push(format!("route {} {}", t.id, r.destination));
+                }
+            }
+        }
+        out.extend(cloud.elbs.keys().map(|n| format!("load-balancer {n}")));
+        out.extend(cloud.elbv2.lbs.keys().map(|a| format!("load-balancer {a}")));
+        out.extend(
+            cloud
+                .elbv2
+                .target_groups
+                .keys()
+                .map(|a| format!("target-group {a}")),
+        );
+        out
+    }
+
+    pub fn journal(&self) -> Journal {
+        self.shared.journal.clone()
+    }
+
+    pub fn faults(&self) -> Faults {
+        self.shared.faults.clone()
+    }
+
+    /// Clears the journal and fault rules and puts the cloud back to the seed (same ids
+    /// and addresses).
+    pub fn reset(&self) {
+        self.shared.faults.clear();
+        self.shared.journal.clear();
+        self.reset_cloud();
+    }
+
+    fn reset_cloud(&self) {
+        let seed = self.shared.seed.clone();
+        *self.shared.cloud() = seed;
+    }
+}
+
+/// A running mock AWS.
+pub struct MockAws {
+    shared: Arc<Shared>,
+    server: ServerHandle,
+}
+
+impl MockAws {
+    /// Binds, seeds `config.nodes` instances and starts serving.
+    pub async fn start(config: Config) -> Result<MockAws, Error> {
+        let bound = mock_cloud::bind(config.listen).await?;
+        let shared = Arc::new(build_shared(config, bound.base_url())?);
+        let server = bound.serve(router(shared.clone()));
+        tracing::info!(base = %shared.base, "mock AWS serving");
+        Ok(MockAws { shared, server })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    pub fn ready_info(&self) -> ReadyInfo {
+        let c = &self.shared.config;
+        ReadyInfo {
+            endpoint: self.shared.base.clone(),
+            region: c.region.clone(),
+            access_key_id: c.access_key_id.clone(),
+            secret_access_key: c.secret_access_key.clone(),
+            admin_url: format!("{}/admin", self.shared.base),
+        }
+    }
+
+    pub fn admin(&self) -> Admin {
+        Admin {
+            shared: self.shared.clone(),
+        }
+    }
+
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
+    }
+}
+
+pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error> {
+    let zones = config.zones();
+    let mut cloud = Cloud::new(
+        &config.region,
+        &zones,
+        &config.cluster_id,
+        &config.instance_type,
+    );
+    for i in 0..config.nodes {
+        let name = format!("{}{i}", config.node_name_prefix);
+        let spec = InstanceSpec {
+            name: Some(name.clone()),
+            ..Default::default()
+        };
+        cloud
+            .create_instance(spec, &model::new_id("r"), None)
+            .map_err(|source| Error::Seed { name, source })?;
+    }
+    Ok(Shared {
+        seed: cloud.clone(),
+        cloud: Mutex::new(cloud),
+        journal: Journal::new(),
+        faults: Faults::new(),
+        base,
+        config,
+    })
+}
+
+/// The whole HTTP surface.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let admin = Admin {
+        shared: shared.clone(),
+    };
+    let reset_target = admin.clone();
+    let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
+    let control = mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
+        .merge(admin_api::routes(admin))
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            admin_api::journal_admin,
+        ));
+    Router::new()
+        .route("/", any(api::endpoint))
+        .with_state(shared)
+        .nest("/admin", control)
+        .fallback(api::not_found)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+}
+
+#[cfg(test)]
+mod tests;

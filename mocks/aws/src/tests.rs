@@ -1,0 +1,1866 @@
+//! Router tests through `tower::ServiceExt::oneshot`: every action's happy path and its
+//! errors, signed the way SDKs sign, without a socket.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::BodyExt;
+use mock_cloud::FaultRule;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::{Admin, Config, Shared, build_shared, router, sigv4};
+
+const EC2: &str = "2016-11-15";
+const ELB: &str = "2012-06-01";
+const ELBV2: &str = "2015-12-01";
+
+struct Mock {
+    shared: Arc<Shared>,
+    router: Router,
+}
+
+struct Reply {
+    status: StatusCode,
+    body: String,
+}
+
+impl Reply {
+    /// Text of every `<tag>` element, in order.
+    fn all(&self, tag: &str) -> Vec<String> {
+        let open = format!("<{tag}>");
+        let close = format!("</{tag}>");
+        let mut out = Vec::new();
+        let mut rest = self.body.as_str();
+        while let Some(i) = rest.find(&open) {
+            rest = &rest[i + open.len()..];
+            let Some(j) = rest.find(&close) else { break };
+            out.push(rest[..j].to_string());
+            rest = &rest[j..];
+        }
+        out
+    }
+
+    fn one(&self, tag: &str) -> String {
+        self.all(tag).into_iter().next().unwrap_or_default()
+    }
+
+    fn code(&self) -> String {
+        self.one("Code")
+    }
+}
+
+impl Mock {
+    fn with(config: Config) -> Mock {
+        let shared = Arc::new(build_shared(config, "http://127.0.0.1:1".into()).expect("seed"));
+        let router = router(shared.clone());
+        Mock { shared, router }
+    }
+
+    fn seeded(nodes: usize) -> Mock {
+        Self::with(Config {
+            nodes,
+            ..Config::default()
+        })
+    }
+
+    fn admin(&self) -> Admin {
+        Admin {
+            shared: self.shared.clone(),
+        }
+    }
+
+    async fn raw(&self, req: Request<Body>) -> Reply {
+        let resp = self.router.clone().oneshot(req).await.expect("infallible");
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        Reply {
+            status,
+            body: String::from_utf8_lossy(&bytes).to_string(),
+        }
+    }
+
+    /// A signed form POST with `key` and scope `service`.
+    async fn signed(&self, body: String, key: (&str, &str), region: &str, service: &str) -> Reply {
+        let uri: Uri = "/".parse().expect("uri");
+        let mut headers = HeaderMap::new();
+        headers.insert("host", HeaderValue::from_static("127.0.0.1:1"));
+        headers.insert(
+            "content-type",
+            HeaderValue::from_static("application/x-www-form-urlencoded; charset=utf-8"),
+        );
+        sigv4::sign(
+            &Method::POST,
+            &uri,
+            &mut headers,
+            body.as_bytes(),
+            key,
+            region,
+            service,
+        );
+        let mut req = Request::builder().method("POST").uri(uri);
+        for (k, v) in &headers {
+            req = req.header(k, v);
+        }
+        self.raw(req.body(Body::from(body)).expect("request")).await
+    }
+
+    async fn call(&self, version: &str, action: &str, params: &[(&str, &str)]) -> Reply {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        form.append_pair("Action", action)
+            .append_pair("Version", version);
+        for (k, v) in params {
+            form.append_pair(k, v);
+        }
+        let c = &self.shared.config;
+        let service = if version == EC2 {
+            "ec2"
+        } else {
+            "elasticloadbalancing"
+        };
+        self.signed(
+            form.finish(),
+            (&c.access_key_id.clone(), &c.secret_access_key.clone()),
+            &c.region.clone(),
+            service,
+        )
+        .await
+    }
+
+    async fn ec2(&self, action: &str, params: &[(&str, &str)]) -> Reply {
+        self.call(EC2, action, params).await
+    }
+
+    async fn elb(&self, action: &str, params: &[(&str, &str)]) -> Reply {
+        self.call(ELB, action, params).await
+    }
+
+    async fn admin_json(&self, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .expect("request");
+        let r = self.raw(req).await;
+        let v = serde_json::from_str(&r.body).unwrap_or(Value::Null);
+        (r.status, v)
+    }
+}
+
+#[tokio::test]
+async fn describe_instances_shape_and_ids() {
+    let m = Mock::seeded(3);
+    let r = m.ec2("DescribeInstances", &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(r.body.contains(
+        "<DescribeInstancesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">"
+    ));
+    assert_eq!(r.all("instanceId").len(), 3);
+    assert_eq!(
+        r.all("privateDnsName")[0],
+        "ip-127-40-0-10.us-west-2.compute.internal"
+    );
+    assert!(
+        r.body
+            .contains("<key>kubernetes.io/cluster/ccm-conformance</key><value>owned</value>")
+    );
+    assert!(r.body.contains("<status>in-use</status>"));
+    assert_eq!(r.one("ipAddress"), "127.50.0.10");
+    assert!(
+        r.body
+            .contains("<instanceState><code>16</code><name>running</name></instanceState>")
+    );
+    assert_eq!(r.one("availabilityZone"), "us-west-2a");
+
+    let id = m.admin().instances()[1].id.clone();
+    let r = m.ec2("DescribeInstances", &[("InstanceId.1", &id)]).await;
+    assert_eq!(r.all("instanceId"), vec![id.clone()]);
+    let r = m
+        .ec2(
+            "DescribeInstances",
+            &[
+                ("InstanceId.1", &id),
+                ("InstanceId.2", "i-0123456789abcdef0"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.code(), "InvalidInstanceID.NotFound");
+    assert!(r.body.contains("<Response><Errors><Error>"));
+    assert!(!r.one("RequestID").is_empty());
+    let r = m
+        .ec2("DescribeInstances", &[("InstanceId.1", "i-zzz")])
+        .await;
+    assert_eq!(r.code(), "InvalidInstanceID.Malformed");
+    let r = m
+        .ec2(
+            "DescribeInstances",
+            &[("InstanceId.1", &id), ("MaxResults", "5")],
+        )
+        .await;
+    assert_eq!(r.code(), "InvalidParameterCombination");
+}
+
+#[tokio::test]
+async fn describe_instances_filters_and_wildcards() {
+    let m = Mock::seeded(3);
+    let ids: Vec<String> = m.admin().instances().into_iter().map(|i| i.id).collect();
+    m.admin()
+        .update_instance(
+            &ids[2],
+            crate::InstancePatch {
+                state: Some(crate::InstanceState::Stopped),
+                tags: [("role".to_string(), "db".to_string())].into(),
+                ..Default::default()
+            },
+        )
+        .expect("patch");
+    let vpc = m.shared.cloud().vpcs[0].id.clone();
+    type Case<'a> = (Vec<(&'a str, &'a str)>, Vec<&'a String>);
+    let cases: Vec<Case> = vec![
+        (
+            vec![("Filter.1.Name", "tag:role"), ("Filter.1.Value.1", "db")],
+            vec![&ids[2]],
+        ),
+        (
+            vec![("Filter.1.Name", "tag-key"), ("Filter.1.Value.1", "ro*")],
+            vec![&ids[2]],
+        ),
+        (
+            vec![
+                ("Filter.1.Name", "private-dns-name"),
+                ("Filter.1.Value.1", "ip-127-40-0-1?.*"),
+            ],
+            vec![&ids[0], &ids[1], &ids[2]],
+        ),
+        (
+            vec![
+                ("Filter.1.Name", "private-dns-name"),
+                (
+                    "Filter.1.Value.1",
+                    "ip-127-40-0-11.us-west-2.compute.internal",
+                ),
+                (
+                    "Filter.1.Value.2",
+                    "ip-127-40-0-12.us-west-2.compute.internal",
+                ),
+                ("Filter.2.Name", "instance-state-name"),
+                ("Filter.2.Value.1", "running"),
+            ],
+            vec![&ids[1]],
+        ),
+        (
+            vec![("Filter.1.Name", "vpc-id"), ("Filter.1.Value.1", &vpc)],
+            vec![&ids[0], &ids[1], &ids[2]],
+        ),
+        (
+            vec![
+                ("Filter.1.Name", "vpc-id"),
+                ("Filter.1.Value.1", "vpc-other"),
+            ],
+            vec![],
+        ),
+        (
+            vec![
+                ("Filter.1.Name", "tag:Name"),
+                ("Filter.1.Value.1", "node-0"),
+            ],
+            vec![&ids[0]],
+        ),
+    ];
+    for (params, want) in cases {
+        let r = m.ec2("DescribeInstances", &params).await;
+        assert_eq!(r.status, StatusCode::OK, "{params:?}: {}", r.body);
+        let got = r.all("instanceId");
+        let want: Vec<String> = want.into_iter().cloned().collect();
+        assert_eq!(got, want, "{params:?}");
+    }
+    let r = m
+        .ec2(
+            "DescribeInstances",
+            &[("Filter.1.Name", "bogus"), ("Filter.1.Value.1", "x")],
+        )
+        .await;
+    assert_eq!(r.code(), "InvalidParameterValue");
+    assert!(r.body.contains("The filter &apos;bogus&apos; is invalid"));
+}
+
+#[tokio::test]
+async fn describe_instances_paginates() {
+    let m = Mock::seeded(7);
+    let mut seen = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut params = vec![("MaxResults", "5".to_string())];
+        if let Some(t) = &token {
+            params.push(("NextToken", t.clone()));
+        }
+        let params: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = m.ec2("DescribeInstances", &params).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        seen.extend(r.all("instanceId"));
+        pages += 1;
+        match r.all("nextToken").pop() {
+            Some(t) => token = Some(t),
+            None => break,
+        }
+        assert!(pages < 5, "pagination does not end");
+    }
+    assert_eq!(pages, 2);
+    let all: Vec<String> = m.admin().instances().into_iter().map(|i| i.id).collect();
+    assert_eq!(seen, all);
+    for (k, v) in [
+        ("MaxResults", "4"),
+        ("NextToken", "nope"),
+        ("MaxResults", "x"),
+    ] {
+        let r = m.ec2("DescribeInstances", &[(k, v)]).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{k}={v}");
+    }
+}
+
+#[tokio::test]
+async fn run_stop_start_terminate() {
+    let m = Mock::seeded(0);
+    let r = m
+        .ec2(
+            "RunInstances",
+            &[
+                ("ImageId", "ami-1"),
+                ("MinCount", "2"),
+                ("MaxCount", "2"),
+                ("InstanceType", "t3.small"),
+                ("Placement.AvailabilityZone", "us-west-2b"),
+                ("TagSpecification.1.ResourceType", "instance"),
+                ("TagSpecification.1.Tag.1.Key", "Name"),
+                ("TagSpecification.1.Tag.1.Value", "w"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let ids = r.all("instanceId");
+    assert_eq!(ids.len(), 2);
+    assert!(r.body.contains("<name>pending</name>"));
+    assert_eq!(r.one("privateIpAddress"), "127.40.16.10");
+    let info = m.admin().instance(&ids[0]).expect("created");
+    assert_eq!(info.instance_type, "t3.small");
+    assert_eq!(info.name.as_deref(), Some("w"));
+    assert!(
+        info.tags
+            .contains_key("kubernetes.io/cluster/ccm-conformance")
+    );
+
+    let r = m.ec2("StopInstances", &[("InstanceId.1", &ids[0])]).await;
+    assert!(r.body.contains("<currentState><code>64</code><name>stopping</name></currentState><previousState><code>16</code><name>running</name>"), "{}", r.body);
+    assert_eq!(
+        m.admin().instance(&ids[0]).map(|i| i.state),
+        Some(crate::InstanceState::Stopped)
+    );
+    let r = m.ec2("StartInstances", &[("InstanceId.1", &ids[0])]).await;
+    assert!(r.body.contains("<name>pending</name>"));
+    let r = m
+        .ec2("TerminateInstances", &[("InstanceId.1", &ids[0])])
+        .await;
+    assert!(r.body.contains("<name>shutting-down</name>"));
+    let r = m
+        .ec2("DescribeInstances", &[("InstanceId.1", &ids[0])])
+        .await;
+    assert!(r.body.contains("<name>terminated</name>"));
+
+    for (params, code) in [
+        (
+            vec![("MinCount", "1"), ("MaxCount", "1")],
+            "MissingParameter",
+        ),
+        (
+            vec![("ImageId", "a"), ("MaxCount", "1")],
+            "MissingParameter",
+        ),
+        (
+            vec![("ImageId", "a"), ("MinCount", "2"), ("MaxCount", "1")],
+            "InvalidParameterValue",
+        ),
+        (
+            vec![
+                ("ImageId", "a"),
+                ("MinCount", "1"),
+                ("MaxCount", "1"),
+                ("Placement.AvailabilityZone", "mars-1a"),
+            ],
+            "InvalidParameterValue",
+        ),
+        (
+            vec![
+                ("ImageId", "a"),
+                ("MinCount", "1"),
+                ("MaxCount", "1"),
+                ("SubnetId", "subnet-none"),
+            ],
+            "InvalidSubnetID.NotFound",
+        ),
+    ] {
+        let r = m.ec2("RunInstances", &params).await;
+        assert_eq!(r.code(), code, "{params:?}");
+    }
+    let r = m.ec2("StopInstances", &[]).await;
+    assert_eq!(r.code(), "MissingParameter");
+    let r = m
+        .ec2(
+            "TerminateInstances",
+            &[("InstanceId.1", "i-0000000000000000f")],
+        )
+        .await;
+    assert_eq!(r.code(), "InvalidInstanceID.NotFound");
+}
+
+#[tokio::test]
+async fn zones_vpcs_subnets_enis() {
+    let m = Mock::seeded(1);
+    let r = m.ec2("DescribeAvailabilityZones", &[]).await;
+    assert_eq!(
+        r.all("zoneName"),
+        vec!["us-west-2a", "us-west-2b", "us-west-2c"]
+    );
+    assert_eq!(r.all("zoneId"), vec!["usw2-az1", "usw2-az2", "usw2-az3"]);
+    let r = m
+        .ec2("DescribeAvailabilityZones", &[("ZoneName.1", "us-west-2b")])
+        .await;
+    assert_eq!(r.all("zoneId"), vec!["usw2-az2"]);
+    let r = m
+        .ec2("DescribeAvailabilityZones", &[("ZoneName.1", "mars")])
+        .await;
+    assert_eq!(r.code(), "InvalidParameterValue");
+
+    let r = m.ec2("DescribeVpcs", &[]).await;
+    let vpc = r.one("vpcId");
+    assert_eq!(r.one("cidrBlock"), "127.40.0.0/16");
+    let r = m.ec2("DescribeVpcs", &[("VpcId.1", "vpc-nope")]).await;
+    assert_eq!(r.code(), "InvalidVpcID.NotFound");
+
+    let r = m
+        .ec2(
+            "DescribeSubnets",
+            &[("Filter.1.Name", "vpc-id"), ("Filter.1.Value.1", &vpc)],
+        )
+        .await;
+    assert_eq!(r.all("subnetId").len(), 3);
+    assert!(r.body.contains("<key>kubernetes.io/role/elb</key>"));
+    let r = m
+        .ec2(
+            "DescribeSubnets",
+            &[
+                ("Filter.1.Name", "availability-zone"),
+                ("Filter.1.Value.1", "us-west-2c"),
+            ],
+        )
+        .await;
+    assert_eq!(r.all("cidrBlock"), vec!["127.40.32.0/20"]);
+    let r = m
+        .ec2("DescribeSubnets", &[("SubnetId.1", "subnet-x")])
+        .await;
+    assert_eq!(r.code(), "InvalidSubnetID.NotFound");
+
+    let inst = m.admin().instances()[0].clone();
+    let r = m
+        .ec2(
+            "DescribeNetworkInterfaces",
+            &[
+                ("Filter.1.Name", "attachment.instance-id"),
+                ("Filter.1.Value.1", &inst.id),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.one("instanceId"), inst.id);
+    assert_eq!(r.one("status"), "in-use");
+    assert_eq!(r.one("publicIp"), "127.50.0.10");
+    let r = m
+        .ec2(
+            "DescribeNetworkInterfaces",
+            &[("NetworkInterfaceId.1", "eni-x")],
+        )
+        .await;
+    assert_eq!(r.code(), "InvalidNetworkInterfaceID.NotFound");
+}
+
+#[tokio::test]
+async fn route_tables_and_routes() {
+    let m = Mock::seeded(1);
+    let id = m.admin().instances()[0].id.clone();
+    let r = m
+        .ec2(
+            "DescribeRouteTables",
+            &[
+                ("Filter.1.Name", "tag-key"),
+                ("Filter.1.Value.1", "kubernetes.io/cluster/ccm-conformance"),
+            ],
+        )
+        .await;
+    let rtb = r.one("routeTableId");
+    assert!(rtb.starts_with("rtb-"));
+    assert!(r.body.contains("<main>true</main>"));
+    assert!(r.all("gatewayId").iter().any(|g| g.starts_with("igw-")));
+
+    let create = [
+        ("RouteTableId", rtb.as_str()),
+        ("DestinationCidrBlock", "10.244.0.0/24"),
+        ("InstanceId", id.as_str()),
+    ];
+    let r = m.ec2("CreateRoute", &create).await;
+    assert_eq!(r.one("return"), "true", "{}", r.body);
+    assert_eq!(
+        m.ec2("CreateRoute", &create).await.code(),
+        "RouteAlreadyExists"
+    );
+    let r = m
+        .ec2("DescribeRouteTables", &[("RouteTableId.1", &rtb)])
+        .await;
+    assert_eq!(r.all("instanceId"), vec![id.clone()]);
+    assert!(!r.body.contains("blackhole"));
+    m.admin().delete_instance(&id).expect("delete");
+    let r = m
+        .ec2("DescribeRouteTables", &[("RouteTableId.1", &rtb)])
+        .await;
+    assert!(r.body.contains("<state>blackhole</state>"));
+    let del = [
+        ("RouteTableId", rtb.as_str()),
+        ("DestinationCidrBlock", "10.244.0.0/24"),
+    ];
+    assert_eq!(m.ec2("DeleteRoute", &del).await.one("return"), "true");
+    assert_eq!(
+        m.ec2("DeleteRoute", &del).await.code(),
+        "InvalidRoute.NotFound"
+    );
+    for (params, code) in [
+        (
+            vec![
+                ("RouteTableId", "rtb-x"),
+                ("DestinationCidrBlock", "1.0.0.0/8"),
+                ("GatewayId", "igw-1"),
+            ],
+            "InvalidRouteTableID.NotFound",
+        ),
+        (
+            vec![
+                ("RouteTableId", rtb.as_str()),
+                ("DestinationCidrBlock", "nope"),
+                ("GatewayId", "igw-1"),
+            ],
+            "InvalidParameterValue",
+        ),
+        (
+            vec![
+                ("RouteTableId", rtb.as_str()),
+                ("DestinationCidrBlock", "1.0.0.0/8"),
+            ],
+            "MissingParameter",
+        ),
+        (
+            vec![("DestinationCidrBlock", "1.0.0.0/8")],
+            "MissingParameter",
+        ),
+    ] {
+        assert_eq!(
+            m.ec2("CreateRoute", &params).await.code(),
+            code,
+            "{params:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn security_group_lifecycle() {
+    let m = Mock::seeded(1);
+    let create = [
+        ("GroupName", "k8s-elb-a1"),
+        ("GroupDescription", "lb"),
+        ("TagSpecification.1.ResourceType", "security-group"),
+        ("TagSpecification.1.Tag.1.Key", "k"),
+        ("TagSpecification.1.Tag.1.Value", "v"),
+    ];
+    let r = m.ec2("CreateSecurityGroup", &create).await;
+    let sg = r.one("groupId");
+    assert!(sg.starts_with("sg-"), "{}", r.body);
+    assert_eq!(
+        m.ec2("CreateSecurityGroup", &create).await.code(),
+        "InvalidGroup.Duplicate"
+    );
+    let rule = [
+        ("GroupId", sg.as_str()),
+        ("IpPermissions.1.IpProtocol", "tcp"),
+        ("IpPermissions.1.FromPort", "80"),
+        ("IpPermissions.1.ToPort", "80"),
+        ("IpPermissions.1.IpRanges.1.CidrIp", "0.0.0.0/0"),
+    ];
+    assert_eq!(
+        m.ec2("AuthorizeSecurityGroupIngress", &rule)
+            .await
+            .one("return"),
+        "true"
+    );
+    assert_eq!(
+        m.ec2("AuthorizeSecurityGroupIngress", &rule).await.code(),
+        "InvalidPermission.Duplicate"
+    );
+    let r = m.ec2("DescribeSecurityGroups", &[("GroupId.1", &sg)]).await;
+    assert_eq!(r.one("groupName"), "k8s-elb-a1");
+    assert!(
+        r.body
+            .contains("<ipPermissions><item><ipProtocol>tcp</ipProtocol><fromPort>80</fromPort>"),
+        "{}",
+        r.body
+    );
+    let r = m
+        .ec2(
+            "DescribeSecurityGroups",
+            &[("Filter.1.Name", "tag:k"), ("Filter.1.Value.1", "v")],
+        )
+        .await;
+    assert_eq!(r.all("groupId"), vec![sg.clone()]);
+
+    // A node group referencing the LB group blocks its deletion.
+    let default = m.shared.cloud().security_groups[0].id.clone();
+    let by_group = [
+        ("GroupId", default.as_str()),
+        ("IpPermissions.1.IpProtocol", "-1"),
+        ("IpPermissions.1.Groups.1.GroupId", sg.as_str()),
+    ];
+    assert_eq!(
+        m.ec2("AuthorizeSecurityGroupIngress", &by_group)
+            .await
+            .one("return"),
+        "true"
+    );
+    assert_eq!(
+        m.ec2("DeleteSecurityGroup", &[("GroupId", &sg)])
+            .await
+            .code(),
+        "DependencyViolation"
+    );
+    assert_eq!(
+        m.ec2("RevokeSecurityGroupIngress", &by_group)
+            .await
+            .one("return"),
+        "true"
+    );
+    assert_eq!(
+        m.ec2("RevokeSecurityGroupIngress", &by_group).await.code(),
+        "InvalidPermission.NotFound"
+    );
+    assert_eq!(
+        m.ec2("RevokeSecurityGroupIngress", &rule)
+            .await
+            .one("return"),
+        "true"
+    );
+    assert_eq!(
+        m.ec2("DeleteSecurityGroup", &[("GroupId", &sg)])
+            .await
+            .one("return"),
+        "true"
+    );
+    assert_eq!(
+        m.ec2("DeleteSecurityGroup", &[("GroupId", &sg)])
+            .await
+            .code(),
+        "InvalidGroup.NotFound"
+    );
+    assert_eq!(
+        m.ec2(
+            "AuthorizeSecurityGroupIngress",
+            &[("GroupId", default.as_str())]
+        )
+        .await
+        .code(),
+        "MissingParameter"
+    );
+    assert_eq!(
+        m.ec2("CreateSecurityGroup", &[("GroupName", "x")])
+            .await
+            .code(),
+        "MissingParameter"
+    );
+}
+
+#[tokio::test]
+async fn tags_and_instance_attributes() {
+    let m = Mock::seeded(1);
+    let id = m.admin().instances()[0].id.clone();
+    let r = m
+        .ec2(
+            "CreateTags",
+            &[
+                ("ResourceId.1", &id),
+                ("Tag.1.Key", "a"),
+                ("Tag.1.Value", "1"),
+                ("Tag.2.Key", "b"),
+            ],
+        )
+        .await;
+    assert_eq!(r.one("return"), "true", "{}", r.body);
+    let r = m
+        .ec2(
+            "DescribeTags",
+            &[("Filter.1.Name", "resource-id"), ("Filter.1.Value.1", &id)],
+        )
+        .await;
+    assert_eq!(
+        r.all("key"),
+        vec!["Name", "a", "b", "kubernetes.io/cluster/ccm-conformance"]
+    );
+    assert!(r.body.contains("<resourceType>instance</resourceType>"));
+    assert_eq!(
+        m.ec2(
+            "DeleteTags",
+            &[
+                ("ResourceId.1", &id),
+                ("Tag.1.Key", "a"),
+                ("Tag.1.Value", "2")
+            ]
+        )
+        .await
+        .one("return"),
+        "true"
+    );
+    assert!(
+        m.admin()
+            .instance(&id)
+            .is_some_and(|i| i.tags.contains_key("a")),
+        "value must match"
+    );
+    m.ec2("DeleteTags", &[("ResourceId.1", &id), ("Tag.1.Key", "a")])
+        .await;
+    assert!(
+        m.admin()
+            .instance(&id)
+            .is_some_and(|i| !i.tags.contains_key("a"))
+    );
+    assert_eq!(
+        m.ec2(
+            "CreateTags",
+            &[("ResourceId.1", "i-0000000000000000f"), ("Tag.1.Key", "a")]
+        )
+        .await
+        .code(),
+        "InvalidInstanceID.NotFound"
+    );
+    assert_eq!(
+        m.ec2("CreateTags", &[("ResourceId.1", &id)]).await.code(),
+        "MissingParameter"
+    );
+
+    let r = m
+        .ec2(
+            "ModifyInstanceAttribute",
+            &[("InstanceId", &id), ("SourceDestCheck.Value", "false")],
+        )
+        .await;
+    assert_eq!(r.one("return"), "true", "{}", r.body);
+    let r = m.ec2("DescribeInstances", &[("InstanceId.1", &id)]).await;
+    assert_eq!(r.one("sourceDestCheck"), "false");
+    assert_eq!(
+        m.ec2("ModifyInstanceAttribute", &[("InstanceId", &id)])
+            .await
+            .code(),
+        "MissingParameter"
+    );
+    assert_eq!(
+        m.ec2(
+            "ModifyInstanceAttribute",
+            &[("InstanceId", &id), ("SourceDestCheck.Value", "maybe")]
+        )
+        .await
+        .code(),
+        "InvalidParameterValue"
+    );
+}
+
+#[tokio::test]
+async fn classic_load_balancer_lifecycle() {
+    let m = Mock::seeded(2);
+    let ids: Vec<String> = m.admin().instances().into_iter().map(|i| i.id).collect();
+    let subnet = m.shared.cloud().subnets[0].id.clone();
+    let create = [
+        ("LoadBalancerName", "a1b2"),
+        ("Listeners.member.1.Protocol", "tcp"),
+        ("Listeners.member.1.LoadBalancerPort", "80"),
+        ("Listeners.member.1.InstancePort", "30080"),
+        ("Subnets.member.1", subnet.as_str()),
+        ("Tags.member.1.Key", "kubernetes.io/service-name"),
+        ("Tags.member.1.Value", "default/web"),
+    ];
+    let r = m.elb("CreateLoadBalancer", &create).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let dns = r.one("DNSName");
+    assert!(
+        dns.starts_with("a1b2-") && dns.ends_with(".us-west-2.elb.amazonaws.com"),
+        "{dns}"
+    );
+    assert!(r.body.contains("<CreateLoadBalancerResult>"));
+    assert!(!r.one("RequestId").is_empty());
+    assert_eq!(
+        m.elb("CreateLoadBalancer", &create).await.one("DNSName"),
+        dns,
+        "idempotent"
+    );
+
+    let reg = [
+        ("LoadBalancerName", "a1b2"),
+        ("Instances.member.1.InstanceId", ids[0].as_str()),
+        ("Instances.member.2.InstanceId", ids[1].as_str()),
+    ];
+    let r = m.elb("RegisterInstancesWithLoadBalancer", &reg).await;
+    assert_eq!(r.all("InstanceId"), ids);
+    let r = m
+        .elb("DescribeInstanceHealth", &[("LoadBalancerName", "a1b2")])
+        .await;
+    assert_eq!(r.all("State"), vec!["InService", "InService"]);
+    let r = m
+        .elb(
+            "DeregisterInstancesFromLoadBalancer",
+            &[
+                ("LoadBalancerName", "a1b2"),
+                ("Instances.member.1.InstanceId", ids[0].as_str()),
+            ],
+        )
+        .await;
+    assert_eq!(r.all("InstanceId"), vec![ids[1].clone()]);
+    let bad = [
+        ("LoadBalancerName", "a1b2"),
+        ("Instances.member.1.InstanceId", "i-0000000000000000f"),
+    ];
+    assert_eq!(
+        m.elb("RegisterInstancesWithLoadBalancer", &bad)
+            .await
+            .code(),
+        "InvalidInstance"
+    );
+
+    let hc = [
+        ("LoadBalancerName", "a1b2"),
+        ("HealthCheck.Target", "HTTP:10256/healthz"),
+        ("HealthCheck.Interval", "10"),
+        ("HealthCheck.Timeout", "5"),
+        ("HealthCheck.UnhealthyThreshold", "6"),
+        ("HealthCheck.HealthyThreshold", "2"),
+    ];
+    assert_eq!(
+        m.elb("ConfigureHealthCheck", &hc).await.one("Target"),
+        "HTTP:10256/healthz"
+    );
+    assert_eq!(
+        m.elb("ConfigureHealthCheck", &hc[..3]).await.code(),
+        "MissingParameter"
+    );
+
+    let l = [
+        ("LoadBalancerName", "a1b2"),
+        ("Listeners.member.1.Protocol", "TCP"),
+        ("Listeners.member.1.LoadBalancerPort", "443"),
+        ("Listeners.member.1.InstancePort", "30443"),
+    ];
+    assert_eq!(
+        m.elb("CreateLoadBalancerListeners", &l).await.status,
+        StatusCode::OK
+    );
+    let r = m
+        .elb(
+            "DescribeLoadBalancers",
+            &[("LoadBalancerNames.member.1", "a1b2")],
+        )
+        .await;
+    assert_eq!(r.all("LoadBalancerPort"), vec!["80", "443"]);
+    assert_eq!(r.one("Target"), "HTTP:10256/healthz");
+    assert_eq!(r.all("InstanceId"), vec![ids[1].clone()]);
+    assert_eq!(r.one("Scheme"), "internet-facing");
+    m.elb(
+        "DeleteLoadBalancerListeners",
+        &[
+            ("LoadBalancerName", "a1b2"),
+            ("LoadBalancerPorts.member.1", "443"),
+        ],
+    )
+    .await;
+    let r = m.elb("DescribeLoadBalancers", &[]).await;
+    assert_eq!(r.all("LoadBalancerPort"), vec!["80"]);
+
+    let r = m
+        .elb(
+            "ModifyLoadBalancerAttributes",
+            &[
+                ("LoadBalancerName", "a1b2"),
+                (
+                    "LoadBalancerAttributes.CrossZoneLoadBalancing.Enabled",
+                    "true",
+                ),
+                (
+                    "LoadBalancerAttributes.ConnectionSettings.IdleTimeout",
+                    "120",
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = m
+        .elb(
+            "DescribeLoadBalancerAttributes",
+            &[("LoadBalancerName", "a1b2")],
+        )
+        .await;
+    assert!(
+        r.body
+            .contains("<CrossZoneLoadBalancing><Enabled>true</Enabled></CrossZoneLoadBalancing>")
+    );
+    assert_eq!(r.one("IdleTimeout"), "120");
+
+    m.elb(
+        "AddTags",
+        &[
+            ("LoadBalancerNames.member.1", "a1b2"),
+            ("Tags.member.1.Key", "kubernetes.io/cluster/c"),
+            ("Tags.member.1.Value", "owned"),
+        ],
+    )
+    .await;
+    let r = m
+        .elb("DescribeTags", &[("LoadBalancerNames.member.1", "a1b2")])
+        .await;
+    assert_eq!(
+        r.all("Key"),
+        vec!["kubernetes.io/cluster/c", "kubernetes.io/service-name"]
+    );
+
+    let sg = m.shared.cloud().security_groups[0].id.clone();
+    let r = m
+        .elb(
+            "ApplySecurityGroupsToLoadBalancer",
+            &[
+                ("LoadBalancerName", "a1b2"),
+                ("SecurityGroups.member.1", &sg),
+            ],
+        )
+        .await;
+    assert_eq!(r.all("member"), vec![sg.clone()]);
+    assert_eq!(
+        m.ec2("DeleteSecurityGroup", &[("GroupId", &sg)])
+            .await
+            .code(),
+        "DependencyViolation"
+    );
+    assert_eq!(
+        m.elb(
+            "ApplySecurityGroupsToLoadBalancer",
+            &[
+                ("LoadBalancerName", "a1b2"),
+                ("SecurityGroups.member.1", "sg-x")
+            ]
+        )
+        .await
+        .code(),
+        "InvalidSecurityGroup"
+    );
+
+    assert_eq!(
+        m.elb("DeleteLoadBalancer", &[("LoadBalancerName", "a1b2")])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        m.elb("DeleteLoadBalancer", &[("LoadBalancerName", "a1b2")])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let r = m
+        .elb(
+            "DescribeLoadBalancers",
+            &[("LoadBalancerNames.member.1", "a1b2")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.code(), "LoadBalancerNotFound");
+    assert!(r.body.contains("<ErrorResponse xmlns=\"http://elasticloadbalancing.amazonaws.com/doc/2012-06-01/\"><Error><Type>Sender</Type>"));
+    assert!(m.admin().load_balancer_names().is_empty());
+}
+
+#[tokio::test]
+async fn classic_load_balancer_errors() {
+    let m = Mock::seeded(0);
+    let base = [
+        ("Listeners.member.1.Protocol", "TCP"),
+        ("Listeners.member.1.LoadBalancerPort", "80"),
+        ("Listeners.member.1.InstancePort", "30080"),
+        ("AvailabilityZones.member.1", "us-west-2a"),
+    ];
+    let with = |name: &'static str| {
+        let mut v = vec![("LoadBalancerName", name)];
+        v.extend(base);
+        v
+    };
+    assert_eq!(
+        m.elb("CreateLoadBalancer", &base).await.code(),
+        "MissingParameter"
+    );
+    assert_eq!(
+        m.elb("CreateLoadBalancer", &with("bad_name")).await.code(),
+        "ValidationError"
+    );
+    assert_eq!(
+        m.elb(
+            "CreateLoadBalancer",
+            &with("a").into_iter().take(1).collect::<Vec<_>>()
+        )
+        .await
+        .code(),
+        "MissingParameter"
+    );
+    assert_eq!(
+        m.elb("CreateLoadBalancer", &with("a")[..4]).await.code(),
+        "ValidationError"
+    );
+    let mut sub = with("a");
+    sub.push(("Subnets.member.1", "subnet-x"));
+    assert_eq!(
+        m.elb("CreateLoadBalancer", &sub).await.code(),
+        "SubnetNotFound"
+    );
+    assert_eq!(
+        m.elb("CreateLoadBalancer", &with("a")).await.status,
+        StatusCode::OK
+    );
+    let mut other = with("a");
+    other[2] = ("Listeners.member.1.LoadBalancerPort", "81");
+    assert_eq!(
+        m.elb("CreateLoadBalancer", &other).await.code(),
+        "DuplicateLoadBalancerName"
+    );
+    for action in [
+        "DescribeLoadBalancerAttributes",
+        "ConfigureHealthCheck",
+        "DescribeInstanceHealth",
+    ] {
+        let r = m
+            .elb(
+                action,
+                &[
+                    ("LoadBalancerName", "zz"),
+                    ("HealthCheck.Target", "TCP:1"),
+                    ("HealthCheck.Interval", "1"),
+                    ("HealthCheck.Timeout", "1"),
+                    ("HealthCheck.UnhealthyThreshold", "1"),
+                    ("HealthCheck.HealthyThreshold", "1"),
+                ],
+            )
+            .await;
+        assert_eq!(r.code(), "LoadBalancerNotFound", "{action}");
+    }
+    assert_eq!(m.elb("DescribeTags", &[]).await.code(), "MissingParameter");
+    assert_eq!(m.elb("Frobnicate", &[]).await.code(), "InvalidAction");
+}
+
+#[tokio::test]
+async fn protocol_errors() {
+    let m = Mock::seeded(0);
+    let r = m.ec2("Frobnicate", &[]).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "InvalidAction".to_string())
+    );
+    let c = m.shared.config.clone();
+    let key = (c.access_key_id.as_str(), c.secret_access_key.as_str());
+    let r = m
+        .signed("Version=2016-11-15".into(), key, &c.region, "ec2")
+        .await;
+    assert_eq!(r.code(), "MissingParameter");
+    let r = m
+        .signed("Action=DescribeVpcs".into(), key, &c.region, "ec2")
+        .await;
+    assert_eq!(r.code(), "MissingParameter");
+    let r = m
+        .signed(
+            "Action=DescribeVpcs&Version=2016-11-15&Action=X".into(),
+            key,
+            &c.region,
+            "ec2",
+        )
+        .await;
+    assert_eq!(r.code(), "MalformedQueryString");
+    let r = m.call(ELBV2, "Frobnicate", &[]).await;
+    assert_eq!(r.code(), "InvalidAction");
+    assert!(r.body.contains("<ErrorResponse"));
+
+    let big = format!(
+        "Action=DescribeVpcs&Version=2016-11-15&Pad={}",
+        "x".repeat(crate::BODY_LIMIT)
+    );
+    let r = m.signed(big, key, &c.region, "ec2").await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(r.code(), "RequestEntityTooLarge");
+
+    let req = Request::builder()
+        .method("PUT")
+        .uri("/")
+        .body(Body::empty())
+        .expect("req");
+    assert_eq!(m.raw(req).await.status, StatusCode::METHOD_NOT_ALLOWED);
+    let req = Request::builder()
+        .uri("/nothing")
+        .body(Body::empty())
+        .expect("req");
+    let r = m.raw(req).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::NOT_FOUND, "InvalidAction".to_string())
+    );
+}
+
+#[tokio::test]
+async fn signatures_are_verified() {
+    let m = Mock::seeded(0);
+    let c = m.shared.config.clone();
+    let body = || "Action=DescribeVpcs&Version=2016-11-15".to_string();
+    let elb = || "Action=DescribeLoadBalancers&Version=2012-06-01".to_string();
+    let good = (c.access_key_id.as_str(), c.secret_access_key.as_str());
+    let wrong_secret = (c.access_key_id.as_str(), "not-the-secret");
+    let unknown = ("AKIAUNKNOWN", c.secret_access_key.as_str());
+    assert_eq!(
+        m.signed(body(), good, &c.region, "ec2").await.status,
+        StatusCode::OK
+    );
+
+    let r = m.signed(body(), wrong_secret, &c.region, "ec2").await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::FORBIDDEN, "SignatureDoesNotMatch".to_string())
+    );
+    let r = m
+        .signed(elb(), wrong_secret, &c.region, "elasticloadbalancing")
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::FORBIDDEN, "SignatureDoesNotMatch".to_string())
+    );
+    assert!(r.body.contains("<ErrorResponse"));
+    let r = m.signed(body(), unknown, &c.region, "ec2").await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNAUTHORIZED, "AuthFailure".to_string())
+    );
+    let r = m
+        .signed(elb(), unknown, &c.region, "elasticloadbalancing")
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::FORBIDDEN, "InvalidClientTokenId".to_string())
+    );
+    let r = m.signed(body(), good, "eu-west-1", "ec2").await;
+    assert_eq!(r.code(), "SignatureDoesNotMatch");
+    let r = m
+        .signed(body(), good, &c.region, "elasticloadbalancing")
+        .await;
+    assert_eq!(r.code(), "SignatureDoesNotMatch");
+
+    let unsigned = || {
+        Request::builder()
+            .method("POST")
+            .uri("/")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(body()))
+            .expect("req")
+    };
+    let r = m.raw(unsigned()).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNAUTHORIZED, "AuthFailure".to_string())
+    );
+    let open = Mock::with(Config {
+        nodes: 0,
+        verify_signatures: false,
+        ..Config::default()
+    });
+    let r = open.raw(unsigned()).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(r.body.contains("<vpcSet>"));
+    let get = Request::builder()
+        .uri("/?Action=DescribeVpcs&Version=2016-11-15")
+        .body(Body::empty())
+        .expect("req");
+    assert_eq!(open.raw(get).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn faults_and_journal() {
+    let m = Mock::seeded(1);
+    let (status, body) = m
+        .admin_json(
+            "POST",
+            "/admin/faults",
+            json!({"service": "ec2", "path": "DescribeInstances", "status": 503, "count": 1}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let r = m.ec2("DescribeInstances", &[]).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "RequestLimitExceeded".to_string()
+        )
+    );
+    assert_eq!(m.ec2("DescribeInstances", &[]).await.status, StatusCode::OK);
+    m.admin().faults().add(FaultRule {
+        service: Some("elb".into()),
+        status: 400,
+        count: Some(1),
+        ..Default::default()
+    });
+    let r = m.elb("DescribeLoadBalancers", &[]).await;
+    assert_eq!(r.code(), "Throttling");
+    assert!(r.body.contains("<Type>Sender</Type>"));
+
+    let entries = m.admin().journal().entries();
+    let summary: Vec<(&str, &str, u16, bool)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.service.as_str(),
+                e.query.split('&').next().unwrap_or(""),
+                e.status,
+                e.fault.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("admin", "", 201, false),
+            ("ec2", "Action=DescribeInstances", 503, true),
+            ("ec2", "Action=DescribeInstances", 200, false),
+            ("elb", "Action=DescribeLoadBalancers", 400, true),
+        ]
+    );
+    assert!(
+        entries[1]
+            .query
+            .starts_with("Action=DescribeInstances&Version=2016-11-15")
+    );
+}
+
+#[tokio::test]
+async fn admin_instances_and_reset() {
+    let m = Mock::seeded(2);
+    let before = m.admin().instances();
+    let (status, body) = m.admin_json("GET", "/admin/instances", Value::Null).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["instances"][0]["name"], "node-0");
+    assert_eq!(
+        body["instances"][0]["private_dns_name"],
+        "ip-127-40-0-10.us-west-2.compute.internal"
+    );
+
+    let (status, body) = m
+        .admin_json(
+            "POST",
+            "/admin/instances",
+            json!({"name": "extra", "zone": "us-west-2c", "public_ip": false, "tags": {"x": "y"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["private_ip"], "127.40.32.10");
+    assert!(body["public_ip"].is_null());
+    let id = body["id"].as_str().expect("id").to_string();
+    assert_eq!(body["provider_id"], format!("aws:///us-west-2c/{id}"));
+    let (status, body) = m
+        .admin_json(
+            "PATCH",
+            &format!("/admin/instances/{id}"),
+            json!({"state": "stopped", "public_ip": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], "stopped");
+    let r = m.ec2("DescribeInstances", &[("InstanceId.1", &id)]).await;
+    assert!(r.body.contains("<name>stopped</name>"));
+    assert!(r.one("ipAddress").starts_with("127.50."));
+    let (status, _) = m
+        .admin_json("GET", &format!("/admin/instances/{id}"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    for (body, want) in [
+        (json!({"zone": "mars"}), StatusCode::BAD_REQUEST),
+        (json!({"bogus": 1}), StatusCode::BAD_REQUEST),
+        (json!({"private_ip": "127.40.0.10"}), StatusCode::CONFLICT),
+        (json!({"state": "exploded"}), StatusCode::BAD_REQUEST),
+    ] {
+        let (status, err) = m.admin_json("POST", "/admin/instances", body.clone()).await;
+        assert_eq!(status, want, "{body}");
+        assert!(err["error"].is_string(), "{body}");
+    }
+    let (status, _) = m
+        .admin_json("PATCH", "/admin/instances/i-none", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = m
+        .admin_json("DELETE", &format!("/admin/instances/{id}"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let r = m.ec2("DescribeInstances", &[("InstanceId.1", &id)]).await;
+    assert_eq!(r.code(), "InvalidInstanceID.NotFound");
+    let (status, _) = m
+        .admin_json("DELETE", &format!("/admin/instances/{id}"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    m.elb(
+        "CreateLoadBalancer",
+        &[
+            ("LoadBalancerName", "x"),
+            ("Listeners.member.1.Protocol", "TCP"),
+            ("Listeners.member.1.LoadBalancerPort", "80"),
+            ("Listeners.member.1.InstancePort", "30080"),
+            ("AvailabilityZones.member.1", "us-west-2a"),
+        ],
+    )
+    .await;
+    let (_, body) = m
+        .admin_json("GET", "/admin/loadbalancers", Value::Null)
+        .await;
+    assert_eq!(body["classic"], json!(["x"]));
+    let (status, _) = m.admin_json("POST", "/admin/reset", Value::Null).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(m.admin().instances(), before);
+    assert!(m.admin().load_balancer_names().is_empty());
+    m.admin().reset();
+    assert!(m.admin().journal().is_empty());
+}
+
+#[tokio::test]
+async fn elbv2_network_load_balancer_lifecycle() {
+    let m = Mock::seeded(2);
+    let ids: Vec<String> = m.admin().instances().into_iter().map(|i| i.id).collect();
+    let (subnet, vpc) = {
+        let c = m.shared.cloud();
+        (c.subnets[0].id.clone(), c.vpcs[0].id.clone())
+    };
+    let (status, _) = m
+        .admin_json(
+            "PUT",
+            "/admin/lifecycle/elbv2",
+            json!({"mode": "reads", "n": 2}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let r = m
+        .call(
+            ELBV2,
+            "CreateLoadBalancer",
+            &[
+                ("Name", "k8s-nlb"),
+                ("Type", "network"),
+                ("Subnets.member.1", &subnet),
+                ("Scheme", "internet-facing"),
+                ("Tags.member.1.Key", "kubernetes.io/service-name"),
+                ("Tags.member.1.Value", "default/web"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(r.body.contains("<CreateLoadBalancerResponse xmlns=\"http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/\">"));
+    let lb = r.one("LoadBalancerArn");
+    assert!(lb.contains(":loadbalancer/net/k8s-nlb/"), "{lb}");
+    assert_eq!(r.one("Code"), "provisioning");
+    assert!(r.one("DNSName").ends_with(".elb.us-west-2.amazonaws.com"));
+    let mut states = Vec::new();
+    for _ in 0..3 {
+        let r = m
+            .call(
+                ELBV2,
+                "DescribeLoadBalancers",
+                &[("Names.member.1", "k8s-nlb")],
+            )
+            .await;
+        states.push(r.one("Code"));
+    }
+    assert_eq!(states, vec!["provisioning", "provisioning", "active"]);
+
+    let r = m
+        .call(
+            ELBV2,
+            "CreateTargetGroup",
+            &[
+                ("Name", "k8s-default-web-abc"),
+                ("Protocol", "TCP"),
+                ("Port", "30080"),
+                ("VpcId", &vpc),
+                ("TargetType", "instance"),
+            ],
+        )
+        .await;
+    let tg = r.one("TargetGroupArn");
+    assert!(
+        tg.contains(":targetgroup/k8s-default-web-abc/"),
+        "{}",
+        r.body
+    );
+    let reg = [
+        ("TargetGroupArn", tg.as_str()),
+        ("Targets.member.1.Id", ids[0].as_str()),
+        ("Targets.member.2.Id", ids[1].as_str()),
+    ];
+    assert_eq!(
+        m.call(ELBV2, "RegisterTargets", &reg).await.status,
+        StatusCode::OK
+    );
+    let r = m
+        .call(ELBV2, "DescribeTargetHealth", &[("TargetGroupArn", &tg)])
+        .await;
+    assert_eq!(r.all("State"), vec!["unused", "unused"]);
+    assert_eq!(r.one("Reason"), "Target.NotInUse");
+
+    let listener = [
+        ("LoadBalancerArn", lb.as_str()),
+        ("Protocol", "TCP"),
+        ("Port", "80"),
+        ("DefaultActions.member.1.Type", "forward"),
+        ("DefaultActions.member.1.TargetGroupArn", tg.as_str()),
+    ];
+    let r = m.call(ELBV2, "CreateListener", &listener).await;
+    let l = r.one("ListenerArn");
+    assert!(l.contains(":listener/net/k8s-nlb/"), "{}", r.body);
+    assert_eq!(
+        m.call(ELBV2, "CreateListener", &listener).await.code(),
+        "DuplicateListener"
+    );
+    let r = m
+        .call(ELBV2, "DescribeTargetHealth", &[("TargetGroupArn", &tg)])
+        .await;
+    assert_eq!(r.all("State"), vec!["healthy", "healthy"]);
+    assert_eq!(r.all("HealthCheckPort"), vec!["30080", "30080"]);
+    m.admin()
+        .update_instance(
+            &ids[1],
+            crate::InstancePatch {
+                state: Some(crate::InstanceState::Stopped),
+                ..Default::default()
+            },
+        )
+        .expect("stop");
+    let r = m
+        .call(ELBV2, "DescribeTargetHealth", &[("TargetGroupArn", &tg)])
+        .await;
+    assert_eq!(r.all("State"), vec!["healthy", "unused"]);
+    m.call(
+        ELBV2,
+        "DeregisterTargets",
+        &[
+            ("TargetGroupArn", tg.as_str()),
+            ("Targets.member.1.Id", ids[1].as_str()),
+        ],
+    )
+    .await;
+    let r = m
+        .call(ELBV2, "DescribeTargetGroups", &[("LoadBalancerArn", &lb)])
+        .await;
+    assert_eq!(r.all("TargetGroupArn"), vec![tg.clone()]);
+    assert_eq!(
+        r.all("LoadBalancerArns"),
+        vec![format!("<member>{lb}</member>")]
+    );
+    let r = m
+        .call(ELBV2, "DescribeListeners", &[("LoadBalancerArn", &lb)])
+        .await;
+    assert_eq!(r.all("Port"), vec!["80"]);
+    let r = m
+        .call(
+            ELBV2,
+            "ModifyListener",
+            &[("ListenerArn", &l), ("Port", "8080")],
+        )
+        .await;
+    assert_eq!(r.one("Port"), "8080", "{}", r.body);
+
+    let r = m
+        .call(
+            ELBV2,
+            "ModifyTargetGroupAttributes",
+            &[
+                ("TargetGroupArn", &tg),
+                ("Attributes.member.1.Key", "proxy_protocol_v2.enabled"),
+                ("Attributes.member.1.Value", "true"),
+            ],
+        )
+        .await;
+    assert!(
+        r.body
+            .contains("<Key>proxy_protocol_v2.enabled</Key><Value>true</Value>"),
+        "{}",
+        r.body
+    );
+    let r = m
+        .call(
+            ELBV2,
+            "ModifyLoadBalancerAttributes",
+            &[
+                ("LoadBalancerArn", &lb),
+                (
+                    "Attributes.member.1.Key",
+                    "load_balancing.cross_zone.enabled",
+                ),
+                ("Attributes.member.1.Value", "true"),
+            ],
+        )
+        .await;
+    assert!(
+        r.body
+            .contains("<Key>load_balancing.cross_zone.enabled</Key><Value>true</Value>")
+    );
+    let sg = m.shared.cloud().security_groups[0].id.clone();
+    let r = m
+        .call(
+            ELBV2,
+            "SetSecurityGroups",
+            &[("LoadBalancerArn", &lb), ("SecurityGroups.member.1", &sg)],
+        )
+        .await;
+    assert_eq!(r.all("member"), vec![sg]);
+    m.call(
+        ELBV2,
+        "AddTags",
+        &[
+            ("ResourceArns.member.1", &tg),
+            ("Tags.member.1.Key", "a"),
+            ("Tags.member.1.Value", "b"),
+        ],
+    )
+    .await;
+    let r = m
+        .call(
+            ELBV2,
+            "DescribeTags",
+            &[
+                ("ResourceArns.member.1", &lb),
+                ("ResourceArns.member.2", &tg),
+            ],
+        )
+        .await;
+    assert_eq!(r.all("Key"), vec!["kubernetes.io/service-name", "a"]);
+
+    assert_eq!(
+        m.call(ELBV2, "DeleteTargetGroup", &[("TargetGroupArn", &tg)])
+            .await
+            .code(),
+        "ResourceInUse"
+    );
+    assert_eq!(
+        m.call(ELBV2, "DeleteListener", &[("ListenerArn", &l)])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        m.call(ELBV2, "DeleteListener", &[("ListenerArn", &l)])
+            .await
+            .code(),
+        "ListenerNotFound"
+    );
+    assert_eq!(
+        m.call(ELBV2, "DeleteTargetGroup", &[("TargetGroupArn", &tg)])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        m.call(ELBV2, "DeleteLoadBalancer", &[("LoadBalancerArn", &lb)])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let r = m
+        .call(
+            ELBV2,
+            "DescribeLoadBalancers",
+            &[("LoadBalancerArns.member.1", &lb)],
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "LoadBalancerNotFound".to_string())
+    );
+    assert!(m.admin().leaks().is_empty(), "{:?}", m.admin().leaks());
+}
+
+#[tokio::test]
+async fn elbv2_errors_and_admin_lifecycle() {
+    let m = Mock::seeded(1);
+    let (subnet, vpc) = {
+        let c = m.shared.cloud();
+        (c.subnets[0].id.clone(), c.vpcs[0].id.clone())
+    };
+    let create = |kind: &'static str| {
+        vec![
+            ("Name", "n1"),
+            ("Type", kind),
+            ("Subnets.member.1", subnet.as_str()),
+        ]
+    };
+    let r = m
+        .call(ELBV2, "CreateLoadBalancer", &create("network"))
+        .await;
+    let lb = r.one("LoadBalancerArn");
+    assert_eq!(
+        m.call(ELBV2, "CreateLoadBalancer", &create("network"))
+            .await
+            .one("LoadBalancerArn"),
+        lb
+    );
+    assert_eq!(
+        m.call(ELBV2, "CreateLoadBalancer", &create("application"))
+            .await
+            .code(),
+        "DuplicateLoadBalancerName"
+    );
+    assert_eq!(
+        m.call(ELBV2, "CreateLoadBalancer", &create("gateway"))
+            .await
+            .code(),
+        "ValidationError"
+    );
+    assert_eq!(
+        m.call(ELBV2, "CreateLoadBalancer", &[("Name", "n2")])
+            .await
+            .code(),
+        "ValidationError"
+    );
+    assert_eq!(
+        m.call(
+            ELBV2,
+            "CreateLoadBalancer",
+            &[("Name", "n2"), ("Subnets.member.1", "subnet-x")]
+        )
+        .await
+        .code(),
+        "SubnetNotFound"
+    );
+    assert_eq!(
+        m.call(ELBV2, "CreateLoadBalancer", &[]).await.code(),
+        "MissingParameter"
+    );
+
+    // Stuck, then released through the admin API by name.
+    m.admin()
+        .set_elbv2_lifecycle(None, crate::LifecycleMode::Stuck)
+        .expect("mode");
+    let r = m
+        .call(
+            ELBV2,
+            "CreateLoadBalancer",
+            &[
+                ("Name", "held"),
+                ("Type", "network"),
+                ("Subnets.member.1", &subnet),
+            ],
+        )
+        .await;
+    assert_eq!(r.one("Code"), "provisioning");
+    for _ in 0..3 {
+        let r = m
+            .call(
+                ELBV2,
+                "DescribeLoadBalancers",
+                &[("Names.member.1", "held")],
+            )
+            .await;
+        assert_eq!(r.one("Code"), "provisioning");
+    }
+    let (status, _) = m
+        .admin_json(
+            "PUT",
+            "/admin/lifecycle/elbv2/held",
+            json!({"mode": "error"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let r = m
+        .call(
+            ELBV2,
+            "DescribeLoadBalancers",
+            &[("Names.member.1", "held")],
+        )
+        .await;
+    assert_eq!(r.one("Code"), "failed");
+    let (_, body) = m
+        .admin_json("GET", "/admin/loadbalancers", Value::Null)
+        .await;
+    let states: Vec<&str> = body["v2"]
+        .as_array()
+        .expect("v2")
+        .iter()
+        .filter_map(|l| l["state"].as_str())
+        .collect();
+    assert_eq!(states.len(), 2);
+    assert!(states.contains(&"failed"));
+    let (status, _) = m
+        .admin_json(
+            "PUT",
+            "/admin/lifecycle/elbv2/none",
+            json!({"mode": "immediate"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = m
+        .admin_json(
+            "PUT",
+            "/admin/lifecycle/elbv2",
+            json!({"mode": "seconds", "t": -1.0}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = m
+        .admin_json(
+            "PUT",
+            "/admin/lifecycle/elbv2",
+            json!({"mode": "sometimes"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (_, body) = m.admin_json("GET", "/admin/leaks", Value::Null).await;
+    assert_eq!(body["leaks"].as_array().map(Vec::len), Some(2));
+
+    assert_eq!(
+        m.call(
+            ELBV2,
+            "CreateTargetGroup",
+            &[("Name", "t"), ("Protocol", "TCP"), ("VpcId", &vpc)]
+        )
+        .await
+        .code(),
+        "ValidationError"
+    );
+    assert_eq!(
+        m.call(
+            ELBV2,
+            "CreateTargetGroup",
+            &[
+                ("Name", "t"),
+                ("Protocol", "TCP"),
+                ("Port", "1"),
+                ("VpcId", "vpc-x")
+            ]
+        )
+        .await
+        .code(),
+        "ValidationError"
+    );
+    let tg = m
+        .call(
+            ELBV2,
+            "CreateTargetGroup",
+            &[
+                ("Name", "t"),
+                ("Protocol", "TCP"),
+                ("Port", "1"),
+                ("VpcId", &vpc),
+            ],
+        )
+        .await
+        .one("TargetGroupArn");
+    assert_eq!(
+        m.call(
+            ELBV2,
+            "CreateTargetGroup",
+            &[
+                ("Name", "t"),
+                ("Protocol", "UDP"),
+                ("Port", "1"),
+                ("VpcId", &vpc)
+            ]
+        )
+        .await
+        .code(),
+        "DuplicateTargetGroupName"
+    );
+    assert_eq!(
+        m.call(
+            ELBV2,
+            "RegisterTargets",
+            &[
+                ("TargetGroupArn", tg.as_str()),
+                ("Targets.member.1.Id", "i-0000000000000000f")
+            ]
+        )
+        .await
+        .code(),
+        "InvalidTarget"
+    );
+    assert_eq!(
+        m.call(ELBV2, "RegisterTargets", &[("TargetGroupArn", tg.as_str())])
+            .await
+            .code(),
+        "MissingParameter"
+    );
+    assert_eq!(
+        m.call(
+            ELBV2,
+            "DescribeTargetHealth",
+            &[("TargetGroupArn", "arn:x:targetgroup/y")]
+        )
+        .await
+        .code(),
+        "TargetGroupNotFound"
+    );
+    assert_eq!(
+        m.call(
+            ELBV2,
+            "CreateListener",
+            &[
+                ("LoadBalancerArn", lb.as_str()),
+                ("Protocol", "TCP"),
+                ("Port", "80"),
+                ("DefaultActions.member.1.Type", "forward"),
+                ("DefaultActions.member.1.TargetGroupArn", "arn:nope")
+            ]
+        )
+        .await
+        .code(),
+        "TargetGroupNotFound"
+    );
+    assert_eq!(
+        m.call(
+            ELBV2,
+            "CreateListener",
+            &[
+                ("LoadBalancerArn", "arn:nope"),
+                ("Protocol", "TCP"),
+                ("Port", "80"),
+                ("DefaultActions.member.1.Type", "forward"),
+                ("DefaultActions.member.1.TargetGroupArn", tg.as_str())
+            ]
+        )
+        .await
+        .code(),
+        "LoadBalancerNotFound"
+    );
+    assert_eq!(
+        m.call(ELBV2, "DescribeListeners", &[]).await.code(),
+        "ValidationError"
+    );
+    assert_eq!(
+        m.call(
+            ELBV2,
+            "DescribeTags",
+            &[(
+                "ResourceArns.member.1",
+                "arn:aws:elasticloadbalancing:r:a:loadbalancer/net/x/y"
+            )]
+        )
+        .await
+        .code(),
+        "LoadBalancerNotFound"
+    );
+}
