@@ -142,6 +142,13 @@ pub struct CloudLoadBalancer {
     pub state: String,
 }
 
+/// Each mock started in this process gets its own /24 in the 127/8 pools, so cases running
+/// in parallel never bind the same load-balancer or node address.
+fn next_address_block() -> u8 {
+    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A running mock cloud.
 pub enum CloudControl {
     OpenStack(OpenStackMock),
@@ -153,6 +160,7 @@ impl CloudControl {
             Provider::OpenStack => {
                 let config = OsConfig {
                     nodes: seeded_nodes,
+                    address_block: next_address_block(),
                     ..OsConfig::default()
                 };
                 let mock = OpenStackMock::start(config)

@@ -173,14 +173,36 @@ impl Environment {
 
     /// Starts (or restarts) the CCM and waits for its `/healthz`.
     pub async fn start_ccm(&mut self) -> Result<(), CaseError> {
+        self.start_ccm_with(&[]).await
+    }
+
+    /// Starts (or restarts) the CCM with `extra` flags after all the others (a later flag
+    /// overrides an earlier one, as with Go's pflag) and waits for its `/healthz`; an `Err`
+    /// when it exits or never becomes healthy.
+    pub async fn start_ccm_with(&mut self, extra: &[&str]) -> Result<(), CaseError> {
         self.stop_ccm().await;
         let port = free_port().map_err(|e| CaseError::infra("finding a free port", e))?;
-        let args = self.ccm_command_line(port);
+        let mut args = self.ccm_command_line(port);
+        args.extend(extra.iter().map(|s| s.to_string()));
         let mut ccm =
             CcmProcess::spawn(&self.settings.ccm, &args, &self.dir.join("ccm.log"), port)?;
         ccm.wait_healthy(Duration::from_secs(30)).await?;
         self.ccm = Some(ccm);
         Ok(())
+    }
+
+    /// Assigns pod CIDRs to a node, as kube-controller-manager's node IPAM would.
+    pub async fn set_pod_cidrs(&self, name: &str, cidrs: &[&str]) -> Result<(), CaseError> {
+        let patch = serde_json::json!({"spec": {"podCIDR": cidrs.first(), "podCIDRs": cidrs}});
+        self.nodes()
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .map(drop)
+            .map_err(|e| CaseError::infra(&format!("setting pod CIDRs of {name}"), e))
     }
 
     pub async fn stop_ccm(&mut self) {
@@ -234,6 +256,8 @@ impl Environment {
         if let Some(p) = options.status_report_interval {
             config.status_report_interval = p;
         }
+        // Every node runs kube-proxy: load balancers reach it on nodeIP:nodePort.
+        config.proxy = true;
         let kubelet = SimKubelet::start(self.kubelet_client.clone(), config)
             .await
             .map_err(|e| CaseError::infra("registering node", e))?;

@@ -34,8 +34,21 @@ mod tests {
             let (mut s, _) = listener.accept().await.unwrap();
             s.write_all(b"node-a\n").await.unwrap();
         });
-        assert_eq!(tcp_line(&addr, Duration::from_secs(2)).await.unwrap().as_deref(), Some("node-a"));
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
-        assert_eq!(tcp_line(&closed, Duration::from_secs(2)).await.unwrap(), None);
+        assert_eq!(
+            tcp_line(&addr, Duration::from_secs(2))
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("node-a")
+        );
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            tcp_line(&closed, Duration::from_secs(2)).await.unwrap(),
+            None
+        );
     }
 }

@@ -43,8 +43,11 @@ pub enum OptionsError {
 /// All flags. Flags whose controllers are not implemented yet are accepted with their
 /// upstream defaults so a command line written for an upstream CCM also works here.
 #[derive(Debug, Clone, Parser)]
+// Go's pflag lets a later occurrence of a flag override an earlier one; wrappers (and the
+// harness, which appends per-case flags) rely on it.
 #[command(
     name = "reference-ccm",
+    args_override_self = true,
     version,
     about = "Reference cloud-controller-manager"
 )]
@@ -284,6 +287,16 @@ mod tests {
         assert_eq!(o.verbosity, 4);
         let bare = parse(&["--cloud-provider=openstack", "--leader-elect"]);
         assert!(bare.leader_elect);
+        // As with Go's pflag, the last occurrence of a flag wins.
+        let twice = parse(&[
+            "--cloud-provider=openstack",
+            "--configure-cloud-routes=false",
+            "--configure-cloud-routes=true",
+            "--cluster-name=a",
+            "--cluster-name=b",
+        ]);
+        assert!(twice.configure_cloud_routes);
+        assert_eq!(twice.cluster_name, "b");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod addresses;
 mod common;
 pub mod lifecycle;
+pub mod load_balancers;
 pub mod node_init;
 
 use ccm_harness::Case;
@@ -16,6 +17,7 @@ pub fn all() -> Vec<Case> {
     let mut cases = node_init::cases();
     cases.extend(addresses::cases());
     cases.extend(lifecycle::cases());
+    cases.extend(load_balancers::cases());
     cases
 }
 

@@ -1,17 +1,24 @@
 //! What every cloud mock shares, so that each cloud crate only has to speak its own
 //! protocol: a request journal (cases assert "exactly one call", "no hot loop"), a fault
 //! engine (errors and latency injected by rule; the cloud renders them in its own error
-//! envelope), resource state machines (pending -> done | failed, by reads, time or force), the admin HTTP routes that drive both, and a helper that serves an axum
-//! router on an ephemeral port with graceful shutdown.
+//! envelope), resource state machines (pending -> done | failed, by reads, time or force),
+//! the admin HTTP routes that drive both, a helper that serves an axum router on an
+//! ephemeral port with graceful shutdown, and the load balancers' data plane (a TCP/UDP
+//! proxy with health checks, so cases can send real traffic through a mock LB).
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod dataplane;
 pub mod faults;
 pub mod journal;
 pub mod lifecycle;
 pub mod serve;
 
 pub use admin::{AdminRejection, ResetFn, admin_error, admin_router, parse_admin_json};
+pub use dataplane::{
+    Backend, Cidr, DataplaneError, ExpectedCodes, HealthCheck, MemberStatus, Probe, Protocol,
+    Proxy, ProxyConfig,
+};
 pub use faults::{FaultError, FaultRule, FaultStatus, Faults, FiredFault};
 pub use journal::{DEFAULT_JOURNAL_CAPACITY, Journal, JournalEntry};
 pub use lifecycle::{Lifecycle, LifecycleError, Mode, Phase, Policies};

@@ -15,7 +15,13 @@
 //! There is no kube-controller-manager in the embedded cluster, so [`SimKubelet::stop`] also
 //! does what KCM's node-lifecycle controller would do once the grace period passed: it marks
 //! the Node's conditions `Unknown` ("Kubelet stopped posting node status.").
+//!
+//! With [`KubeletConfig::proxy`] a simulated kube-proxy runs beside the kubelet (see
+//! [`kube_proxy`]): NodePorts answer with the node's name and health-check node ports
+//! answer like kube-proxy, so load balancers can be checked with real traffic.
 #![forbid(unsafe_code)]
+
+pub mod kube_proxy;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -28,6 +34,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+pub use kube_proxy::LOCAL_ENDPOINTS_ANNOTATION;
 
 /// Taint the kubelet adds at registration with an external cloud provider.
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -77,6 +85,8 @@ pub struct KubeletConfig {
     pub lease_renew_interval: Duration,
     /// How often the Ready heartbeat is written to node status (`nodeStatusReportFrequency`, 5 m).
     pub status_report_interval: Duration,
+    /// Also run the simulated kube-proxy ([`kube_proxy`]) for this node. Off by default.
+    pub proxy: bool,
 }
 
 impl KubeletConfig {
@@ -91,6 +101,7 @@ impl KubeletConfig {
             annotations: BTreeMap::new(),
             lease_renew_interval: Duration::from_secs(10),
             status_report_interval: Duration::from_secs(300),
+            proxy: false,
         }
     }
 
@@ -103,6 +114,12 @@ impl KubeletConfig {
     /// Sets `--provider-id`.
     pub fn provider_id(mut self, id: impl Into<String>) -> Self {
         self.provider_id = Some(id.into());
+        self
+    }
+
+    /// Runs the simulated kube-proxy too (or not).
+    pub fn with_proxy(mut self, proxy: bool) -> Self {
+        self.proxy = proxy;
         self
     }
 }
@@ -231,12 +248,13 @@ fn conditions(ready: &str, now: &str) -> Value {
     ])
 }
 
-/// One running simulated kubelet. Dropping it stops its heartbeat task.
+/// One running simulated kubelet. Dropping it stops its heartbeat (and kube-proxy) tasks.
 pub struct SimKubelet {
     config: KubeletConfig,
     nodes: Api<Node>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
+    proxy: Option<JoinHandle<()>>,
 }
 
 impl SimKubelet {
@@ -246,6 +264,13 @@ impl SimKubelet {
         let nodes: Api<Node> = Api::all(client.clone());
         let uid = register(&nodes, &config).await?;
         let (stop, stopped) = watch::channel(false);
+        let proxy = config.proxy.then(|| {
+            tokio::spawn(kube_proxy::run(
+                client.clone(),
+                config.node_name.clone(),
+                stopped.clone(),
+            ))
+        });
         let leases: Api<Lease> = Api::namespaced(client, NODE_LEASE_NAMESPACE);
         let task = tokio::spawn(heartbeat(
             nodes.clone(),
@@ -259,6 +284,7 @@ impl SimKubelet {
             nodes,
             stop,
             task: Some(task),
+            proxy,
         })
     }
 
@@ -267,8 +293,9 @@ impl SimKubelet {
         &self.config.node_name
     }
 
-    /// Stops heartbeating and marks the node's conditions Unknown, as the node-lifecycle
-    /// controller of kube-controller-manager would after its grace period.
+    /// Stops heartbeating (and the kube-proxy: its ports close) and marks the node's
+    /// conditions Unknown, as the node-lifecycle controller of kube-controller-manager
+    /// would after its grace period.
     pub async fn stop(&mut self) -> Result<(), Error> {
         self.halt().await;
         self.patch_conditions("Unknown").await
@@ -293,6 +320,9 @@ impl SimKubelet {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
+        if let Some(proxy) = self.proxy.take() {
+            let _ = proxy.await;
+        }
     }
 
     async fn patch_conditions(&self, ready: &str) -> Result<(), Error> {
@@ -316,6 +346,9 @@ impl Drop for SimKubelet {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
+        }
+        if let Some(proxy) = self.proxy.take() {
+            proxy.abort();
         }
     }
 }

@@ -63,6 +63,9 @@ pub(crate) async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: 
     };
 
     let status = response.status().as_u16();
+    if method != axum::http::Method::GET {
+        shared.dataplane_wake.notify_one();
+    }
     shared.journal.record(
         service.name(),
         method.as_str(),

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-use mock_cloud::{Lifecycle, Mode, Phase, Policies};
+use mock_cloud::{Lifecycle, MemberStatus, Mode, Phase, Policies};
 use serde_json::{Map, Value, json};
 
 use crate::model::{Cloud, Pool, Port, new_id};
@@ -158,8 +158,11 @@ pub(crate) struct Lbaas {
     pub lbs: BTreeMap<String, Lb>,
     pub children: BTreeMap<String, Child>,
     next_seq: u64,
-    vips: Pool,
+    pub(crate) vips: Pool,
     pub policies: Policies,
+    /// Member health as the data plane's monitors last saw it (`dataplane`); members
+    /// not in it show ONLINE when monitored.
+    pub member_health: BTreeMap<String, MemberStatus>,
 }
 
 impl Default for Lbaas {
@@ -174,6 +177,7 @@ impl Default for Lbaas {
                 Ipv4Addr::new(127, 30, 255, 254),
             ),
             policies: Policies::default(),
+            member_health: BTreeMap::new(),
         }
     }
 }
@@ -705,12 +709,16 @@ impl Lbaas {
     ) -> String {
         let mut attrs = defaults(Some(kind));
         merge(&mut attrs, body);
-        if kind == Kind::Monitor && attrs.get("http_method").is_some_and(Value::is_null) {
-            let http = matches!(str_of(body, "type"), Some("HTTP" | "HTTPS"));
-            if http {
-                attrs.insert("http_method".into(), json!("GET"));
-                attrs.insert("url_path".into(), json!("/"));
-                attrs.insert("expected_codes".into(), json!("200"));
+        if kind == Kind::Monitor && matches!(str_of(body, "type"), Some("HTTP" | "HTTPS")) {
+            // Octavia's HTTP defaults, for the fields the request left out.
+            for (field, default) in [
+                ("http_method", "GET"),
+                ("url_path", "/"),
+                ("expected_codes", "200"),
+            ] {
+                if attrs.get(field).is_none_or(Value::is_null) {
+                    attrs.insert(field.into(), json!(default));
+                }
             }
         }
         let id = new_id();
@@ -750,13 +758,13 @@ impl Lbaas {
             .filter(move |c| c.kind == kind && c.lb_id == lb_id)
     }
 
-    fn members_of(&self, pool_id: &str) -> impl Iterator<Item = &Child> {
+    pub(crate) fn members_of(&self, pool_id: &str) -> impl Iterator<Item = &Child> {
         self.children
             .values()
             .filter(move |c| c.kind == Kind::Member && c.pool_id.as_deref() == Some(pool_id))
     }
 
-    fn monitor_of(&self, pool_id: &str) -> Option<&Child> {
+    pub(crate) fn monitor_of(&self, pool_id: &str) -> Option<&Child> {
         self.children
             .values()
             .find(|c| c.kind == Kind::Monitor && c.pool_id.as_deref() == Some(pool_id))
@@ -1209,18 +1217,55 @@ impl Lbaas {
             _ if c.kind == Kind::Member => {
                 let monitored = c.pool_id.as_deref().and_then(|p| self.monitor_of(p));
                 if monitored.is_some() {
-                    "ONLINE"
+                    self.member_health
+                        .get(&c.id)
+                        .map_or("ONLINE", |h| h.as_str())
                 } else {
                     "NO_MONITOR"
                 }
             }
+            _ if c.kind == Kind::Pool => self.pool_health(&c.id),
             _ => "ONLINE",
         };
         (prov, operating)
     }
 
-    pub fn lb_json(&self, lb: &Lb, project_id: &str) -> Value {
+    /// A pool is ERROR when all its monitored members are down, DEGRADED when some are
+    /// (`octavia/controller/healthmanager/health_drivers/update_db.py`).
+    fn pool_health(&self, pool_id: &str) -> &'static str {
+        if self.monitor_of(pool_id).is_none() {
+            return "ONLINE";
+        }
+        let (mut total, mut down) = (0, 0);
+        for m in self.members_of(pool_id) {
+            total += 1;
+            if self.member_health.get(&m.id) == Some(&MemberStatus::Error) {
+                down += 1;
+            }
+        }
+        match down {
+            0 => "ONLINE",
+            d if d == total => "ERROR",
+            _ => "DEGRADED",
+        }
+    }
+
+    /// The LB's statuses as shown: an ACTIVE LB with a pool not ONLINE is DEGRADED
+    /// (`update_db.py` again).
+    fn lb_view_status(&self, lb: &Lb) -> (&'static str, &'static str) {
         let (prov, operating) = Self::lb_status(lb);
+        if operating == "ONLINE"
+            && self
+                .children_of(Kind::Pool, &lb.id)
+                .any(|p| self.pool_health(&p.id) != "ONLINE")
+        {
+            return (prov, "DEGRADED");
+        }
+        (prov, operating)
+    }
+
+    pub fn lb_json(&self, lb: &Lb, project_id: &str) -> Value {
+        let (prov, operating) = self.lb_view_status(lb);
         let mut v = Value::Object(lb.attrs.clone());
         let listeners = ids(self
             .sorted(Kind::Listener, Some(&lb.id))
@@ -1294,7 +1339,7 @@ impl Lbaas {
     /// `GET /loadbalancers/{id}/status` (`octavia/api/v2/types/load_balancer.py`
     /// LoadBalancerStatusResponse and friends).
     pub fn status_tree(&self, lb: &Lb) -> Value {
-        let (prov, operating) = Self::lb_status(lb);
+        let (prov, operating) = self.lb_view_status(lb);
         let status = |c: &Child| {
             let (p, o) = self.child_status(c);
             let name = c.attrs.get("name").cloned().unwrap_or(Value::Null);

@@ -8,10 +8,12 @@
 //! in 127.10.0.0/16, floating IPs in 127.20.0.0/16, load balancer VIPs in 127.30.0.0/16)
 //! so the data plane works without root (DESIGN.md "Data plane"). Load balancers move
 //! through `PENDING_*` by a lifecycle mode set on the admin API, and `/admin/leaks` lists
-//! what the cloud APIs created that still exists.
+//! what the cloud APIs created that still exists. ACTIVE load balancers carry real traffic:
+//! their listeners bind the VIP and proxy to the members (`dataplane`).
 #![forbid(unsafe_code)]
 
 mod admin_api;
+mod dataplane;
 mod envelope;
 mod gate;
 mod keystone;
@@ -60,6 +62,9 @@ pub struct Config {
     pub default_az: String,
     /// Lifetime of issued tokens; an expired token gets a 401 (clients re-authenticate).
     pub token_ttl: Duration,
+    /// Which /24 of each 127.x.0.0/16 address pool (fixed, floating, VIP) to allocate from
+    /// first; give each mock running at the same time its own block.
+    pub address_block: u8,
 }
 
 impl Default for Config {
@@ -76,6 +81,7 @@ impl Default for Config {
             domain_name: "Default".to_string(),
             default_az: "nova".to_string(),
             token_ttl: Duration::from_secs(3600),
+            address_block: 0,
         }
     }
 }
@@ -131,6 +137,8 @@ pub(crate) struct Shared {
     tokens: Mutex<HashMap<String, Token>>,
     pub journal: Journal,
     pub faults: Faults,
+    /// Wakes the data plane's reconciler after a write.
+    pub dataplane_wake: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -315,16 +323,23 @@ impl Admin {
 pub struct OpenStackMock {
     shared: Arc<Shared>,
     server: ServerHandle,
+    dataplane: dataplane::DataPlane,
 }
 
 impl OpenStackMock {
-    /// Binds, seeds `config.nodes` servers and starts serving.
+    /// Binds, seeds `config.nodes` servers and starts serving, with the load balancers'
+    /// data plane (listeners bind their VIPs once ACTIVE).
     pub async fn start(config: Config) -> Result<OpenStackMock, Error> {
         let bound = mock_cloud::bind(config.listen).await?;
         let shared = Arc::new(build_shared(config, bound.base_url())?);
         let server = bound.serve(router(shared.clone()));
+        let dataplane = dataplane::DataPlane::start(shared.clone());
         tracing::info!(base = %shared.base, "mock OpenStack serving");
-        Ok(OpenStackMock { shared, server })
+        Ok(OpenStackMock {
+            shared,
+            server,
+            dataplane,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -350,7 +365,9 @@ impl OpenStackMock {
         }
     }
 
+    /// Stops the API and every load balancer listener.
     pub async fn shutdown(self) {
+        self.dataplane.shutdown().await;
         self.server.shutdown().await;
     }
 }
@@ -367,6 +384,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         domain_id: config.domain_name.to_ascii_lowercase(),
     };
     let mut cloud = Cloud::new(&config.default_az);
+    cloud.use_address_block(config.address_block);
     for i in 0..config.nodes {
         let name = format!("{}{i}", config.node_name_prefix);
         cloud
@@ -386,6 +404,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         tokens: Mutex::new(HashMap::new()),
         journal: Journal::new(),
         faults: Faults::new(),
+        dataplane_wake: tokio::sync::Notify::new(),
         base,
         config,
     })

@@ -266,6 +266,12 @@ impl Pool {
         self.used.remove(ip);
     }
 
+    /// Starts allocating `offset` addresses past the first one (the pool still wraps
+    /// around to its first address when it reaches the end).
+    pub fn skip(&mut self, offset: u32) {
+        self.next = self.base.saturating_add(offset).min(self.last);
+    }
+
     pub fn allocate(&mut self) -> Result<IpAddr, AdminError> {
         let span = self.last - self.base + 1;
         for _ in 0..span {
@@ -284,6 +290,18 @@ impl Pool {
 }
 
 pub(crate) const PRIVATE_NETWORK: &str = "private";
+
+impl Cloud {
+    /// Moves every address pool (fixed, floating, VIP) to the `block`-th /24 of its /16, so
+    /// mocks started side by side (one per parallel case) hand out different addresses
+    /// in 127/8: their load balancers and node ports can then all bind at once.
+    pub fn use_address_block(&mut self, block: u8) {
+        let offset = u32::from(block) * 256;
+        self.fixed.skip(offset);
+        self.floating.skip(offset);
+        self.lbaas.vips.skip(offset);
+    }
+}
 
 /// The whole cloud. Cloned once after seeding so `reset` can go back to it.
 #[derive(Debug, Clone)]

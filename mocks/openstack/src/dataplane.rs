@@ -1,0 +1,441 @@
+//! Octavia's data plane: what the amphorae would do. Every listener of a serving load
+//! balancer binds `vip_address:protocol_port` (and the same port on any floating IP bound
+//! to the VIP port, which is the address CPO reports when it uses floating IPs) and
+//! proxies to its default pool's members `address:protocol_port`, through
+//! [`mock_cloud::Proxy`]. The pool's health monitor drives each member's
+//! `operating_status`, which the API then shows (members, pools, load balancers and the
+//! `/status` tree); listener `allowed_cidrs` filter clients.
+//!
+//! The Octavia model stays synchronous and HTTP-free: a reconciler task reads it (without
+//! counting reads, so lifecycle modes are unaffected), works out the wanted listeners,
+//! starts, updates and stops proxies to match, and writes member health back. It runs
+//! after every write request and every [`RECONCILE_PERIOD`] (time-based lifecycles).
+//!
+//! What is served: load balancers that are ACTIVE or PENDING_UPDATE (an amphora keeps its
+//! old configuration while an update is under way), their ACTIVE / PENDING_UPDATE
+//! listeners with `admin_state_up`, and members that have been created (a PENDING_DELETE
+//! member serves until the delete completes). Deleting a listener or the load balancer
+//! stops the proxy as soon as the delete is accepted.
+//!
+//! Member `monitor_address`/`monitor_port` redirect the probes (CPO points them at the
+//! healthCheckNodePort for `externalTrafficPolicy: Local`). Approximations: `http_method`
+//! and member weights are ignored; HTTPS, TLS-HELLO, PING and SCTP monitors are TCP connects; SCTP listeners are
+//! not served.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mock_cloud::{
+    Backend, Cidr, ExpectedCodes, HealthCheck, MemberStatus, Probe, Protocol, Proxy, ProxyConfig,
+};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::Shared;
+use crate::lbaas::{Child, ChildProv, Kind, Lbaas, Op, Prov};
+use crate::model::Cloud;
+
+/// How often the reconciler runs when nothing wakes it.
+pub(crate) const RECONCILE_PERIOD: Duration = Duration::from_millis(100);
+
+/// One address a listener serves on, and what it serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListenerPlan {
+    pub listener_id: String,
+    pub protocol: Protocol,
+    pub listen: SocketAddr,
+    /// `(member id, address:protocol_port and monitor target)`.
+    pub members: Vec<(String, Backend)>,
+    pub allowed: Vec<Cidr>,
+    pub health: Option<HealthCheck>,
+}
+
+fn str_of<'a>(attrs: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a str> {
+    attrs.get(key).and_then(Value::as_str)
+}
+
+fn admin_up(attrs: &serde_json::Map<String, Value>) -> bool {
+    attrs.get("admin_state_up") != Some(&Value::Bool(false))
+}
+
+fn port_of(attrs: &serde_json::Map<String, Value>) -> Option<u16> {
+    attrs
+        .get("protocol_port")
+        .and_then(Value::as_u64)
+        .and_then(|p| u16::try_from(p).ok())
+}
+
+/// The health check an Octavia health monitor stands for.
+fn health_check(attrs: &serde_json::Map<String, Value>) -> HealthCheck {
+    let secs = |key: &str, default: u64| {
+        Duration::from_secs(attrs.get(key).and_then(Value::as_u64).unwrap_or(default))
+    };
+    let count = |key: &str, default: u32| {
+        attrs
+            .get(key)
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(default)
+    };
+    let probe = match str_of(attrs, "type") {
+        Some("HTTP") => Probe::Http {
+            path: str_of(attrs, "url_path").unwrap_or("/").to_string(),
+            expected: str_of(attrs, "expected_codes")
+                .and_then(|c| ExpectedCodes::parse(c).ok())
+                .unwrap_or_default(),
+        },
+        Some("UDP-CONNECT") => Probe::Udp,
+        _ => Probe::Tcp,
+    };
+    HealthCheck {
+        probe,
+        interval: secs("delay", 5),
+        timeout: secs("timeout", 5),
+        // Octavia: rise = max_retries, fall = max_retries_down (default 3).
+        rise: count("max_retries", 3),
+        fall: count("max_retries_down", 3),
+    }
+}
+
+/// The pool's members that carry traffic, in creation order.
+fn pool_backends(lbaas: &Lbaas, pool_id: &str) -> Vec<(String, Backend)> {
+    let mut members: Vec<&Child> = lbaas
+        .members_of(pool_id)
+        .filter(|m| m.prov != ChildProv::Pending(Op::Create) && admin_up(&m.attrs))
+        .collect();
+    members.sort_by_key(|m| m.seq);
+    members
+        .into_iter()
+        .filter_map(|m| Some((m.id.clone(), member_backend(&m.attrs)?)))
+        .collect()
+}
+
+/// The pool's health monitor, once created and enabled.
+fn pool_health_check(lbaas: &Lbaas, pool_id: &str) -> Option<HealthCheck> {
+    lbaas
+        .monitor_of(pool_id)
+        .filter(|hm| hm.prov != ChildProv::Pending(Op::Create) && admin_up(&hm.attrs))
+        .map(|hm| health_check(&hm.attrs))
+}
+
+/// A member's traffic address and, when `monitor_address` or `monitor_port` is set, where
+/// its probes go instead (Octavia fills the other half from the member).
+fn member_backend(attrs: &serde_json::Map<String, Value>) -> Option<Backend> {
+    let ip: IpAddr = str_of(attrs, "address")?.parse().ok()?;
+    let port = port_of(attrs)?;
+    let monitor_ip = str_of(attrs, "monitor_address").and_then(|a| a.parse::<IpAddr>().ok());
+    let monitor_port = attrs
+        .get("monitor_port")
+        .and_then(Value::as_u64)
+        .and_then(|p| u16::try_from(p).ok());
+    let monitor = (monitor_ip.is_some() || monitor_port.is_some())
+        .then(|| SocketAddr::new(monitor_ip.unwrap_or(ip), monitor_port.unwrap_or(port)));
+    Some(Backend {
+        address: SocketAddr::new(ip, port),
+        monitor,
+    })
+}
+
+fn serving_lb(prov: &Prov) -> bool {
+    matches!(prov, Prov::Active | Prov::Pending(Op::Update, _))
+}
+
+fn serving_child(prov: ChildProv) -> bool {
+    matches!(prov, ChildProv::Active | ChildProv::Pending(Op::Update))
+}
+
+/// What the data plane should look like for the current model.
+pub(crate) fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
+    let lbaas: &Lbaas = &cloud.lbaas;
+    let mut plans = Vec::new();
+    for lb in lbaas.lbs.values().filter(|lb| serving_lb(&lb.prov)) {
+        let mut addresses = vec![lb.vip_address];
+        addresses.extend(
+            cloud
+                .l3
+                .floatingips
+                .values()
+                .filter(|f| f.port_id.as_deref() == Some(lb.vip_port_id.as_str()))
+                .map(|f| f.address),
+        );
+        for listener in lbaas.sorted(Kind::Listener, Some(&lb.id)) {
+            if !serving_child(listener.prov) || !admin_up(&listener.attrs) {
+                continue;
+            }
+            let protocol = match str_of(&listener.attrs, "protocol") {
+                Some("UDP") => Protocol::Udp,
+                Some("SCTP") | None => continue,
+                Some(_) => Protocol::Tcp,
+            };
+            let Some(port) = port_of(&listener.attrs) else {
+                continue;
+            };
+            let allowed: Vec<Cidr> = listener
+                .attrs
+                .get("allowed_cidrs")
+                .and_then(Value::as_array)
+                .map(|cidrs| {
+                    cidrs
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .filter_map(|c| Cidr::parse(c).ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let pool = str_of(&listener.attrs, "default_pool_id")
+                .and_then(|id| lbaas.children.get(id))
+                .filter(|p| p.prov != ChildProv::Pending(Op::Create) && admin_up(&p.attrs));
+            let (members, health) = match pool {
+                None => (Vec::new(), None),
+                Some(pool) => (
+                    pool_backends(lbaas, &pool.id),
+                    pool_health_check(lbaas, &pool.id),
+                ),
+            };
+            for address in &addresses {
+                plans.push(ListenerPlan {
+                    listener_id: listener.id.clone(),
+                    protocol,
+                    listen: SocketAddr::new(*address, port),
+                    members: members.clone(),
+                    allowed: allowed.clone(),
+                    health: health.clone(),
+                });
+            }
+        }
+    }
+    plans
+}
+
+/// A running proxy and the plan it was last given.
+struct Running {
+    plan: ListenerPlan,
+    proxy: Proxy,
+}
+
+/// Proxies keyed by (listener, listen address, protocol).
+type Key = (String, SocketAddr, Protocol);
+
+fn key(plan: &ListenerPlan) -> Key {
+    (plan.listener_id.clone(), plan.listen, plan.protocol)
+}
+
+/// The reconciler task; stopping it (or dropping it) stops every proxy.
+pub(crate) struct DataPlane {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl DataPlane {
+    pub fn start(shared: Arc<Shared>) -> DataPlane {
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(run(shared, stopped));
+        DataPlane {
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the reconciler and every proxy; when this returns their sockets are closed.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for DataPlane {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+async fn run(shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
+    let mut running: HashMap<Key, Running> = HashMap::new();
+    // Last bind error per key, so a port held by someone else is logged once, not per tick.
+    let mut failures: HashMap<Key, String> = HashMap::new();
+    let mut tick = tokio::time::interval(RECONCILE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut stopped => break,
+            _ = tick.tick() => {}
+            _ = shared.dataplane_wake.notified() => {}
+        }
+        reconcile(&shared, &mut running, &mut failures).await;
+    }
+    for (_, r) in running.drain() {
+        r.proxy.stop().await;
+    }
+}
+
+async fn reconcile(
+    shared: &Shared,
+    running: &mut HashMap<Key, Running>,
+    failures: &mut HashMap<Key, String>,
+) {
+    let plans: Vec<ListenerPlan> = {
+        let mut cloud = shared.cloud();
+        cloud.settle_all_lbs(false);
+        plan(&cloud)
+    };
+    let wanted: HashMap<Key, ListenerPlan> = plans.into_iter().map(|p| (key(&p), p)).collect();
+
+    let gone: Vec<Key> = running
+        .keys()
+        .filter(|k| !wanted.contains_key(*k))
+        .cloned()
+        .collect();
+    for k in gone {
+        if let Some(r) = running.remove(&k) {
+            tracing::info!(listener = %k.0, listen = %k.1, "data plane: listener stopped");
+            r.proxy.stop().await;
+        }
+    }
+    failures.retain(|k, _| wanted.contains_key(k));
+
+    for (k, plan) in &wanted {
+        let backends: Vec<Backend> = plan.members.iter().map(|(_, b)| *b).collect();
+        match running.get_mut(k) {
+            Some(r) => {
+                if r.plan != *plan {
+                    r.proxy.update(&backends, &plan.allowed);
+                    r.proxy.set_health_check(plan.health.clone());
+                    r.plan = plan.clone();
+                }
+            }
+            None => {
+                let config = ProxyConfig {
+                    protocol: plan.protocol,
+                    listen: plan.listen,
+                    backends,
+                    allowed_cidrs: plan.allowed.clone(),
+                    health: plan.health.clone(),
+                };
+                match Proxy::start(config).await {
+                    Ok(proxy) => {
+                        tracing::info!(listener = %plan.listener_id, listen = %plan.listen, "data plane: listener serving");
+                        failures.remove(k);
+                        running.insert(
+                            k.clone(),
+                            Running {
+                                plan: plan.clone(),
+                                proxy,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        if failures.get(k) != Some(&message) {
+                            tracing::warn!(listener = %plan.listener_id, error = %message, "data plane: cannot serve listener; retrying");
+                            failures.insert(k.clone(), message);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // Member health: the worst status any of the member's proxies reports.
+    let mut health: BTreeMap<String, MemberStatus> = BTreeMap::new();
+    for r in running.values() {
+        for (member_id, backend) in &r.plan.members {
+            if let Some(status) = r.proxy.status(backend.address) {
+                let entry = health.entry(member_id.clone()).or_insert(status);
+                if status == MemberStatus::Error {
+                    *entry = status;
+                }
+            }
+        }
+    }
+    let mut cloud = shared.cloud();
+    cloud.lbaas.member_health = health;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn obj(v: Value) -> serde_json::Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    #[test]
+    fn plan_follows_lifecycle_members_monitor_and_floating_ips() {
+        let mut c = Cloud::new("nova");
+        let subnet = c.subnets[0].id.clone();
+        c.lbaas.policies.default = mock_cloud::Mode::Reads { n: 1 };
+        let body = json!({"vip_subnet_id": subnet, "listeners": [{"protocol": "TCP",
+            "protocol_port": 8080, "allowed_cidrs": ["127.0.0.0/8", "bogus"],
+            "default_pool": {"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+            "members": [{"address": "127.10.0.10", "protocol_port": 30000, "monitor_port": 31000},
+                        {"address": "127.10.0.11", "protocol_port": 30000, "admin_state_up": false}],
+            "healthmonitor": {"type": "HTTP", "delay": 2, "timeout": 1, "max_retries": 1,
+                              "url_path": "/healthz", "expected_codes": "200-299"}}},
+            {"protocol": "UDP", "protocol_port": 8080}]});
+        let id = c.create_lb(obj(body)).expect("create");
+        assert!(plan(&c).is_empty(), "nothing served while PENDING_CREATE");
+        c.settle_lb(&id, true);
+        c.settle_lb(&id, true);
+        let plans = plan(&c);
+        assert_eq!(plans.len(), 2);
+        let tcp = &plans[0];
+        let vip = c.lbaas.lb(&id).expect("lb").vip_address;
+        assert_eq!(tcp.listen, SocketAddr::new(vip, 8080));
+        assert_eq!(tcp.protocol, Protocol::Tcp);
+        assert_eq!(tcp.members.len(), 1, "admin-down member left out");
+        assert_eq!(
+            tcp.members[0].1,
+            Backend {
+                address: "127.10.0.10:30000".parse().expect("addr"),
+                monitor: Some("127.10.0.10:31000".parse().expect("addr")),
+            }
+        );
+        assert_eq!(tcp.allowed, vec![Cidr::parse("127.0.0.0/8").expect("cidr")]);
+        let hc = tcp.health.as_ref().expect("monitor");
+        assert_eq!(hc.interval, Duration::from_secs(2));
+        assert_eq!((hc.rise, hc.fall), (1, 3));
+        assert!(matches!(&hc.probe, Probe::Http { path, expected }
+            if path == "/healthz" && expected.accepts(204)));
+        assert_eq!(plans[1].protocol, Protocol::Udp);
+        assert!(plans[1].members.is_empty(), "no pool: no backends");
+
+        // A floating IP on the VIP port serves too.
+        let vip_port = c.lbaas.lb(&id).expect("lb").vip_port_id.clone();
+        let fip = "127.20.0.99".parse().expect("ip");
+        c.l3.floatingips.insert(
+            "f1".into(),
+            crate::neutron_l3::FloatingIp {
+                id: "f1".into(),
+                address: fip,
+                network_id: String::new(),
+                port_id: Some(vip_port),
+                fixed_ip: Some(vip),
+                description: String::new(),
+                created: jiff::Timestamp::now(),
+                updated: jiff::Timestamp::now(),
+            },
+        );
+        assert!(
+            plan(&c)
+                .iter()
+                .any(|p| p.listen == SocketAddr::new(fip, 8080))
+        );
+
+        c.delete_lb(&id, true).expect("cascade");
+        assert!(plan(&c).is_empty(), "PENDING_DELETE stops serving");
+    }
+}
