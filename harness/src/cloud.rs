@@ -122,6 +122,9 @@ pub enum FaultSpec {
         status: u16,
         count: Option<u32>,
     },
+    /// Route writes (adding or removing routes on the cluster's router) answer `status`,
+    /// `count` times (`None`: until cleared).
+    RouteWrite { status: u16, count: Option<u32> },
     /// Load-balancer writes with this HTTP method (`POST` creates, `DELETE` deletes, `PUT`
     /// updates) answer `status`, `count` times (`None`: until cleared).
     LoadBalancerWrite {
@@ -189,11 +192,17 @@ impl CloudControl {
         match self {
             CloudControl::OpenStack(m) => {
                 let r = m.ready_info();
-                // cloud-provider-openstack docs/openstack-cloud-controller-manager: [Global] section.
-                format!(
+                // cloud-provider-openstack docs/openstack-cloud-controller-manager: [Global]
+                // for auth; [Route] router-id enables routes (used only when the CCM runs
+                // with --configure-cloud-routes=true).
+                let mut conf = format!(
                     "[Global]\nauth-url = \"{}\"\nusername = \"{}\"\npassword = \"{}\"\ntenant-name = \"{}\"\ndomain-name = \"{}\"\nregion = \"{}\"\n",
                     r.auth_url, r.username, r.password, r.project_name, r.domain_name, r.region
-                )
+                );
+                if let Some(router) = m.admin().routers().first() {
+                    conf.push_str(&format!("\n[Route]\nrouter-id = \"{}\"\n", router.id));
+                }
+                conf
             }
         }
     }
@@ -298,6 +307,17 @@ impl CloudControl {
                     latency_ms: None,
                 })
             }
+            (CloudControl::OpenStack(m), FaultSpec::RouteWrite { status, count }) => {
+                m.admin().faults().add(mock_cloud::FaultRule {
+                    service: Some("network".into()),
+                    method: Some("PUT".into()),
+                    path: Some("/routers/".into()),
+                    status,
+                    message: Some("injected by ccm-conformance".into()),
+                    count,
+                    latency_ms: None,
+                })
+            }
             (
                 CloudControl::OpenStack(m),
                 FaultSpec::LoadBalancerWrite {
@@ -313,6 +333,45 @@ impl CloudControl {
                 message: Some("injected by ccm-conformance".into()),
                 count,
                 latency_ms: None,
+            }),
+        }
+    }
+
+    /// The routes of the cluster's router as `(destination, nexthop)`.
+    pub fn routes(&self) -> Vec<(String, String)> {
+        match self {
+            CloudControl::OpenStack(m) => m
+                .admin()
+                .routers()
+                .into_iter()
+                .next()
+                .map(|r| r.routes)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Adds a route the CCM does not own (another tool's), to check it is left alone.
+    pub fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
+        match self {
+            CloudControl::OpenStack(m) => {
+                let router = m
+                    .admin()
+                    .routers()
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| CaseError::failed("the mock has no router"))?;
+                m.admin()
+                    .add_route(&router.id, destination, nexthop)
+                    .map_err(|e| CaseError::infra("adding a route", e))
+            }
+        }
+    }
+
+    /// Writes the CCM made to routes (any non-GET call on routers).
+    pub fn route_writes(&self) -> usize {
+        match self {
+            CloudControl::OpenStack(m) => m.admin().journal().count(|e| {
+                e.service == "network" && e.method != "GET" && e.path.contains("/routers")
             }),
         }
     }

@@ -9,6 +9,7 @@ mod common;
 pub mod lifecycle;
 pub mod load_balancers;
 pub mod node_init;
+pub mod routes;
 
 use ccm_harness::Case;
 
@@ -18,6 +19,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(addresses::cases());
     cases.extend(lifecycle::cases());
     cases.extend(load_balancers::cases());
+    cases.extend(routes::cases());
     cases
 }
 

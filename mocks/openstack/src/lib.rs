@@ -46,6 +46,15 @@ use crate::model::Cloud;
 /// Request bodies larger than this get a 413.
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
+/// A router as the admin API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouterInfo {
+    pub id: String,
+    pub name: String,
+    /// Extra routes as `(destination, nexthop)`.
+    pub routes: Vec<(String, String)>,
+}
+
 /// How the mock starts.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -309,6 +318,59 @@ impl Admin {
             .into_iter()
             .map(|lb| cloud.lbaas.lb_json(lb, project))
             .collect()
+    }
+
+    /// Every router as `(id, name, routes)`, routes as `(destination, nexthop)`.
+    pub fn routers(&self) -> Vec<RouterInfo> {
+        let cloud = self.shared.cloud();
+        cloud
+            .l3
+            .routers
+            .values()
+            .map(|r| RouterInfo {
+                id: r.id.clone(),
+                name: r.name.clone(),
+                routes: r
+                    .routes
+                    .iter()
+                    .map(|x| (x.destination.clone(), x.nexthop.to_string()))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Adds an extra route to a router, as another tenant tool would (a case can then check
+    /// a CCM leaves routes it does not own alone).
+    pub fn add_route(
+        &self,
+        router_id: &str,
+        destination: &str,
+        nexthop: &str,
+    ) -> Result<(), AdminError> {
+        let nexthop: std::net::IpAddr = nexthop.parse().map_err(|_| AdminError::Invalid {
+            field: "nexthop",
+            reason: format!("{nexthop:?} is not an IP address"),
+        })?;
+        if crate::neutron_l3::parse_cidr(destination).is_none() {
+            return Err(AdminError::Invalid {
+                field: "destination",
+                reason: format!("{destination:?} is not an IPv4 CIDR"),
+            });
+        }
+        let mut cloud = self.shared.cloud();
+        let router = cloud
+            .l3
+            .routers
+            .get_mut(router_id)
+            .ok_or_else(|| AdminError::NotFound(format!("router {router_id}")))?;
+        let route = crate::neutron_l3::Route {
+            destination: destination.to_string(),
+            nexthop,
+        };
+        if !router.routes.contains(&route) {
+            router.routes.push(route);
+        }
+        Ok(())
     }
 
     /// Every resource created through the cloud APIs since the seed that still exists.

@@ -1,0 +1,264 @@
+//! Routes: the node-route controller (kubernetes/cloud-provider controllers/route/
+//! route_controller.go; ccm-behaviour.md §1.6, cases RT-*). There is no kube-controller-manager
+//! IPAM in the embedded cluster, so the harness assigns `spec.podCIDRs` as it would.
+//!
+//! The CCM runs with `--configure-cloud-routes=true --cluster-cidr=10.244.0.0/16
+//! --route-reconciliation-period=1s` (upstream default 10s). RT-05 (dual-stack) needs an IPv6
+//! node subnet on the router and comes later.
+
+use std::time::Duration;
+
+use ccm_harness::case::CaseMetrics;
+use ccm_harness::env::NodeOptions;
+use ccm_harness::{
+    Case, CaseError, Environment, FaultSpec, Probe, Tag, ensure, eventually, holds_for,
+};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::common::initialized_node;
+
+const CLUSTER_CIDR: &str = "10.244.0.0/16";
+const ARGS: &[&str] = &[
+    "--configure-cloud-routes=true",
+    "--cluster-cidr=10.244.0.0/16",
+    "--route-reconciliation-period=1s",
+];
+const REACT: Duration = Duration::from_secs(10);
+
+macro_rules! case {
+    ($id:literal, $title:literal, $tags:expr, $args:expr, $start:expr, $body:ident) => {
+        Case {
+            id: $id,
+            suite: "Routes",
+            title: $title,
+            tags: $tags,
+            ccm_args: $args,
+            start_ccm: $start,
+            run: |env| Box::pin($body(env)),
+        }
+    };
+}
+
+pub fn cases() -> Vec<Case> {
+    use Tag::*;
+    vec![
+        case!(
+            "RT-01",
+            "creates a route per pod CIDR and clears NetworkUnavailable",
+            &[Mock],
+            ARGS,
+            true,
+            rt01
+        ),
+        case!(
+            "RT-02",
+            "reports FailedToCreateRoute and NoRouteCreated, then retries",
+            &[Mock],
+            ARGS,
+            true,
+            rt02
+        ),
+        case!(
+            "RT-03",
+            "removes routes of deleted nodes and never touches routes outside the cluster CIDR",
+            &[Mock],
+            ARGS,
+            true,
+            rt03
+        ),
+        case!(
+            "RT-04",
+            "refuses to start with routes but no cluster CIDR, and makes no route calls when routes are off",
+            &[Mock],
+            &[],
+            false,
+            rt04
+        ),
+    ]
+}
+
+fn network_unavailable(n: &Node) -> Option<(String, String)> {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "NetworkUnavailable"))
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+async fn routed_node(env: &mut Environment, name: &str, cidr: &str) -> Result<String, CaseError> {
+    let (instance, _) = initialized_node(env, name, NodeOptions::default()).await?;
+    env.set_pod_cidrs(name, &[cidr]).await?;
+    Ok(instance.internal_ips.first().cloned().unwrap_or_default())
+}
+
+async fn wait_route(
+    env: &Environment,
+    cidr: &str,
+    nexthop: &str,
+    present: bool,
+) -> Result<(), CaseError> {
+    let what = format!(
+        "route {cidr} via {nexthop} {}",
+        if present { "present" } else { "gone" }
+    );
+    eventually(&what, REACT, || async {
+        let routes = env.cloud().routes();
+        let has = routes.iter().any(|(d, n)| d == cidr && n == nexthop);
+        Ok(if has == present {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!("routes: {routes:?}"))
+        })
+    })
+    .await
+}
+
+async fn rt01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let ip = routed_node(env, "node-a", "10.244.1.0/24").await?;
+    wait_route(env, "10.244.1.0/24", &ip, true).await?;
+    env.node_eventually(
+        "node-a",
+        "NetworkUnavailable False/RouteCreated",
+        REACT,
+        |n| match network_unavailable(n) {
+            Some((s, r)) if s == "False" && r == "RouteCreated" => Ok(()),
+            other => Err(format!("NetworkUnavailable {other:?}")),
+        },
+    )
+    .await?;
+    // Steady state: no more route writes.
+    let writes = env.cloud().route_writes();
+    holds_for(
+        "no route writes once routes match",
+        Duration::from_secs(3),
+        || async {
+            let now = env.cloud().route_writes();
+            Ok(if now == writes {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{} more writes", now - writes))
+            })
+        },
+    )
+    .await?;
+    Ok(vec![])
+}
+
+async fn rt02(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.cloud().inject(FaultSpec::RouteWrite {
+        status: 500,
+        count: Some(2),
+    });
+    let ip = routed_node(env, "node-a", "10.244.1.0/24").await?;
+    let nodes_env: &Environment = env;
+    eventually("a FailedToCreateRoute event", REACT, || async {
+        let events = nodes_env.node_events("node-a").await?;
+        Ok(
+            if events
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("FailedToCreateRoute"))
+            {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!(
+                    "events {:?}",
+                    events.iter().map(|e| e.reason.clone()).collect::<Vec<_>>()
+                ))
+            },
+        )
+    })
+    .await?;
+    let node = env.node("node-a").await?;
+    let cond = network_unavailable(&node);
+    ensure!(
+        cond.as_ref().is_none_or(|(s, _)| s == "True"),
+        "expected NetworkUnavailable True (or not yet written) while routes fail, observed {cond:?}"
+    );
+    // Later periods retry and succeed.
+    wait_route(env, "10.244.1.0/24", &ip, true).await?;
+    env.node_eventually(
+        "node-a",
+        "NetworkUnavailable False after recovery",
+        REACT,
+        |n| match network_unavailable(n) {
+            Some((s, _)) if s == "False" => Ok(()),
+            other => Err(format!("NetworkUnavailable {other:?}")),
+        },
+    )
+    .await?;
+    Ok(vec![])
+}
+
+async fn rt03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let ip_a = routed_node(env, "node-a", "10.244.1.0/24").await?;
+    let ip_b = routed_node(env, "node-b", "10.244.2.0/24").await?;
+    wait_route(env, "10.244.1.0/24", &ip_a, true).await?;
+    wait_route(env, "10.244.2.0/24", &ip_b, true).await?;
+    // Someone else's route outside the cluster CIDR, and a stale one inside it.
+    env.cloud().add_route("192.168.77.0/24", &ip_a)?;
+    env.cloud().add_route("10.244.99.0/24", &ip_a)?;
+    env.nodes()
+        .delete("node-b", &Default::default())
+        .await
+        .map_err(|e| CaseError::infra("deleting node", e))?;
+    wait_route(env, "10.244.2.0/24", &ip_b, false).await?;
+    wait_route(env, "10.244.99.0/24", &ip_a, false).await?;
+    let routes = env.cloud().routes();
+    ensure!(
+        routes.iter().any(|(d, _)| d == "192.168.77.0/24"),
+        "expected the route outside {CLUSTER_CIDR} untouched, observed {routes:?}"
+    );
+    ensure!(
+        routes
+            .iter()
+            .any(|(d, n)| d == "10.244.1.0/24" && n == &ip_a),
+        "expected node-a's route kept, observed {routes:?}"
+    );
+    Ok(vec![])
+}
+
+async fn rt04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    // Routes supported (router-id configured) and --configure-cloud-routes, but no cluster CIDR.
+    let err = env
+        .start_ccm_with(&["--configure-cloud-routes=true", "--cluster-cidr="])
+        .await;
+    ensure!(
+        err.is_err(),
+        "expected the CCM to refuse to start without --cluster-cidr while routes are on"
+    );
+    for bad in [
+        "10.244.0.0/16,10.245.0.0/16",
+        "10.244.0.0/16,fd00::/48,10.246.0.0/16",
+    ] {
+        let arg = format!("--cluster-cidr={bad}");
+        let err = env
+            .start_ccm_with(&["--configure-cloud-routes=true", &arg])
+            .await;
+        ensure!(
+            err.is_err(),
+            "expected the CCM to refuse --cluster-cidr={bad}"
+        );
+    }
+    // Routes off: the CCM runs and never writes a route, even for a node with a pod CIDR.
+    env.start_ccm_with(&[
+        "--configure-cloud-routes=false",
+        "--route-reconciliation-period=1s",
+    ])
+    .await?;
+    routed_node(env, "node-a", "10.244.1.0/24").await?;
+    let env: &Environment = env;
+    holds_for(
+        "no route calls with --configure-cloud-routes=false",
+        Duration::from_secs(3),
+        || async {
+            let w = env.cloud().route_writes();
+            Ok(if w == 0 {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{w} route writes"))
+            })
+        },
+    )
+    .await?;
+    Ok(vec![])
+}
