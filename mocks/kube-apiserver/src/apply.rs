@@ -171,13 +171,14 @@ pub fn record_update(
         (false, Some(old)) => entries(old),
         (false, None) => Vec::new(),
     };
-    let old_plain = old.map(without_managed_fields);
-    let new_plain = without_managed_fields(new);
-    let changed = fieldpath::changed(kind, old_plain.as_ref(), &new_plain);
-    let removed = match &old_plain {
-        Some(o) => FieldSet::of(kind, o).difference(&FieldSet::of(kind, &new_plain)),
+    // Field sets never include metadata.managedFields (it is stripped metadata), so the
+    // objects are walked as they are, without copies; the new object's set is built once.
+    let new_set = FieldSet::of(kind, new);
+    let removed = match old {
+        Some(o) => FieldSet::of(kind, o).difference(&new_set),
         None => FieldSet::default(),
     };
+    let changed = fieldpath::changed_in(kind, old, new, new_set);
     if changed.is_empty() && removed.is_empty() {
         store_entries(new, list);
         return;

@@ -456,7 +456,11 @@ fn get_mut<'a>(kind: &str, obj: &'a mut Value, path: &[Element]) -> Option<&'a m
 /// (structured-merge-diff `Compare`'s Added ∪ Modified). Keyed items count as changed
 /// only when they are new; their fields are compared one by one.
 pub fn changed(kind: &str, old: Option<&Value>, new: &Value) -> FieldSet {
-    let new_set = FieldSet::of(kind, new);
+    changed_in(kind, old, new, FieldSet::of(kind, new))
+}
+
+/// [`changed`] when the caller already has `FieldSet::of(kind, new)`.
+pub fn changed_in(kind: &str, old: Option<&Value>, new: &Value, new_set: FieldSet) -> FieldSet {
     let Some(old) = old else {
         return new_set;
     };
