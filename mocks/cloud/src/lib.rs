@@ -13,6 +13,7 @@ pub mod faults;
 pub mod journal;
 pub mod lifecycle;
 pub mod serve;
+pub mod tls;
 
 pub use admin::{AdminRejection, ResetFn, admin_error, admin_router, parse_admin_json};
 pub use dataplane::{

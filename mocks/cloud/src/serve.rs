@@ -69,6 +69,11 @@ impl BoundListener {
         format!("http://{}", SocketAddr::new(ip, self.addr.port()))
     }
 
+    /// The listener itself, for servers with their own accept loop (TLS).
+    pub(crate) fn into_listener(self) -> TcpListener {
+        self.listener
+    }
+
     /// Starts serving on the current tokio runtime.
     pub fn serve(self, router: Router) -> ServerHandle {
         let (tx, rx) = oneshot::channel::<()>();
@@ -101,6 +106,18 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
+    pub(crate) fn from_parts(
+        addr: SocketAddr,
+        shutdown: oneshot::Sender<()>,
+        task: JoinHandle<()>,
+    ) -> Self {
+        ServerHandle {
+            addr,
+            shutdown: Some(shutdown),
+            task,
+        }
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
