@@ -9,12 +9,21 @@
 #   boto3, awscli, moto      the mock AWS is judged by them, side by side with moto
 #   gcp-storage-emulator,    uploads to GCS are read back with Google's client
 #   google-cloud-storage
+#   pyvmomi                  the mock vSphere is judged by VMware's Python SDK...
+#   golang-go, govmomi       ...side by side with vcsim, built offline from Debian's govmomi
+#   kubernetes (PyPI)        the embedded API server is judged by the official Python client
+#   chromium                 the TestGrid-style dashboard is screenshotted headless
+#   gsutil (own venv)        uploads are read back with Google's gsutil too; it pins old
+#                            dependencies, so it gets a virtualenv of its own
 set -euo pipefail
 
 need_apt=()
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/vmware/govmomi ] || need_apt+=(golang-github-vmware-govmomi-dev)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
@@ -28,6 +37,14 @@ python3 -c 'import boto3, moto' 2>/dev/null && command -v aws >/dev/null 2>&1 \
   || python3 -m pip install --quiet boto3 awscli 'moto[server]'
 python3 -c 'import gcp_storage_emulator, google.cloud.storage' 2>/dev/null \
   || python3 -m pip install --quiet gcp-storage-emulator==2026.7.19 google-cloud-storage==3.17.1
+python3 -c 'import pyVmomi' 2>/dev/null || python3 -m pip install --quiet 'pyvmomi==9.1.1.0'
+python3 -c 'import kubernetes' 2>/dev/null || python3 -m pip install --quiet 'kubernetes==37.0.2'
+if ! command -v gsutil >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO python3 -m venv /opt/ccm-conformance-gsutil
+  $SUDO /opt/ccm-conformance-gsutil/bin/pip install --quiet 'gsutil==5.38'
+  $SUDO ln -sf /opt/ccm-conformance-gsutil/bin/gsutil /usr/local/bin/gsutil
+fi
 
 command -v kubectl >/dev/null && kubectl version --client 2>/dev/null | head -1
 python3 -c 'import junitparser; print("junitparser", junitparser.version)'

@@ -9,6 +9,8 @@ use anyhow::{Context, Result, bail};
 use ccm_harness::{Provider, Settings};
 use clap::{Args, Parser, Subcommand};
 
+mod cli_testgrid;
+
 #[derive(Parser)]
 #[command(
     name = "ccm-conformance",
@@ -38,6 +40,11 @@ enum Command {
     /// Compare two runs (JUnit files or artifact directories): new failures, fixes, flakes,
     /// added/removed cases, duration regressions. Exits 1 when B has new failures.
     Diff(DiffArgs),
+    /// Render a static TestGrid-style page (index.html) from published runs.
+    Dashboard(cli_testgrid::DashboardArgs),
+    /// Run the suites against a provider's CCM and write a self-certification folder:
+    /// JUnit, logs, Prow files, README.md and testgrid-config.yaml.
+    Certify(cli_testgrid::CertifyArgs),
 }
 
 #[derive(Args)]
@@ -95,11 +102,29 @@ struct TestgridConfigArgs {
 
 #[derive(Args)]
 struct BenchArgs {
-    /// Which benchmark: node-init.
+    /// Which benchmark: node-init, lb (load balancers: time to a reachable ingress, cloud
+    /// calls per Service and per node churn), junit (a JUnit write per case), publish (a
+    /// synthetic run).
     #[arg(default_value = "node-init")]
     name: String,
-    #[arg(long, default_value_t = 1000)]
-    nodes: usize,
+    /// Cases of the synthetic run (junit, publish).
+    #[arg(long, default_value_t = 2000)]
+    cases: usize,
+    /// Where `bench publish` uploads: gs://BUCKET[/PREFIX] or file:///PATH.
+    #[arg(long)]
+    to: Option<String>,
+    /// Small log files per case in the `bench publish` run (a real run keeps 3).
+    #[arg(long, default_value_t = 0)]
+    files_per_case: usize,
+    /// Nodes (default: 1000 for node-init, 50 for lb).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// LoadBalancer Services (lb).
+    #[arg(long, default_value_t = 100)]
+    services: usize,
+    /// Mock cloud for node-init and lb: openstack or aws.
+    #[arg(long, default_value = "openstack")]
+    provider: String,
     /// Repetitions; the medians are reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -123,6 +148,12 @@ struct RunArgs {
     /// Extra flag for the CCM (repeatable), e.g. --ccm-arg=--v=4.
     #[arg(long = "ccm-arg", allow_hyphen_values = true)]
     ccm_args: Vec<String>,
+    /// The upgrade suite's old CCM (N): `reference` or a binary path (default: --ccm).
+    #[arg(long, value_name = "PATH")]
+    ccm_old: Option<String>,
+    /// The upgrade suite's new CCM (N+1): `reference` or a binary path (default: --ccm).
+    #[arg(long, value_name = "PATH")]
+    ccm_new: Option<String>,
     /// Run against an existing cluster (external mode).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -161,23 +192,36 @@ struct ClusterArgs {
     /// Where to write the kubeconfig (default: a file in a temporary directory).
     #[arg(long)]
     kubeconfig_out: Option<PathBuf>,
-    /// Written once serving: {"kubeconfig","server","token"[,"cloud"]}.
+    /// Written once serving: {"kubeconfig","server","token","readonly_token"[,"cloud"]}.
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Serve the API over plain HTTP instead of HTTPS (the default generates a CA and
+    /// puts it into the kubeconfig).
+    #[arg(long)]
+    insecure_http: bool,
+    /// Keep the API server's objects in this directory, so a later `cluster` on the
+    /// same directory serves them again (resourceVersions keep increasing).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(Args)]
 struct MockArgs {
-    /// Which cloud (openstack).
+    /// Which cloud: openstack, aws or vsphere.
     cloud: String,
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: std::net::SocketAddr,
     /// Seeded instances, named node-0, node-1, ...
     #[arg(long, default_value_t = 3)]
     nodes: usize,
-    /// Seed file (not supported yet: arrives with the shared cloud engine).
+    /// Seed file: initial state, fault rules, lifecycle modes (JSON, documented in
+    /// mocks/cloud `seed`). A bad file exits with status 2.
     #[arg(long)]
     seed: Option<PathBuf>,
+    /// Serve HTTPS with a CA generated at start; the ready file's `ca_file` names it
+    /// (openstack).
+    #[arg(long)]
+    tls: bool,
     /// Written once serving: the mock's connection object (DESIGN.md).
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -197,12 +241,21 @@ fn main() -> ExitCode {
         Command::Cluster(args) => runtime()
             .and_then(|rt| rt.block_on(cluster(args)))
             .map(|_| ExitCode::SUCCESS),
-        Command::Mock(args) => runtime()
-            .and_then(|rt| rt.block_on(mock(args)))
-            .map(|_| ExitCode::SUCCESS),
+        Command::Mock(args) => runtime().and_then(|rt| rt.block_on(mock(args))),
         Command::Publish(args) => publish(args).map(|_| ExitCode::SUCCESS),
         Command::TestgridConfig(args) => testgrid_config(args).map(|_| ExitCode::SUCCESS),
         Command::Diff(args) => diff(args),
+        Command::Dashboard(args) => cli_testgrid::dashboard(args),
+        Command::Certify(args) => cli_testgrid::certify(args),
+        Command::Bench(args) if matches!(args.name.as_str(), "junit" | "publish") => {
+            cli_testgrid::bench(
+                &args.name,
+                args.cases,
+                args.files_per_case,
+                args.to.as_deref(),
+            )
+            .map(|_| ExitCode::SUCCESS)
+        }
         Command::Bench(args) => runtime()
             .and_then(|rt| rt.block_on(bench(args)))
             .map(|_| ExitCode::SUCCESS),
@@ -247,6 +300,17 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         bail!("CCM binary {} does not exist", settings.ccm.display());
     }
     settings.ccm_args = args.ccm_args;
+    if let Some(v) = &args.ccm_old {
+        settings.ccm_old = ccm_harness::settings::ccm_path(v);
+    }
+    if let Some(v) = &args.ccm_new {
+        settings.ccm_new = ccm_harness::settings::ccm_path(v);
+    }
+    for path in [&settings.ccm_old, &settings.ccm_new].into_iter().flatten() {
+        if !path.exists() {
+            bail!("CCM binary {} does not exist", path.display());
+        }
+    }
     settings.kubeconfig = args.kubeconfig;
     if let Some(dir) = args.artifacts {
         settings.artifacts = dir;
@@ -484,9 +548,13 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
     if let Some(ccm) = &args.ccm {
         settings.set_ccm(ccm);
     }
-    let api = mock_kube_apiserver::ApiServer::start(mock_kube_apiserver::Config::default())
-        .await
-        .context("starting the API server")?;
+    let api = mock_kube_apiserver::ApiServer::start(mock_kube_apiserver::Config {
+        tls: !args.insecure_http,
+        data_dir: args.data_dir.clone(),
+        ..mock_kube_apiserver::Config::default()
+    })
+    .await
+    .context("starting the API server")?;
     let kubeconfig = args
         .kubeconfig_out
         .clone()
@@ -535,8 +603,15 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
             "--configure-cloud-routes=false".into(),
         ];
         let log = workdir.path().join("ccm.log");
-        let mut process = ccm_harness::ccm::CcmProcess::spawn(&settings.ccm, &ccm_args, &log, port)
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        // The cloud's environment too (AWS: the mock's static credentials).
+        let mut process = ccm_harness::ccm::CcmProcess::spawn_with_env(
+            &settings.ccm,
+            &ccm_args,
+            &cloud.ccm_env(),
+            &log,
+            port,
+        )
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         process
             .wait_healthy(std::time::Duration::from_secs(30))
             .await
@@ -549,6 +624,7 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
         "kubeconfig": kubeconfig.canonicalize().unwrap_or(kubeconfig.clone()),
         "server": api.url(),
         "token": api.token(),
+        "readonly_token": api.readonly_token(),
     });
     if let Some(cloud) = &cloud {
         ready["cloud"] = cloud.ready_info();
@@ -566,24 +642,44 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
     Ok(())
 }
 
-async fn mock(args: MockArgs) -> Result<()> {
-    if args.seed.is_some() {
-        bail!(
-            "--seed is not supported yet: seed files arrive with the shared cloud engine (issue 4)"
-        );
+/// A seed file the mock cannot use: reported on stderr, exit status 2.
+fn bad_seed(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::from(2)
+}
+
+async fn mock(args: MockArgs) -> Result<ExitCode> {
+    if args.tls && args.cloud == "aws" {
+        bail!("--tls is not supported for the aws mock yet (vsphere always serves HTTPS)");
     }
     // Mocks exist independently of the providers the suites can run (AWS has a mock but
     // no reference-CCM provider yet), so this matches on the cloud name itself.
     match args.cloud.as_str() {
         "openstack" => {
+            let seed = match &args.seed {
+                Some(path) => match mock_openstack::SeedFile::load(path) {
+                    Ok(seed) => seed,
+                    Err(e) => return Ok(bad_seed(e)),
+                },
+                None => Default::default(),
+            };
             let config = mock_openstack::Config {
                 listen: args.listen,
                 nodes: args.nodes,
+                tls: args.tls,
+                seed,
                 ..Default::default()
             };
-            let mock = mock_openstack::OpenStackMock::start(config)
-                .await
-                .context("starting mock OpenStack")?;
+            let mock = match mock_openstack::OpenStackMock::start(config).await {
+                Ok(mock) => mock,
+                // Servers the seed asks for may not fit (address in use, bad AZ...).
+                Err(
+                    e @ (mock_openstack::Error::Seed { .. }
+                    | mock_openstack::Error::SeedFile(_)
+                    | mock_openstack::Error::SeedFaults(_)),
+                ) if args.seed.is_some() => return Ok(bad_seed(e)),
+                Err(e) => return Err(e).context("starting mock OpenStack"),
+            };
             announce(
                 &serde_json::to_value(mock.ready_info())?,
                 args.ready_file.as_deref(),
@@ -592,14 +688,30 @@ async fn mock(args: MockArgs) -> Result<()> {
             mock.shutdown().await;
         }
         "aws" => {
+            let seed = match &args.seed {
+                Some(path) => match mock_aws::SeedFile::load(path) {
+                    Ok(seed) => seed,
+                    Err(e) => return Ok(bad_seed(e)),
+                },
+                None => Default::default(),
+            };
             let config = mock_aws::Config {
                 listen: args.listen,
                 nodes: args.nodes,
+                seed,
                 ..Default::default()
             };
-            let mock = mock_aws::MockAws::start(config)
-                .await
-                .context("starting mock AWS")?;
+            let mock = match mock_aws::MockAws::start(config).await {
+                Ok(mock) => mock,
+                // Instances the seed asks for may not fit (address in use, bad zone...).
+                Err(
+                    e @ (mock_aws::Error::Seed { .. }
+                    | mock_aws::Error::SeedFile(_)
+                    | mock_aws::Error::SeedFaults(_)
+                    | mock_aws::Error::SeedLifecycleIds(_)),
+                ) if args.seed.is_some() => return Ok(bad_seed(e)),
+                Err(e) => return Err(e).context("starting mock AWS"),
+            };
             announce(
                 &serde_json::to_value(mock.ready_info())?,
                 args.ready_file.as_deref(),
@@ -607,15 +719,55 @@ async fn mock(args: MockArgs) -> Result<()> {
             wait_for_signal().await?;
             mock.shutdown().await;
         }
-        other => bail!("unknown cloud {other:?} (mocks: openstack, aws)"),
+        "vsphere" => {
+            let seed = match &args.seed {
+                Some(path) => match mock_vsphere::SeedFile::load(path) {
+                    Ok(seed) => seed,
+                    Err(e) => return Ok(bad_seed(e)),
+                },
+                None => Default::default(),
+            };
+            // vSphere is always HTTPS (pyvmomi and govc expect it); the ready file names the
+            // generated CA in `ca_file`.
+            let config = mock_vsphere::Config {
+                listen: args.listen,
+                nodes: args.nodes,
+                seed,
+                ..Default::default()
+            };
+            let mock = match mock_vsphere::VsphereMock::start(config).await {
+                Ok(mock) => mock,
+                Err(
+                    e @ (mock_vsphere::Error::Seed { .. }
+                    | mock_vsphere::Error::SeedFile(_)
+                    | mock_vsphere::Error::SeedFaults(_)),
+                ) if args.seed.is_some() => return Ok(bad_seed(e)),
+                Err(e) => return Err(e).context("starting mock vSphere"),
+            };
+            announce(
+                &serde_json::to_value(mock.ready_info())?,
+                args.ready_file.as_deref(),
+            )?;
+            wait_for_signal().await?;
+            mock.shutdown().await;
+        }
+        other => bail!("unknown cloud {other:?} (mocks: openstack, aws, vsphere)"),
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn bench(args: BenchArgs) -> Result<()> {
-    if args.name != "node-init" {
-        bail!("unknown benchmark {:?} (known: node-init)", args.name);
+    if args.name == "lb" {
+        return bench_lb(args).await;
     }
+    if args.name != "node-init" {
+        bail!(
+            "unknown benchmark {:?} (known: node-init, lb, junit, publish)",
+            args.name
+        );
+    }
+    let provider = Provider::parse(&args.provider).map_err(anyhow::Error::msg)?;
+    let nodes = args.nodes.unwrap_or(1000);
     let mut settings = Settings::new(reference_ccm()?);
     settings.set_ccm(&args.ccm);
     settings.ccm_args = args.ccm_args;
@@ -629,15 +781,9 @@ async fn bench(args: BenchArgs) -> Result<()> {
             .artifacts
             .join("bench")
             .join(format!("node-init-{run}"));
-        let r = ccm_harness::bench::node_init(
-            Provider::OpenStack,
-            settings.clone(),
-            &dir,
-            args.nodes,
-            &[],
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let r = ccm_harness::bench::node_init(provider, settings.clone(), &dir, nodes, &[])
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         println!(
             "run {run}: {} nodes  p50 {:.3}s  p99 {:.3}s  max {:.3}s  total {:.3}s  (registration {:.3}s)",
             r.nodes,
@@ -657,10 +803,73 @@ async fn bench(args: BenchArgs) -> Result<()> {
     println!(
         "node-init median of {} runs: {} nodes  p50 {:.3}s  p99 {:.3}s  total {:.3}s",
         reports.len(),
-        args.nodes,
+        nodes,
         median(&|r| r.p50.as_secs_f64()),
         median(&|r| r.p99.as_secs_f64()),
         median(&|r| r.total.as_secs_f64()),
+    );
+    Ok(())
+}
+
+/// `bench lb`: see ccm_harness::lb_bench.
+async fn bench_lb(args: BenchArgs) -> Result<()> {
+    let provider = Provider::parse(&args.provider).map_err(anyhow::Error::msg)?;
+    let nodes = args.nodes.unwrap_or(50);
+    let mut settings = Settings::new(reference_ccm()?);
+    settings.set_ccm(&args.ccm);
+    settings.ccm_args = args.ccm_args;
+    if let Some(dir) = args.artifacts {
+        settings.artifacts = dir;
+    }
+    let settings = Arc::new(settings);
+    let mut reports = Vec::new();
+    for run in 1..=args.runs.max(1) {
+        let dir = settings.artifacts.join("bench").join(format!("lb-{run}"));
+        let r = ccm_harness::lb_bench::load_balancers(
+            provider,
+            settings.clone(),
+            &dir,
+            args.services,
+            nodes,
+            &[],
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        println!(
+            "run {run}: {} services on {} nodes ({})  ingress reachable p50 {:.3}s  p99 {:.3}s  max {:.3}s  all {:.3}s  |  per Service {:.1} LB calls, {:.1} writes  |  +{n} nodes: {} calls, {} writes ({:.2} writes/Service)  -{n} nodes: {} calls, {} writes ({:.2} writes/Service)",
+            r.services,
+            r.nodes,
+            provider.name(),
+            r.p50.as_secs_f64(),
+            r.p99.as_secs_f64(),
+            r.max.as_secs_f64(),
+            r.total.as_secs_f64(),
+            r.calls_per_service,
+            r.writes_per_service,
+            r.add_calls,
+            r.add_writes,
+            r.add_writes as f64 / r.services.max(1) as f64,
+            r.remove_calls,
+            r.remove_writes,
+            r.remove_writes as f64 / r.services.max(1) as f64,
+            n = ccm_harness::lb_bench::CHURN_NODES,
+        );
+        reports.push(r);
+    }
+    let median = |f: &dyn Fn(&ccm_harness::lb_bench::LbBenchReport) -> f64| {
+        let mut v: Vec<f64> = reports.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "lb median of {} runs: p50 {:.3}s  p99 {:.3}s  {:.1} LB calls/Service  churn +{n}: {} calls  -{n}: {} calls",
+        reports.len(),
+        median(&|r| r.p50.as_secs_f64()),
+        median(&|r| r.p99.as_secs_f64()),
+        median(&|r| r.calls_per_service),
+        median(&|r| r.add_calls as f64),
+        median(&|r| r.remove_calls as f64),
+        n = ccm_harness::lb_bench::CHURN_NODES,
     );
     Ok(())
 }

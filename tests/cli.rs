@@ -90,9 +90,11 @@ fn cluster_serves_a_kubeconfig_kubectl_can_use() {
         info["server"]
             .as_str()
             .unwrap()
-            .starts_with("http://127.0.0.1:")
+            .starts_with("https://127.0.0.1:"),
+        "TLS by default: {info}"
     );
     assert!(!info["token"].as_str().unwrap().is_empty());
+    assert!(!info["readonly_token"].as_str().unwrap().is_empty());
     let Some(out) = kubectl(kubeconfig, &dir.path().join("cache"), &["get", "nodes"]) else {
         eprintln!("kubectl not on PATH: scripts/setup.sh installs it; skipping the kubectl half");
         return;
@@ -101,6 +103,65 @@ fn cluster_serves_a_kubeconfig_kubectl_can_use() {
         assert!(out.contains(n), "kubectl get nodes lacks {n}:\n{out}");
     }
     assert_eq!(out.lines().count(), 4, "header + 3 nodes:\n{out}");
+}
+
+#[test]
+fn cluster_data_dir_keeps_objects_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cache = dir.path().join("cache");
+    let ready = dir.path().join("ready-1.json");
+    let mut child = start(&[
+        "cluster",
+        "--insecure-http",
+        "--nodes",
+        "1",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--ready-file",
+        ready.to_str().unwrap(),
+    ]);
+    let info = wait_ready(&ready, &mut child);
+    assert!(info["server"].as_str().unwrap().starts_with("http://"));
+    let kubeconfig = info["kubeconfig"].as_str().unwrap().to_string();
+    let Some(_) = kubectl(
+        &kubeconfig,
+        &cache,
+        &["label", "node", "node-0", "kept=yes"],
+    ) else {
+        return;
+    };
+    let uid = kubectl(
+        &kubeconfig,
+        &cache,
+        &["get", "node", "node-0", "-o", "jsonpath={.metadata.uid}"],
+    )
+    .unwrap_or_default();
+    drop(child);
+
+    let ready = dir.path().join("ready-2.json");
+    let mut child = start(&[
+        "cluster",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--ready-file",
+        ready.to_str().unwrap(),
+    ]);
+    let info = wait_ready(&ready, &mut child);
+    let kubeconfig = info["kubeconfig"].as_str().unwrap().to_string();
+    let out = kubectl(
+        &kubeconfig,
+        &dir.path().join("cache-2"),
+        &[
+            "get",
+            "node",
+            "node-0",
+            "-o",
+            "jsonpath={.metadata.uid} {.metadata.labels.kept}",
+        ],
+    )
+    .unwrap_or_default();
+    assert_eq!(out, format!("{uid} yes"), "node-0 after the restart");
 }
 
 #[test]
@@ -252,7 +313,8 @@ fn a_run_leaves_prow_files_and_publishes_to_a_file_bucket() {
             .unwrap();
     assert_eq!(finished["passed"], true);
     assert_eq!(finished["result"], "SUCCESS");
-    assert_eq!(finished["metadata"]["provider"], "openstack");
+    // Every default provider, in run order.
+    assert_eq!(finished["metadata"]["provider"], "openstack,aws");
     let log = std::fs::read_to_string(artifacts.join("build-log.txt")).unwrap();
     assert!(log.contains("PASS") && log.contains("(NI-01)"), "{log}");
 
@@ -344,6 +406,8 @@ fn sigint_during_run_writes_partial_results_and_kills_the_ccms() {
         Command::new(BIN)
             .args([
                 "run",
+                "--provider",
+                "openstack",
                 "--focus",
                 r"\((NI-01|NA-01|NA-05)\)",
                 "--parallel",
@@ -677,4 +741,381 @@ fn mock_aws_writes_the_documented_ready_object() {
             "{key} missing in {info}"
         );
     }
+}
+
+#[test]
+fn mock_vsphere_writes_the_documented_ready_object_with_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("vsphere.json");
+    let mut child = start(&[
+        "mock",
+        "vsphere",
+        "--nodes",
+        "2",
+        "--ready-file",
+        ready.to_str().unwrap(),
+    ]);
+    let info = wait_ready(&ready, &mut child);
+    let url = info["url"].as_str().unwrap_or_default();
+    assert!(
+        url.starts_with("https://") && url.ends_with("/sdk"),
+        "url {url:?} in {info}"
+    );
+    for key in ["username", "password", "admin_url"] {
+        assert!(
+            info[key].as_str().is_some_and(|v| !v.is_empty()),
+            "{key} missing in {info}"
+        );
+    }
+    assert_eq!(info["insecure"], false, "{info}");
+    let ca = info["ca_file"].as_str().expect("ca_file is a path");
+    let pem = std::fs::read_to_string(ca).expect("the CA file exists");
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+}
+
+#[test]
+fn mock_with_a_bad_seed_file_exits_2_naming_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = dir.path().join("seed.json");
+    std::fs::write(&seed, r#"{"faults": [{"probability": 7}]}"#).unwrap();
+    for cloud in ["openstack", "aws", "vsphere"] {
+        let out = Command::new(BIN)
+            .args(["mock", cloud, "--seed"])
+            .arg(&seed)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cloud}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("seed") && stderr.lines().count() <= 2,
+            "{cloud}: {stderr}"
+        );
+    }
+}
+
+// ---- issue 7: certify, dashboard, and bad input to publish/diff/dashboard ----
+
+#[test]
+fn certify_writes_a_kit_that_publishes_and_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let kit = dir.path().join("kit");
+    let out = Command::new(BIN)
+        .args(["certify", "--provider", "openstack", "--ccm", CCM])
+        .args(["--focus", r"\(NI-01\)", "--out"])
+        .arg(&kit)
+        .env_remove("PROW_JOB_ID")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "certify failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "started.json",
+        "finished.json",
+        "metadata.json",
+        "build-log.txt",
+        "junit_conformance.xml",
+        "README.md",
+        "testgrid-config.yaml",
+    ] {
+        assert!(kit.join(f).is_file(), "{f} missing in the kit");
+    }
+    assert!(kit.join("cases").is_dir(), "per-case logs kept");
+    let readme = std::fs::read_to_string(kit.join("README.md")).unwrap();
+    assert!(readme.contains("| 1 | 0 | 0 | 0 | 1 |"), "{readme}");
+    assert!(readme.contains("result **SUCCESS**"), "{readme}");
+    assert!(
+        readme.contains("ccm-conformance publish --from ."),
+        "{readme}"
+    );
+    assert!(readme.contains("kubernetes/test-infra"), "{readme}");
+    let yaml = std::fs::read_to_string(kit.join("testgrid-config.yaml")).unwrap();
+    assert!(
+        yaml.contains("k8s-conformance-openstack/logs/ci-openstack-ccm-conformance"),
+        "{yaml}"
+    );
+
+    // A second certify into the same folder is refused rather than mixing two runs.
+    let again = Command::new(BIN)
+        .args(["certify", "--provider", "openstack", "--ccm", CCM, "--out"])
+        .arg(&kit)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    // Neither --ccm nor --kubeconfig: a usage error.
+    let neither = Command::new(BIN)
+        .args(["certify", "--provider", "openstack", "--out"])
+        .arg(dir.path().join("other"))
+        .output()
+        .unwrap();
+    assert!(!neither.status.success());
+
+    // The kit publishes as is, twice, and the dashboard shows both builds.
+    let bucket = dir.path().join("bucket");
+    for build in ["100", "101"] {
+        let out = Command::new(BIN)
+            .args(["publish", "--from"])
+            .arg(&kit)
+            .arg("--to")
+            .arg(format!("file://{}", bucket.display()))
+            .args(["--job", "ci-openstack-ccm-conformance", "--build", build])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let site = dir.path().join("site");
+    let out = Command::new(BIN)
+        .args(["dashboard", "--from"])
+        .arg(&bucket)
+        .arg("--out")
+        .arg(&site)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(site.join("index.html")).unwrap();
+    assert!(html.contains("<th>101</th><th>100</th>"), "newest left");
+    assert!(html.contains("(NI-01)"), "the case is a row");
+    assert_eq!(html.matches("class=\"cell pass\"").count(), 2);
+}
+
+#[test]
+fn bad_results_input_exits_non_zero_naming_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("started.json"), r#"{"timestamp": 1700000000}"#).unwrap();
+    std::fs::write(
+        run.join("finished.json"),
+        r#"{"timestamp": 1700000100, "passed": true, "result": "SUCCESS"}"#,
+    )
+    .unwrap();
+    // Truncated mid-element.
+    std::fs::write(
+        run.join("junit_conformance.xml"),
+        "<?xml version=\"1.0\"?><testsuites><testsuite name=\"s\" tests=\"1\"><testcase name=",
+    )
+    .unwrap();
+    let fails = |args: &[&str], env: &[(&str, &str)], expect: &str| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).env_remove("STORAGE_EMULATOR_HOST");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    };
+    let run_s = run.to_str().unwrap();
+    let bucket = dir.path().join("bucket");
+    let file_target = format!("file://{}", bucket.display());
+    fails(
+        &[
+            "publish",
+            "--from",
+            run_s,
+            "--to",
+            &file_target,
+            "--job",
+            "ci-x",
+        ],
+        &[],
+        "junit_conformance.xml",
+    );
+    assert!(
+        !bucket.exists(),
+        "nothing published next to a malformed JUnit"
+    );
+    fails(&["diff", run_s, run_s], &[], "junit_conformance.xml");
+    let site = dir.path().join("site");
+    fails(
+        &[
+            "dashboard",
+            "--from",
+            run_s,
+            "--out",
+            site.to_str().unwrap(),
+        ],
+        &[],
+        "junit_conformance.xml",
+    );
+    assert!(!site.join("index.html").exists());
+
+    // A valid run for the remaining cases.
+    std::fs::write(run.join("junit_conformance.xml"), "<testsuites/>").unwrap();
+    fails(
+        &[
+            "publish",
+            "--from",
+            run_s,
+            "--to",
+            "gs://Not_A_Bucket",
+            "--job",
+            "ci-x",
+        ],
+        &[],
+        "not a valid GCS bucket name",
+    );
+    fails(
+        &[
+            "publish", "--from", run_s, "--to", "gs://bkt", "--job", "ci-x",
+        ],
+        &[("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/key.json")],
+        "reading credentials /nonexistent/key.json",
+    );
+    let key = dir.path().join("key.json");
+    std::fs::write(&key, r#"{"type": "authorized_user"}"#).unwrap();
+    fails(
+        &[
+            "publish", "--from", run_s, "--to", "gs://bkt", "--job", "ci-x",
+        ],
+        &[("GOOGLE_APPLICATION_CREDENTIALS", key.to_str().unwrap())],
+        "not a service-account key",
+    );
+    // No credentials at all and no metadata server (a closed port): a token error.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    fails(
+        &[
+            "publish", "--from", run_s, "--to", "gs://bkt", "--job", "ci-x",
+        ],
+        &[
+            ("GOOGLE_APPLICATION_CREDENTIALS", ""),
+            ("GCE_METADATA_HOST", &closed.to_string()),
+        ],
+        "getting an access token",
+    );
+    fails(
+        &[
+            "dashboard",
+            "--from",
+            dir.path().join("nothing").to_str().unwrap(),
+            "--out",
+            site.to_str().unwrap(),
+        ],
+        &[],
+        "nothing",
+    );
+}
+
+// Third-party binary mode (DESIGN.md `run --ccm PATH`): any CCM binary at any path is what
+// the cases launch; a copy of the reference CCM under another name stands in for a vendor's.
+#[test]
+fn run_with_a_third_party_ccm_binary_uses_that_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let ccm = dir.path().join("my-ccm");
+    std::fs::copy(CCM, &ccm).unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--provider",
+            "openstack",
+            "--focus",
+            r"\(NI-01\)",
+            "--ccm",
+        ])
+        .arg(&ccm)
+        .arg("--artifacts")
+        .arg(&artifacts)
+        .env_remove("PROW_JOB_ID")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "run failed:\n{stdout}");
+    assert!(
+        stdout.contains("PASS") && stdout.contains("(NI-01)"),
+        "{stdout}"
+    );
+    // The CCM log starts with the command line the harness ran.
+    let log = std::fs::read_to_string(artifacts.join("cases/openstack-NI-01/ccm.log")).unwrap();
+    assert!(
+        log.contains(&format!("{} --cloud-provider=openstack", ccm.display())),
+        "the case did not launch {}:\n{}",
+        ccm.display(),
+        log.lines().next().unwrap_or_default()
+    );
+    // A path that does not exist is refused up front.
+    let out = Command::new(BIN)
+        .args(["run", "--ccm-new"])
+        .arg(dir.path().join("missing-ccm"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing-ccm"));
+}
+
+/// Starts `cluster --cloud openstack --nodes 2` (with the reference CCM when `with_ccm`)
+/// and runs `run --kubeconfig` against it with `focus`; returns the JUnit text and stdout.
+fn external_run(with_ccm: bool, focus: &str) -> (String, String, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready.json");
+    let mut args = vec!["cluster", "--cloud", "openstack", "--nodes", "2"];
+    if with_ccm {
+        args.extend(["--ccm", "reference"]);
+    }
+    args.extend(["--ready-file", ready.to_str().unwrap()]);
+    let mut cluster = start(&args);
+    let info = wait_ready(&ready, &mut cluster);
+    let kubeconfig = info["kubeconfig"].as_str().unwrap().to_string();
+    let artifacts = dir.path().join("artifacts");
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--provider",
+            "openstack",
+            "--kubeconfig",
+            &kubeconfig,
+        ])
+        .args(["--focus", focus, "--artifacts"])
+        .arg(&artifacts)
+        .env_remove("PROW_JOB_ID")
+        .output()
+        .unwrap();
+    drop(cluster);
+    (
+        junit_cases(&artifacts.join("junit_conformance.xml")),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.success(),
+    )
+}
+
+// External mode: black-box [Conformance] cases with an external form (NI-01: every node is
+// initialized) run against the cluster; [Mock] cases skip with the reason.
+#[test]
+fn external_mode_runs_black_box_cases_and_skips_mock_ones() {
+    let (junit, stdout, ok) = external_run(true, r"\((NI-01|LB-05)\)");
+    assert!(ok, "run failed:\n{stdout}");
+    assert!(
+        stdout.contains("PASS") && stdout.contains("(NI-01)"),
+        "{stdout}"
+    );
+    assert!(
+        junit
+            .contains("not run: needs the mock cloud ([Mock]); external mode has no cloud control"),
+        "{junit}"
+    );
+    assert_eq!(junit.matches("<skipped").count(), 1, "{junit}");
+}
+
+// The external NI-01 can fail: without a CCM the nodes keep the uninitialized taint.
+#[test]
+fn external_mode_fails_ni01_when_nothing_initializes_the_nodes() {
+    let (junit, stdout, ok) = external_run(false, r"\(NI-01\)");
+    assert!(!ok, "expected a failure:\n{stdout}");
+    assert!(junit.contains("<failure"), "{junit}");
+    assert!(junit.contains("not initialized"), "{junit}");
 }

@@ -27,6 +27,17 @@ pub fn free_port() -> std::io::Result<u16> {
 impl CcmProcess {
     /// Spawns `binary args...`, appending stdout and stderr to `log`.
     pub fn spawn(binary: &Path, args: &[String], log: &Path, port: u16) -> Result<Self, CaseError> {
+        Self::spawn_with_env(binary, args, &[], log, port)
+    }
+
+    /// [`Self::spawn`] with extra environment variables (e.g. a cloud's credentials).
+    pub fn spawn_with_env(
+        binary: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        log: &Path,
+        port: u16,
+    ) -> Result<Self, CaseError> {
         let open = || {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -39,6 +50,7 @@ impl CcmProcess {
         let _ = writeln!(&out, "==> {} {}", binary.display(), args.join(" "));
         let child = Command::new(binary)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
@@ -117,12 +129,25 @@ impl CcmProcess {
         }
     }
 
+    /// SIGKILL and reap: the process gets no chance to release its lease or clean up.
+    pub async fn kill(&mut self) {
+        if self.exited().is_some() {
+            return;
+        }
+        let _ = self.child.kill().await;
+    }
+
     /// The last `lines` lines of the CCM's log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        tail_of(&self.log, lines)
     }
+}
+
+/// The last `lines` lines of a text file (empty when it cannot be read).
+pub fn tail_of(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 fn last_line(s: &str) -> &str {

@@ -2,7 +2,7 @@
 //! change and delete instances, inject faults, count the CCM's calls, and know what a
 //! provider's CCM should report (providerID format, region, config file).
 //!
-//! Only OpenStack exists so far; AWS and vSphere arrive with their mocks (issue 4).
+//! OpenStack and AWS so far; vSphere arrives with its mock (issue 4).
 
 use std::time::Duration;
 
@@ -13,27 +13,33 @@ use crate::case::CaseError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Provider {
     OpenStack,
+    Aws,
 }
 
 impl Provider {
+    /// The providers run by default (`CCM_CONFORMANCE_PROVIDERS` / `--provider` pick others).
     pub fn all() -> &'static [Provider] {
-        &[Provider::OpenStack]
+        &[Provider::OpenStack, Provider::Aws]
     }
 
     /// The name used by `--cloud-provider`, in case names and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Provider::OpenStack => "openstack",
+            Provider::Aws => "aws",
         }
     }
 
     pub fn parse(s: &str) -> Result<Provider, String> {
         match s.trim() {
             "openstack" => Ok(Provider::OpenStack),
-            "aws" | "vsphere" => Err(format!(
+            "aws" => Ok(Provider::Aws),
+            "vsphere" => Err(format!(
                 "provider {s:?} is not available yet (its mock is not built)"
             )),
-            other => Err(format!("unknown provider {other:?} (known: openstack)")),
+            other => Err(format!(
+                "unknown provider {other:?} (known: openstack, aws)"
+            )),
         }
     }
 
@@ -92,8 +98,11 @@ pub struct Instance {
     pub instance_type: String,
     pub internal_ips: Vec<String>,
     pub external_ips: Vec<String>,
-    /// The providerID the provider's CCM sets (`openstack:///<id>`).
+    /// The providerID the provider's CCM sets (`openstack:///<id>`, `aws:///<az>/<id>`).
     pub provider_id: String,
+    /// DNS names the provider's CCM reports besides the IPs, as (type, name): AWS reports
+    /// the private DNS name as InternalDNS and Hostname, the public one as ExternalDNS.
+    pub dns_addresses: Vec<(String, String)>,
 }
 
 impl Instance {
@@ -108,8 +117,23 @@ impl Instance {
             .external_ips
             .iter()
             .map(|a| ("ExternalIP".to_string(), a.clone()));
-        internal.chain(external).collect()
+        internal
+            .chain(external)
+            .chain(self.dns_addresses.iter().cloned())
+            .collect()
     }
+}
+
+/// A situation a case needs that not every cloud (or provider CCM as the harness
+/// configures it) can express; see [`CloudControl::supports`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feature {
+    /// An instance without an availability zone.
+    NoZone,
+    /// An instance for which the cloud reports no address at all.
+    NoAddresses,
+    /// IPv6 InternalIPs next to IPv4 ones (dual-stack node addresses).
+    DualStackAddresses,
 }
 
 /// A fault to inject into the cloud API the CCM uses.
@@ -155,6 +179,7 @@ fn next_address_block() -> u8 {
 /// A running mock cloud.
 pub enum CloudControl {
     OpenStack(OpenStackMock),
+    Aws(AwsMock),
 }
 
 impl CloudControl {
@@ -171,12 +196,63 @@ impl CloudControl {
                     .map_err(|e| CaseError::infra("starting mock OpenStack", e))?;
                 Ok(CloudControl::OpenStack(mock))
             }
+            Provider::Aws => Ok(CloudControl::Aws(
+                AwsMock::start(seeded_nodes, next_address_block()).await?,
+            )),
+        }
+    }
+
+    /// Whether this cloud can express `feature`; `Err` says precisely why not.
+    pub fn supports(&self, feature: Feature) -> Result<(), String> {
+        match (self, feature) {
+            (CloudControl::OpenStack(_), _) => Ok(()),
+            // EC2 places every instance in a subnet, and every subnet in one zone.
+            (CloudControl::Aws(_), Feature::NoZone) => Err(
+                "every EC2 instance has an availability zone (placement.availabilityZone)".into(),
+            ),
+            // A VPC instance keeps its primary private IP and private DNS name for life,
+            // so cloud-provider-aws always reports at least InternalIP and InternalDNS.
+            (CloudControl::Aws(_), Feature::NoAddresses) => Err(
+                "an EC2 instance always has its primary private IP and private DNS name".into(),
+            ),
+            // cloud-provider-aws pkg/providers/v1/aws.go reports IPv6 addresses only with
+            // [Global] NodeIPFamilies including ipv6; the harness's config is IPv4-only
+            // because the reference CCM does not implement NodeIPFamilies yet.
+            (CloudControl::Aws(_), Feature::DualStackAddresses) => Err(
+                "the AWS CCM reports IPv6 node addresses only with NodeIPFamilies=ipv6, which the harness's AWS config does not set (the reference CCM does not implement it yet)".into(),
+            ),
+        }
+    }
+
+    /// [`Self::supports`] as a case precondition: a skip with the reason when unsupported.
+    pub fn require(&self, feature: Feature) -> Result<(), CaseError> {
+        self.supports(feature).map_err(|why| {
+            CaseError::Skipped(format!(
+                "{} cannot express it: {why}",
+                self.provider().name()
+            ))
+        })
+    }
+
+    /// `n` IPv4 addresses the cloud accepts as internal IPs of a new instance (in its
+    /// default zone), none of them in use: for cases that need to name addresses upfront.
+    pub fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
+        match self {
+            // The mock OpenStack takes any address on its network.
+            CloudControl::OpenStack(_) => Ok((1..=n).map(|i| format!("127.10.9.{i}")).collect()),
+            CloudControl::Aws(m) => m
+                .mock
+                .admin()
+                .free_private_ips(None, n)
+                .map(|ips| ips.into_iter().map(|ip| ip.to_string()).collect())
+                .map_err(|e| CaseError::infra("picking private IPs in mock AWS", e)),
         }
     }
 
     pub fn provider(&self) -> Provider {
         match self {
             CloudControl::OpenStack(_) => Provider::OpenStack,
+            CloudControl::Aws(_) => Provider::Aws,
         }
     }
 
@@ -184,6 +260,7 @@ impl CloudControl {
     pub fn ready_info(&self) -> serde_json::Value {
         match self {
             CloudControl::OpenStack(m) => serde_json::to_value(m.ready_info()).unwrap_or_default(),
+            CloudControl::Aws(m) => serde_json::to_value(m.mock.ready_info()).unwrap_or_default(),
         }
     }
 
@@ -204,12 +281,32 @@ impl CloudControl {
                 }
                 conf
             }
+            CloudControl::Aws(m) => m.cloud_config(),
+        }
+    }
+
+    /// The address a load balancer's ingress hostname stands for in this cloud (AWS ELB
+    /// DNS names resolve to their data-plane VIP); `None` when unknown.
+    pub fn resolve_ingress(&self, hostname: &str) -> Option<String> {
+        match self {
+            CloudControl::OpenStack(_) => None,
+            CloudControl::Aws(m) => m.mock.admin().resolve(hostname).map(|ip| ip.to_string()),
+        }
+    }
+
+    /// Environment variables the CCM process needs for this cloud (AWS: the mock's static
+    /// credentials, as the AWS SDK's environment provider reads them).
+    pub fn ccm_env(&self) -> Vec<(String, String)> {
+        match self {
+            CloudControl::OpenStack(_) => Vec::new(),
+            CloudControl::Aws(m) => m.ccm_env(),
         }
     }
 
     pub fn region(&self) -> String {
         match self {
             CloudControl::OpenStack(m) => m.ready_info().region,
+            CloudControl::Aws(m) => m.mock.ready_info().region,
         }
     }
 
@@ -229,6 +326,7 @@ impl CloudControl {
                     .map_err(|e| CaseError::infra("creating server in mock OpenStack", e))?;
                 Ok(self.instance(server))
             }
+            CloudControl::Aws(m) => m.create_instance(spec),
         }
     }
 
@@ -254,6 +352,7 @@ impl CloudControl {
                     .map_err(|e| CaseError::infra("updating server in mock OpenStack", e))?;
                 Ok(self.instance(server))
             }
+            CloudControl::Aws(m) => m.update_instance(id, patch),
         }
     }
 
@@ -263,12 +362,18 @@ impl CloudControl {
                 .admin()
                 .delete_server(id)
                 .map_err(|e| CaseError::infra("deleting server in mock OpenStack", e)),
+            CloudControl::Aws(m) => m
+                .mock
+                .admin()
+                .delete_instance(id)
+                .map_err(|e| CaseError::infra("deleting instance in mock AWS", e)),
         }
     }
 
     pub fn instance_by_name(&self, name: &str) -> Option<Instance> {
         match self {
             CloudControl::OpenStack(m) => m.admin().server_by_name(name).map(|s| self.instance(s)),
+            CloudControl::Aws(m) => m.mock.admin().instance_by_name(name).map(|i| m.instance(i)),
         }
     }
 
@@ -280,11 +385,19 @@ impl CloudControl {
                 .into_iter()
                 .map(|s| self.instance(s))
                 .collect(),
+            CloudControl::Aws(m) => m
+                .mock
+                .admin()
+                .instances()
+                .into_iter()
+                .map(|i| m.instance(i))
+                .collect(),
         }
     }
 
     pub fn inject(&self, fault: FaultSpec) -> u64 {
         match (self, fault) {
+            (CloudControl::Aws(m), fault) => m.inject(fault),
             (
                 CloudControl::OpenStack(m),
                 FaultSpec::InstanceLookup {
@@ -347,6 +460,7 @@ impl CloudControl {
                 .next()
                 .map(|r| r.routes)
                 .unwrap_or_default(),
+            CloudControl::Aws(m) => m.routes(),
         }
     }
 
@@ -364,6 +478,7 @@ impl CloudControl {
                     .add_route(&router.id, destination, nexthop)
                     .map_err(|e| CaseError::infra("adding a route", e))
             }
+            CloudControl::Aws(m) => m.add_route(destination, nexthop),
         }
     }
 
@@ -373,6 +488,9 @@ impl CloudControl {
             CloudControl::OpenStack(m) => m.admin().journal().count(|e| {
                 e.service == "network" && e.method != "GET" && e.path.contains("/routers")
             }),
+            CloudControl::Aws(m) => {
+                m.count_actions(&["CreateRoute", "DeleteRoute", "ReplaceRoute"])
+            }
         }
     }
 
@@ -398,6 +516,7 @@ impl CloudControl {
                     }
                 })
                 .collect(),
+            CloudControl::Aws(m) => m.load_balancers(),
         }
     }
 
@@ -412,6 +531,14 @@ impl CloudControl {
                 .iter()
                 .flat_map(|(t, items)| items.iter().map(move |i| format!("{t} {}", i.name)))
                 .collect(),
+            // Instances are created by the harness, never by the CCM.
+            CloudControl::Aws(m) => m
+                .mock
+                .admin()
+                .leaks()
+                .into_iter()
+                .filter(|l| !l.starts_with("instance "))
+                .collect(),
         }
     }
 
@@ -421,6 +548,11 @@ impl CloudControl {
             CloudControl::OpenStack(m) => {
                 m.admin().journal().count(|e| e.service == "load-balancer")
             }
+            CloudControl::Aws(m) => m
+                .mock
+                .admin()
+                .journal()
+                .count(|e| e.service == "elb" || e.service == "elbv2"),
         }
     }
 
@@ -431,12 +563,14 @@ impl CloudControl {
                 .admin()
                 .journal()
                 .count(|e| e.service == "load-balancer" && e.method != "GET"),
+            CloudControl::Aws(m) => m.load_balancer_writes(),
         }
     }
 
     pub fn clear_faults(&self) {
         match self {
             CloudControl::OpenStack(m) => m.admin().faults().clear(),
+            CloudControl::Aws(m) => m.mock.admin().faults().clear(),
         }
     }
 
@@ -453,6 +587,7 @@ impl CloudControl {
                     e.service == "compute" && e.method == "GET" && e.path.contains("/servers")
                 })
                 .count(),
+            CloudControl::Aws(m) => m.count_actions(&["DescribeInstances"]),
         }
     }
 
@@ -460,6 +595,14 @@ impl CloudControl {
     pub fn faulted_calls(&self) -> usize {
         match self {
             CloudControl::OpenStack(m) => m
+                .admin()
+                .journal()
+                .entries()
+                .iter()
+                .filter(|e| e.fault.is_some())
+                .count(),
+            CloudControl::Aws(m) => m
+                .mock
                 .admin()
                 .journal()
                 .entries()
@@ -485,6 +628,14 @@ impl CloudControl {
                     .collect::<Vec<_>>()
                     .join("\n")
             }
+            CloudControl::Aws(m) => {
+                let entries = m.mock.admin().journal().entries();
+                entries[entries.len().saturating_sub(last)..]
+                    .iter()
+                    .map(|e| format!("{} {} {} -> {}", e.seq, e.service, e.query, e.status))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
         }
     }
 
@@ -499,6 +650,7 @@ impl CloudControl {
             instance_type: s.flavor,
             internal_ips: s.internal_ips,
             external_ips: s.floating_ips,
+            dns_addresses: Vec::new(),
         }
     }
 
@@ -507,6 +659,427 @@ impl CloudControl {
             CloudControl::OpenStack(m) => {
                 let _ = tokio::time::timeout(Duration::from_secs(5), m.shutdown()).await;
             }
+            CloudControl::Aws(m) => {
+                let _ = tokio::time::timeout(Duration::from_secs(5), m.mock.shutdown()).await;
+            }
         }
+    }
+}
+
+/// The mock AWS with what the harness adds: case zone names mapped to AWS zones.
+pub struct AwsMock {
+    pub mock: mock_aws::MockAws,
+    /// Resolves this mock's ELB DNS names to their VIPs for [`crate::traffic`].
+    _resolver: crate::traffic::ResolverGuard,
+    /// Case zone name (e.g. `az-2`) -> AWS zone of the mock, assigned on first use.
+    zones: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
+}
+
+/// The cluster id the harness's AWS mock tags its resources with (`--cluster-name`).
+pub const AWS_CLUSTER_ID: &str = "ccm-conformance";
+
+impl AwsMock {
+    pub async fn start(nodes: usize, address_block: u8) -> Result<Self, CaseError> {
+        let config = mock_aws::Config {
+            nodes,
+            address_block,
+            cluster_id: AWS_CLUSTER_ID.to_string(),
+            ..Default::default()
+        };
+        let mock = mock_aws::MockAws::start(config)
+            .await
+            .map_err(|e| CaseError::infra("starting mock AWS", e))?;
+        let admin = mock.admin();
+        let resolver = crate::traffic::register_resolver(std::sync::Arc::new(move |host: &str| {
+            admin.resolve(host).map(std::net::IpAddr::V4)
+        }));
+        Ok(Self {
+            mock,
+            _resolver: resolver,
+            zones: std::sync::Mutex::new(Default::default()),
+        })
+    }
+
+    pub fn admin(&self) -> mock_aws::Admin {
+        self.mock.admin()
+    }
+
+    /// cloud-provider-aws `pkg/providers/v1/config/config.go`: `[Global]` with the zone,
+    /// VPC, subnet and cluster id (so no instance metadata is needed) and one
+    /// `[ServiceOverride]` per API pointing at the mock.
+    fn cloud_config(&self) -> String {
+        let r = self.mock.ready_info();
+        let admin = self.mock.admin();
+        let subnets = admin.subnets();
+        let (zone, subnet) = subnets.first().cloned().unwrap_or_default();
+        let mut conf = format!(
+            "[Global]\nZone = {zone}\nVPC = {}\nSubnetID = {subnet}\nKubernetesClusterID = {AWS_CLUSTER_ID}\n",
+            admin.vpc_id()
+        );
+        for (i, service) in ["ec2", "elasticloadbalancing"].iter().enumerate() {
+            conf.push_str(&format!(
+                "\n[ServiceOverride \"{}\"]\nService = {service}\nRegion = {region}\nURL = {url}\nSigningRegion = {region}\nSigningName = {service}\n",
+                i + 1,
+                region = r.region,
+                url = r.endpoint,
+            ));
+        }
+        conf
+    }
+
+    /// Environment the CCM process needs (static credentials of the mock).
+    pub fn ccm_env(&self) -> Vec<(String, String)> {
+        let r = self.mock.ready_info();
+        vec![
+            ("AWS_ACCESS_KEY_ID".into(), r.access_key_id),
+            ("AWS_SECRET_ACCESS_KEY".into(), r.secret_access_key),
+            ("AWS_REGION".into(), r.region),
+            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+        ]
+    }
+
+    /// The mock zone for a case's zone name: a real zone stays, others get one assigned.
+    fn zone_for(&self, wanted: &str) -> Result<String, CaseError> {
+        let known: Vec<String> = self
+            .mock
+            .admin()
+            .subnets()
+            .into_iter()
+            .map(|(z, _)| z)
+            .collect();
+        if wanted.is_empty() {
+            return Err(CaseError::failed(
+                "an instance without an availability zone does not exist in AWS",
+            ));
+        }
+        if known.iter().any(|z| z == wanted) {
+            return Ok(wanted.to_string());
+        }
+        let mut map = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(z) = map.get(wanted) {
+            return Ok(z.clone());
+        }
+        // Skip the first zone (the default) so a zone change is visible.
+        let z = known
+            .iter()
+            .cycle()
+            .nth(1 + map.len())
+            .cloned()
+            .ok_or_else(|| CaseError::failed("the mock AWS has no zones"))?;
+        map.insert(wanted.to_string(), z.clone());
+        Ok(z)
+    }
+
+    fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
+        let zone = spec.zone.as_deref().map(|z| self.zone_for(z)).transpose()?;
+        let parse = |s: &str| {
+            s.parse::<std::net::Ipv4Addr>()
+                .map_err(|e| CaseError::infra(&format!("address {s:?} for mock AWS"), e))
+        };
+        let (private_ip, secondary_private_ips, ipv6_addresses) = match spec.internal_ips {
+            None => (None, Vec::new(), Vec::new()),
+            Some(ips) => {
+                let (v4, v6) = split_families(&ips)?;
+                let mut v4 = v4.into_iter();
+                let primary = v4.next();
+                if primary.is_none() {
+                    return Err(CaseError::failed(
+                        "an EC2 instance always has a primary private IPv4 address",
+                    ));
+                }
+                (primary, v4.collect(), v6)
+            }
+        };
+        let (public_ip, public_ip_address) = match spec.external_ips.as_deref() {
+            None => (None, None),
+            Some([]) => (Some(false), None),
+            Some([one]) => (Some(true), Some(parse(one)?)),
+            Some(other) => {
+                return Err(CaseError::failed(format!(
+                    "the AWS mock gives an instance at most one public IP, not {other:?}"
+                )));
+            }
+        };
+        let info = self
+            .mock
+            .admin()
+            .create_instance(mock_aws::InstanceSpec {
+                // Nodes are named after the instance's private DNS name, as on AWS.
+                private_dns_name: Some(spec.name.clone()),
+                name: Some(spec.name),
+                zone,
+                instance_type: spec.instance_type,
+                private_ip,
+                public_ip,
+                public_ip_address,
+                secondary_private_ips,
+                ipv6_addresses,
+                ..Default::default()
+            })
+            .map_err(|e| CaseError::infra("creating instance in mock AWS", e))?;
+        Ok(self.instance(info))
+    }
+
+    fn update_instance(&self, id: &str, patch: InstancePatch) -> Result<Instance, CaseError> {
+        if patch.zone.is_some() {
+            return Err(CaseError::failed(
+                "an EC2 instance cannot move to another availability zone",
+            ));
+        }
+        // The primary private IP stays for the instance's life; secondary private IPs and
+        // IPv6 addresses can be assigned and unassigned (AssignPrivateIpAddresses).
+        let (secondary_private_ips, ipv6_addresses) = match patch.internal_ips {
+            None => (None, None),
+            Some(ips) => {
+                let (v4, v6) = split_families(&ips)?;
+                let primary = self
+                    .mock
+                    .admin()
+                    .instance(id)
+                    .map(|i| i.private_ip)
+                    .ok_or_else(|| CaseError::failed(format!("no instance {id} in mock AWS")))?;
+                if v4.first() != Some(&primary) {
+                    return Err(CaseError::failed(format!(
+                        "an EC2 instance keeps its primary private IP {primary}; asked for {ips:?}"
+                    )));
+                }
+                (Some(v4[1..].to_vec()), Some(v6))
+            }
+        };
+        let (public_ip, public_ip_address) =
+            match patch.external_ips.as_deref() {
+                None => (None, None),
+                Some([]) => (Some(false), None),
+                Some([one]) => (
+                    Some(true),
+                    Some(one.parse::<std::net::Ipv4Addr>().map_err(|e| {
+                        CaseError::infra(&format!("address {one:?} for mock AWS"), e)
+                    })?),
+                ),
+                Some(other) => {
+                    return Err(CaseError::failed(format!(
+                        "the AWS mock gives an instance at most one public IP, not {other:?}"
+                    )));
+                }
+            };
+        let info = self
+            .mock
+            .admin()
+            .update_instance(
+                id,
+                mock_aws::InstancePatch {
+                    // cloud-provider-aws reports stopped/stopping as shut down.
+                    state: patch.running.map(|r| {
+                        if r {
+                            mock_aws::InstanceState::Running
+                        } else {
+                            mock_aws::InstanceState::Stopped
+                        }
+                    }),
+                    public_ip,
+                    public_ip_address,
+                    secondary_private_ips,
+                    ipv6_addresses,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| CaseError::infra("updating instance in mock AWS", e))?;
+        Ok(self.instance(info))
+    }
+
+    fn instance(&self, i: mock_aws::InstanceInfo) -> Instance {
+        let region = self.mock.ready_info().region;
+        // The CCM also reports the private DNS name as Hostname; it is the node's name,
+        // which the kubelet reports itself ("before the node's own Hostname is kept").
+        let mut dns_addresses = vec![("InternalDNS".to_string(), i.private_dns_name.clone())];
+        if let Some(ip) = i.public_ip {
+            dns_addresses.push(("ExternalDNS".to_string(), public_dns_name(&region, ip)));
+        }
+        Instance {
+            id: i.id,
+            name: i.name.unwrap_or_default(),
+            zone: i.zone,
+            region,
+            instance_type: i.instance_type,
+            // IPv4 only: the AWS CCM as configured here reports no IPv6 addresses
+            // (see Feature::DualStackAddresses).
+            internal_ips: std::iter::once(&i.private_ip)
+                .chain(&i.secondary_private_ips)
+                .map(|ip| ip.to_string())
+                .collect(),
+            external_ips: i.public_ip.iter().map(|p| p.to_string()).collect(),
+            provider_id: i.provider_id,
+            dns_addresses,
+        }
+    }
+
+    /// Faults in AWS terms: instance lookups are `DescribeInstances` (503 answers EC2's
+    /// `RequestLimitExceeded`), route writes `CreateRoute`/`DeleteRoute`, load-balancer
+    /// writes the ELB/ELBv2 create/modify/delete actions by HTTP-method meaning.
+    fn inject(&self, fault: FaultSpec) -> u64 {
+        let (service, path, status, count) = match fault {
+            FaultSpec::InstanceLookup {
+                instance_id,
+                status,
+                count,
+            } => {
+                let path = match instance_id.and_then(|id| {
+                    self.mock
+                        .admin()
+                        .instance(&id)
+                        .map(|i| (id, i.private_dns_name))
+                }) {
+                    Some((id, dns)) => format!(
+                        "^/DescribeInstances/(.*/)?({}|{})(/|$)",
+                        regex::escape(&id),
+                        regex::escape(&dns)
+                    ),
+                    None => "^/DescribeInstances(/|$)".to_string(),
+                };
+                (None, path, status, count)
+            }
+            FaultSpec::RouteWrite { status, count } => (
+                Some("ec2"),
+                "^/(CreateRoute|DeleteRoute|ReplaceRoute)(/|$)".to_string(),
+                status,
+                count,
+            ),
+            FaultSpec::LoadBalancerWrite {
+                method,
+                status,
+                count,
+            } => {
+                let actions = match method {
+                    "POST" => {
+                        "CreateLoadBalancer|CreateLoadBalancerListeners|CreateTargetGroup|CreateListener"
+                    }
+                    "DELETE" => {
+                        "DeleteLoadBalancer|DeleteLoadBalancerListeners|DeleteTargetGroup|DeleteListener"
+                    }
+                    _ => {
+                        "RegisterInstancesWithLoadBalancer|DeregisterInstancesFromLoadBalancer|RegisterTargets|DeregisterTargets|ModifyListener|ModifyTargetGroup|ConfigureHealthCheck"
+                    }
+                };
+                (None, format!("^/({actions})(/|$)"), status, count)
+            }
+        };
+        self.mock.admin().faults().add(mock_cloud::FaultRule {
+            service: service.map(str::to_string),
+            method: None,
+            path: Some(path),
+            status,
+            message: Some("injected by ccm-conformance".into()),
+            count,
+            latency_ms: None,
+        })
+    }
+
+    /// Routes with an instance as target, as (destination, the instance's private IP):
+    /// the next hop in the terms the cases use for every cloud.
+    fn routes(&self) -> Vec<(String, String)> {
+        let admin = self.mock.admin();
+        admin
+            .routes()
+            .into_iter()
+            .filter(|(_, _, target)| target.starts_with("i-"))
+            .map(|(_, dest, target)| {
+                let hop = admin
+                    .instance(&target)
+                    .map(|i| i.private_ip.to_string())
+                    .unwrap_or(target);
+                (dest, hop)
+            })
+            .collect()
+    }
+
+    /// A foreign route to the instance whose private IP is `nexthop` (else to `nexthop`
+    /// taken as a gateway id).
+    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
+        let admin = self.mock.admin();
+        let target = admin
+            .instances()
+            .into_iter()
+            .find(|i| i.private_ip.to_string() == nexthop)
+            .map(|i| i.id)
+            .unwrap_or_else(|| nexthop.to_string());
+        admin
+            .add_route(destination, &target)
+            .map_err(|e| CaseError::infra("adding a route in mock AWS", e))
+    }
+
+    /// Journal entries (any service) whose action is one of `actions`.
+    fn count_actions(&self, actions: &[&str]) -> usize {
+        self.mock.admin().journal().count(|e| {
+            let action = e
+                .query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("Action="))
+                .unwrap_or_default();
+            actions.contains(&action)
+        })
+    }
+
+    fn load_balancer_writes(&self) -> usize {
+        self.mock.admin().journal().count(|e| {
+            let action = e
+                .query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("Action="))
+                .unwrap_or_default();
+            (e.service == "elb" || e.service == "elbv2") && !action.starts_with("Describe")
+        })
+    }
+
+    fn load_balancers(&self) -> Vec<CloudLoadBalancer> {
+        let admin = self.mock.admin();
+        let mut out: Vec<CloudLoadBalancer> = admin
+            .classic_load_balancers()
+            .into_iter()
+            .map(|(name, _, vip)| CloudLoadBalancer {
+                id: name.clone(),
+                name,
+                vip: vip.to_string(),
+                // Classic ELBs have no provisioning state.
+                state: "active".into(),
+            })
+            .collect();
+        out.extend(
+            admin
+                .elbv2_load_balancers()
+                .into_iter()
+                .map(|lb| CloudLoadBalancer {
+                    id: lb.arn,
+                    name: lb.name,
+                    vip: lb.vip.to_string(),
+                    state: lb.state,
+                }),
+        );
+        out
+    }
+}
+
+/// Case addresses split into IPv4 and IPv6, in order.
+fn split_families(
+    ips: &[String],
+) -> Result<(Vec<std::net::Ipv4Addr>, Vec<std::net::Ipv6Addr>), CaseError> {
+    let mut v4 = Vec::new();
+    let mut v6 = Vec::new();
+    for s in ips {
+        match s.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V4(a)) => v4.push(a),
+            Ok(std::net::IpAddr::V6(a)) => v6.push(a),
+            Err(e) => return Err(CaseError::infra(&format!("address {s:?} for mock AWS"), e)),
+        }
+    }
+    Ok((v4, v6))
+}
+
+/// EC2's public DNS name for an address (cloud-apis.md §4.2).
+fn public_dns_name(region: &str, ip: std::net::Ipv4Addr) -> String {
+    let dashed = ip.to_string().replace('.', "-");
+    if region == "us-east-1" {
+        format!("ec2-{dashed}.compute-1.amazonaws.com")
+    } else {
+        format!("ec2-{dashed}.{region}.compute.amazonaws.com")
     }
 }

@@ -20,6 +20,9 @@ use crate::cloud::{CloudControl, Instance, InstanceSpec, Provider};
 use crate::settings::Settings;
 use crate::wait::{Probe, eventually, holds_for};
 
+/// The `--cluster-name` every CCM the harness starts gets (cases may override it).
+pub const CLUSTER_NAME: &str = "ccm-conformance";
+
 /// User-Agent of the harness's own API calls.
 pub const HARNESS_USER_AGENT: &str = "ccm-conformance-harness";
 /// User-Agent of the simulated kubelets.
@@ -77,6 +80,12 @@ pub struct Environment {
     cloud: Option<CloudControl>,
     kubelets: BTreeMap<String, SimKubelet>,
     ccm: Option<CcmProcess>,
+    /// Extra CCM processes beside the primary one (leader election, rolling upgrades),
+    /// by the name the case gave them.
+    replicas: BTreeMap<String, CcmProcess>,
+    /// Audit entries of API server runs before the last restart (a restart starts a new
+    /// log; [`Self::api_audit`] numbers the new one on from these).
+    audit_before_restart: Vec<AuditEntry>,
     ccm_args: Vec<String>,
     kubeconfig: PathBuf,
     cloud_config: PathBuf,
@@ -116,6 +125,8 @@ impl Environment {
             cloud: Some(cloud),
             kubelets: BTreeMap::new(),
             ccm: None,
+            replicas: BTreeMap::new(),
+            audit_before_restart: Vec::new(),
             ccm_args,
             kubeconfig,
             cloud_config,
@@ -154,6 +165,14 @@ impl Environment {
         &self.dir
     }
 
+    /// Environment the CCM needs for the cloud (AWS credentials; empty for OpenStack).
+    fn cloud_env(&self) -> Vec<(String, String)> {
+        self.cloud
+            .as_ref()
+            .map(CloudControl::ccm_env)
+            .unwrap_or_default()
+    }
+
     /// The CCM command line: the provider's upstream flags, then the case's, then the user's.
     pub fn ccm_command_line(&self, port: u16) -> Vec<String> {
         let mut args = vec![
@@ -164,7 +183,7 @@ impl Environment {
             "--bind-address=127.0.0.1".into(),
             format!("--secure-port={port}"),
             "--configure-cloud-routes=false".into(),
-            "--cluster-name=ccm-conformance".into(),
+            format!("--cluster-name={CLUSTER_NAME}"),
         ];
         args.extend(self.ccm_args.iter().cloned());
         args.extend(self.settings.ccm_args.iter().cloned());
@@ -184,11 +203,80 @@ impl Environment {
         let port = free_port().map_err(|e| CaseError::infra("finding a free port", e))?;
         let mut args = self.ccm_command_line(port);
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut ccm =
-            CcmProcess::spawn(&self.settings.ccm, &args, &self.dir.join("ccm.log"), port)?;
+        let mut ccm = CcmProcess::spawn_with_env(
+            &self.settings.ccm,
+            &args,
+            &self.cloud_env(),
+            &self.dir.join("ccm.log"),
+            port,
+        )?;
         ccm.wait_healthy(Duration::from_secs(30)).await?;
         self.ccm = Some(ccm);
         Ok(())
+    }
+
+    /// Starts a named CCM replica beside the primary CCM: its own `--secure-port`, its own
+    /// log `ccm-<name>.log` in the case dir, the same command line as
+    /// [`Self::ccm_command_line`] followed by `extra` (so `--leader-elect=true` in `extra`
+    /// overrides the default `false`). `binary: None` runs the settings' CCM. Waits for its
+    /// `/healthz`; an `Err` (with the log's tail) when it cannot start, exits or never
+    /// becomes healthy. A replica of the same name is stopped first.
+    pub async fn start_replica(
+        &mut self,
+        name: &str,
+        binary: Option<&Path>,
+        extra: &[&str],
+    ) -> Result<(), CaseError> {
+        self.stop_replica(name).await;
+        let port = free_port().map_err(|e| CaseError::infra("finding a free port", e))?;
+        let mut args = self.ccm_command_line(port);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let binary = binary.unwrap_or(&self.settings.ccm);
+        let log = self.dir.join(format!("ccm-{name}.log"));
+        let mut ccm = CcmProcess::spawn_with_env(binary, &args, &self.cloud_env(), &log, port)?;
+        if let Err(e) = ccm.wait_healthy(Duration::from_secs(30)).await {
+            ccm.stop().await;
+            return Err(prefix_failure(&format!("replica {name}"), e));
+        }
+        self.replicas.insert(name.to_string(), ccm);
+        Ok(())
+    }
+
+    /// Stops a replica gracefully (SIGTERM, then waits for it to exit; SIGKILL after 5 s).
+    /// Unknown names are ignored.
+    pub async fn stop_replica(&mut self, name: &str) {
+        if let Some(mut ccm) = self.replicas.remove(name) {
+            ccm.stop().await;
+        }
+    }
+
+    /// Kills a replica (SIGKILL): no lease release, no cleanup, as a crash or OOM kill.
+    /// Unknown names are ignored.
+    pub async fn kill_replica(&mut self, name: &str) {
+        if let Some(mut ccm) = self.replicas.remove(name) {
+            ccm.kill().await;
+        }
+    }
+
+    /// Whether the replica exists and its process is still running.
+    pub fn replica_alive(&mut self, name: &str) -> bool {
+        self.replicas
+            .get_mut(name)
+            .is_some_and(|c| c.exited().is_none())
+    }
+
+    /// The last `lines` lines of a replica's log (empty for an unknown name; the log of a
+    /// stopped replica is still in the case dir as `ccm-<name>.log`).
+    pub fn replica_log_tail(&self, name: &str, lines: usize) -> String {
+        match self.replicas.get(name) {
+            Some(c) => c.log_tail(lines),
+            None => crate::ccm::tail_of(&self.dir.join(format!("ccm-{name}.log")), lines),
+        }
+    }
+
+    /// Names of the replicas started and not stopped, in order.
+    pub fn replica_names(&self) -> Vec<String> {
+        self.replicas.keys().cloned().collect()
     }
 
     /// Assigns pod CIDRs to a node, as kube-controller-manager's node IPAM would.
@@ -263,6 +351,49 @@ impl Environment {
             .map_err(|e| CaseError::infra("registering node", e))?;
         self.kubelets.insert(name.to_string(), kubelet);
         Ok(instance)
+    }
+
+    /// Creates the node's instance and registers the Node the way a kubelet with an
+    /// in-tree cloud provider (`--cloud-provider=<name>`, before the external migration) and
+    /// `--node-ip` = the first internal IP left it: providerID, zone/region/instance-type
+    /// labels (GA and beta, as kubelets set both), the cloud's addresses, no uninitialized
+    /// taint (ccm-behaviour.md §3 A; kubernetes/kubernetes pkg/kubelet/kubelet_node_status.go).
+    pub async fn add_in_tree_node(
+        &mut self,
+        name: &str,
+        mut spec: InstanceSpec,
+    ) -> Result<Instance, CaseError> {
+        spec.name = name.to_string();
+        let instance = self.cloud().create_instance(spec)?;
+        let mut config = KubeletConfig::new(name);
+        config.external_cloud_provider = false;
+        config.node_ip = instance.internal_ips.first().cloned();
+        config.provider_id = Some(instance.provider_id.clone());
+        config.cloud_addresses = instance.cloud_addresses();
+        config.labels = in_tree_labels(&instance);
+        config.proxy = true;
+        let kubelet = SimKubelet::start(self.kubelet_client.clone(), config)
+            .await
+            .map_err(|e| CaseError::infra("registering in-tree node", e))?;
+        self.kubelets.insert(name.to_string(), kubelet);
+        Ok(instance)
+    }
+
+    /// Restarts a node's kubelet with `--cloud-provider=external` and the same `--node-ip`
+    /// (the migration step): it re-registers, which never re-adds the taint.
+    pub async fn switch_kubelet_to_external(&mut self, name: &str) -> Result<(), CaseError> {
+        let client = self.kubelet_client.clone();
+        let kubelet = self
+            .kubelets
+            .get_mut(name)
+            .ok_or_else(|| CaseError::failed(format!("no kubelet for node {name}")))?;
+        let mut config = kubelet.config().clone();
+        config.external_cloud_provider = true;
+        config.cloud_addresses.clear();
+        kubelet
+            .restart_with(client, config)
+            .await
+            .map_err(|e| CaseError::infra("restarting kubelet as external", e))
     }
 
     /// Restarts a node's kubelet (re-registration without re-tainting).
@@ -412,16 +543,83 @@ impl Environment {
     /// Every write (create, update, patch, delete) the CCM made, i.e. not from the harness or
     /// the kubelets, in order.
     pub fn ccm_writes(&self) -> Vec<AuditEntry> {
-        let Some(api) = self.apiserver.as_ref() else {
-            return Vec::new();
-        };
-        api.audit()
+        self.api_audit()
             .into_iter()
             .filter(|e| matches!(e.verb.as_str(), "create" | "update" | "patch" | "delete"))
             .filter(|e| {
                 !e.user_agent.starts_with(HARNESS_USER_AGENT)
                     && !e.user_agent.starts_with(KUBELET_USER_AGENT)
             })
+            .collect()
+    }
+
+    /// The sequence number of the API server's last audit entry: writes after it are
+    /// [`Self::foreign_writes_since`] this mark.
+    pub fn audit_mark(&self) -> u64 {
+        self.api_audit().last().map(|e| e.seq).unwrap_or(0)
+    }
+
+    /// The API server's audit log across restarts, in order, `seq` increasing throughout.
+    pub fn api_audit(&self) -> Vec<AuditEntry> {
+        let offset = self.audit_before_restart.last().map(|e| e.seq).unwrap_or(0);
+        let mut all = self.audit_before_restart.clone();
+        if let Some(api) = self.apiserver.as_ref() {
+            all.extend(api.audit().into_iter().map(|mut e| {
+                e.seq += offset;
+                e
+            }));
+        }
+        all
+    }
+
+    /// Makes the cloud's load balancers slow: each change stays pending for `reads` status
+    /// reads (Octavia's PENDING_* states), so a case can act while the CCM is mid-ensure.
+    pub fn slow_load_balancers(&self, reads: u32) -> Result<(), CaseError> {
+        #[allow(unreachable_patterns)]
+        match self.cloud() {
+            CloudControl::OpenStack(m) => m
+                .admin()
+                .set_lifecycle(
+                    mock_openstack::LifecycleTarget::Default,
+                    Some(mock_openstack::LifecycleMode::Reads { n: reads }),
+                )
+                .map_err(|e| CaseError::infra("setting the load-balancer lifecycle", e)),
+            other => Err(CaseError::Skipped(format!(
+                "no slow load-balancer lifecycle for provider {}",
+                other.provider().name()
+            ))),
+        }
+    }
+
+    /// Restarts the embedded API server on the same address with the same credentials and
+    /// objects: every connection and watch of the CCM and the kubelets breaks and must be
+    /// re-established. Returns how long the API was down.
+    pub async fn restart_apiserver(&mut self) -> Result<Duration, CaseError> {
+        let carried = self.api_audit();
+        let api = self
+            .apiserver
+            .take()
+            .ok_or_else(|| CaseError::failed("the API server is not running"))?;
+        let started = std::time::Instant::now();
+        let api = api
+            .restart()
+            .await
+            .map_err(|e| CaseError::infra("restarting the embedded API server", e))?;
+        self.audit_before_restart = carried;
+        self.apiserver = Some(api);
+        let down = started.elapsed();
+        // Fresh clients: pooled connections to the old server are dead.
+        self.client = client_for(&self.kubeconfig, HARNESS_USER_AGENT).await?;
+        self.kubelet_client = client_for(&self.kubeconfig, KUBELET_USER_AGENT).await?;
+        Ok(down)
+    }
+
+    /// Writes after `mark` by anyone but the harness and the kubelets (the CCM under test,
+    /// its replicas, a simulated kube-controller-manager), in order.
+    pub fn foreign_writes_since(&self, mark: u64) -> Vec<AuditEntry> {
+        self.ccm_writes()
+            .into_iter()
+            .filter(|e| e.seq > mark)
             .collect()
     }
 
@@ -467,6 +665,9 @@ impl Environment {
     /// Stops every process and server the environment started.
     pub async fn teardown(&mut self) {
         self.stop_ccm().await;
+        for name in self.replica_names() {
+            self.stop_replica(&name).await;
+        }
         self.kubelets.clear();
         if let Some(cloud) = self.cloud.take() {
             cloud.shutdown().await;
@@ -474,6 +675,53 @@ impl Environment {
         if let Some(api) = self.apiserver.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), api.shutdown()).await;
         }
+    }
+}
+
+/// The cloud labels an in-tree kubelet put on its Node: GA and beta topology and
+/// instance-type labels (kubernetes/kubernetes pkg/kubelet/kubelet_node_status.go
+/// `initialNode`); zone labels only when the instance has a zone.
+pub fn in_tree_labels(instance: &Instance) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut put = |keys: [&str; 2], value: &str| {
+        if !value.is_empty() {
+            for k in keys {
+                labels.insert(k.to_string(), value.to_string());
+            }
+        }
+    };
+    put(
+        [
+            "topology.kubernetes.io/zone",
+            "failure-domain.beta.kubernetes.io/zone",
+        ],
+        &instance.zone,
+    );
+    put(
+        [
+            "topology.kubernetes.io/region",
+            "failure-domain.beta.kubernetes.io/region",
+        ],
+        &instance.region,
+    );
+    put(
+        [
+            "node.kubernetes.io/instance-type",
+            "beta.kubernetes.io/instance-type",
+        ],
+        &instance.instance_type,
+    );
+    labels
+}
+
+/// Prefixes a failure's message with `context` (skips pass through).
+fn prefix_failure(context: &str, err: CaseError) -> CaseError {
+    match err {
+        CaseError::Failed { message, detail } => CaseError::Failed {
+            message: format!("{context}: {message}"),
+            detail,
+        },
+        other => other,
     }
 }
 

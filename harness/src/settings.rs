@@ -24,6 +24,10 @@ pub struct Settings {
     pub hold: Duration,
     /// A log with one line per finished case (`build-log.txt` of a publishable run).
     pub build_log: Option<PathBuf>,
+    /// The "old" and "new" CCM binaries of the upgrade suite (`--ccm-old`, `--ccm-new`,
+    /// `CCM_CONFORMANCE_CCM_OLD`, `CCM_CONFORMANCE_CCM_NEW`); `None` = [`Self::ccm`].
+    pub ccm_old: Option<PathBuf>,
+    pub ccm_new: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +47,8 @@ impl Settings {
             artifacts: default_artifacts(),
             hold: Duration::from_secs(5),
             build_log: None,
+            ccm_old: None,
+            ccm_new: None,
         }
     }
 
@@ -61,6 +67,12 @@ impl Settings {
         if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM") {
             s.set_ccm(&v);
         }
+        if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_OLD") {
+            s.ccm_old = ccm_path(&v);
+        }
+        if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_NEW") {
+            s.ccm_new = ccm_path(&v);
+        }
         if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_ARGS") {
             s.ccm_args = v.split_whitespace().map(str::to_string).collect();
         }
@@ -78,6 +90,23 @@ impl Settings {
             self.ccm = PathBuf::from(value);
         }
     }
+}
+
+impl Settings {
+    /// The upgrade suite's "old" CCM (N): `--ccm-old`, else the CCM under test.
+    pub fn ccm_old(&self) -> &std::path::Path {
+        self.ccm_old.as_deref().unwrap_or(&self.ccm)
+    }
+
+    /// The upgrade suite's "new" CCM (N+1): `--ccm-new`, else the CCM under test.
+    pub fn ccm_new(&self) -> &std::path::Path {
+        self.ccm_new.as_deref().unwrap_or(&self.ccm)
+    }
+}
+
+/// `""` and `reference` mean the CCM under test; anything else is a path.
+pub fn ccm_path(value: &str) -> Option<PathBuf> {
+    (!value.is_empty() && value != "reference").then(|| PathBuf::from(value))
 }
 
 /// `$ARTIFACTS` or `./_artifacts`.

@@ -181,6 +181,18 @@ impl LeaderElector {
     }
 }
 
+/// Renews until the lease is lost, then exits the process with status 1, as upstream
+/// (`klog.Fatalf("leaderelection lost")` in cloud-provider `app/controllermanager.go`):
+/// controllers must never keep running without the lease.
+pub async fn exit_when_lost(mut elector: LeaderElector) {
+    elector.renew_until_lost().await;
+    tracing::error!(
+        lease = %format!("{}/{}", elector.config.namespace, elector.config.name),
+        "leaderelection lost"
+    );
+    std::process::exit(1);
+}
+
 /// client-go `wait.Jitter(retryPeriod, 1.2)`.
 fn jittered(d: Duration) -> Duration {
     let nanos = u64::from(uuid::Uuid::new_v4().as_u128() as u16);

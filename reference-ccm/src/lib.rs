@@ -15,6 +15,7 @@ pub mod cloud;
 pub mod controllers;
 pub mod leader;
 pub mod metrics;
+pub mod migration;
 pub mod options;
 pub mod providers;
 pub mod serving;
@@ -36,12 +37,18 @@ pub enum StartupError {
     Options(#[from] options::OptionsError),
     #[error("openstack provider: {0}")]
     OpenStack(#[from] providers::openstack::OpenStackError),
+    #[error("aws provider: {0}")]
+    Aws(#[from] providers::aws::AwsError),
+    #[error("vsphere provider: {0}")]
+    Vsphere(#[from] providers::vsphere::VsphereError),
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
     #[error("kubernetes client: {0}")]
     KubeClient(#[from] kube::Error),
     #[error(transparent)]
     Serving(#[from] serving::ServingError),
+    #[error(transparent)]
+    Migration(#[from] migration::MigrationError),
     #[error("node-route-controller: {0}")]
     Route(#[from] controllers::route::RouteConfigError),
     #[error("starting the async runtime: {0}")]
@@ -162,11 +169,26 @@ async fn kube_client(opts: &Options) -> Result<kube::Client, StartupError> {
 pub async fn run(opts: Options) -> Result<(), StartupError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     opts.validate()?;
+    providers::openstack::loadbalancer::use_name_scheme(opts.testing_lb_name_scheme);
     let enabled = opts.enabled_controllers()?;
+    let migration = migration::MigrationConfig::from_options(&opts)?;
 
-    // Provider and client first, logging after: a startup error stays one line.
-    let (mut cloud, mut warnings) =
-        providers::openstack::OpenStack::new(&opts.cloud_config).await?;
+    // Provider and client first, logging after: a startup error stays one line. The
+    // Kubernetes client is built early only when cloud.conf names a Secret.
+    let (mut cloud, mut warnings) = if opts.cloud_provider == "aws" {
+        let (aws, warnings) = providers::aws::Aws::new(&opts.cloud_config).await?;
+        (providers::AnyCloud::Aws(aws), warnings)
+    } else if opts.cloud_provider == providers::vsphere::PROVIDER_NAME {
+        let (vs, warnings) = providers::vsphere::Vsphere::new(&opts.cloud_config).await?;
+        (providers::AnyCloud::Vsphere(vs), warnings)
+    } else {
+        let (config, warnings) =
+            providers::openstack::secret::load_config(&opts.cloud_config, || kube_client(&opts))
+                .await
+                .map_err(providers::openstack::OpenStackError::from)?;
+        let (os, warnings) = providers::openstack::OpenStack::with_config(config, warnings).await?;
+        (providers::AnyCloud::OpenStack(os), warnings)
+    };
     if enabled.contains(&options::NODE_ROUTE) && opts.configure_cloud_routes {
         warnings.extend(cloud.detect_routes().await);
     }
@@ -200,31 +222,94 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         .await?;
     }
 
+    let starter = Arc::new(ControllerStarter {
+        client: client.clone(),
+        cloud,
+        opts: opts.clone(),
+        metrics,
+        capabilities,
+        route_cidrs,
+    });
+    // Leader migration splits the controllers between the main and the migration lease
+    // (cloud-provider app/controllermanager.go); without it everything runs under the main one.
+    let (main_set, migrated_set): (Vec<&'static str>, Vec<&'static str>) = match &migration {
+        None => (enabled.clone(), Vec::new()),
+        Some(m) => {
+            let mut main_set = Vec::new();
+            let mut migrated_set = Vec::new();
+            for name in &enabled {
+                match m.placement(name) {
+                    migration::Placement::Main => main_set.push(*name),
+                    migration::Placement::Migrated => migrated_set.push(*name),
+                    migration::Placement::Elsewhere => tracing::info!(
+                        "Skipping {name}: the leader migration config assigns it to another component"
+                    ),
+                }
+            }
+            (main_set, migrated_set)
+        }
+    };
+
     if opts.leader_elect {
-        let mut elector = leader::LeaderElector::new(
-            client.clone(),
-            leader::LeaderConfig {
-                namespace: opts.leader_elect_resource_namespace.clone(),
-                name: opts.leader_elect_resource_name.clone(),
-                identity: leader::default_identity(),
-                lease_duration: opts.leader_elect_lease_duration,
-                renew_deadline: opts.leader_elect_renew_deadline,
-                retry_period: opts.leader_elect_retry_period,
-            },
-        );
+        let identity = leader::default_identity();
+        let lease = |name: &str| leader::LeaderConfig {
+            namespace: opts.leader_elect_resource_namespace.clone(),
+            name: name.to_owned(),
+            identity: identity.clone(),
+            lease_duration: opts.leader_elect_lease_duration,
+            renew_deadline: opts.leader_elect_renew_deadline,
+            retry_period: opts.leader_elect_retry_period,
+        };
+        let mut elector =
+            leader::LeaderElector::new(client.clone(), lease(&opts.leader_elect_resource_name));
         tokio::select! {
             () = elector.acquire() => {}
             () = shutdown_signal() => return Ok(()),
         }
-        tokio::spawn(async move {
-            elector.renew_until_lost().await;
-            tracing::error!("leaderelection lost");
-            std::process::exit(1);
-        });
+        tokio::spawn(leader::exit_when_lost(elector));
+        starter.start_all(&main_set);
+        if let Some(m) = &migration {
+            // The migration lease is contended only once the main lease is held
+            // (controller-manager pkg/leadermigration: MigrationReady).
+            let mut migration_elector =
+                leader::LeaderElector::new(client.clone(), lease(&m.leader_name));
+            let starter = starter.clone();
+            tokio::spawn(async move {
+                migration_elector.acquire().await;
+                starter.start_all(&migrated_set);
+                leader::exit_when_lost(migration_elector).await;
+            });
+        }
+    } else {
+        starter.start_all(&main_set);
+        starter.start_all(&migrated_set);
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    Ok(())
+}
+
+/// What starting a controller needs; one place so the main and the migration lease start
+/// controllers the same way.
+struct ControllerStarter {
+    client: kube::Client,
+    cloud: Arc<providers::AnyCloud>,
+    opts: Options,
+    metrics: Arc<metrics::Metrics>,
+    capabilities: cloud::Capabilities,
+    route_cidrs: Option<Vec<controllers::route::Cidr>>,
+}
+
+impl ControllerStarter {
+    fn start_all(&self, names: &[&'static str]) {
+        for name in names {
+            self.start(name);
+        }
     }
 
-    for name in &enabled {
-        match *name {
+    fn start(&self, name: &'static str) {
+        let (opts, client, cloud) = (&self.opts, &self.client, &self.cloud);
+        match name {
             options::CLOUD_NODE => {
                 let node_opts = controllers::node::NodeControllerOptions {
                     workers: opts.concurrent_node_syncs,
@@ -236,7 +321,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
                     client.clone(),
                     cloud.clone(),
                     node_opts,
-                    metrics.clone(),
+                    self.metrics.clone(),
                 ));
             }
             options::CLOUD_NODE_LIFECYCLE => {
@@ -247,7 +332,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
                     opts.node_monitor_period,
                 ));
             }
-            options::SERVICE_LB if capabilities.load_balancer => {
+            options::SERVICE_LB if self.capabilities.load_balancer => {
                 let service_opts = controllers::service::ServiceControllerOptions {
                     cluster_name: opts.cluster_name.clone(),
                     workers: opts.concurrent_service_syncs,
@@ -269,7 +354,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
                     "Will not configure cloud provider routes, --configure-cloud-routes: false; skipping {name}"
                 )
             }
-            options::NODE_ROUTE => match &route_cidrs {
+            options::NODE_ROUTE => match &self.route_cidrs {
                 Some(cidrs) => {
                     let route_opts = controllers::route::RouteControllerOptions {
                         cluster_name: opts.cluster_name.clone(),
@@ -292,9 +377,6 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
             }
         }
     }
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -28,7 +28,7 @@ const KNOWN_CONTROLLERS: [(&str, &str); 4] = [
 pub enum OptionsError {
     #[error("--cloud-provider cannot be empty")]
     MissingCloudProvider,
-    #[error("unknown cloud provider {0:?} (known: openstack)")]
+    #[error("unknown cloud provider {0:?} (known: openstack, aws, vsphere)")]
     UnknownCloudProvider(String),
     #[error("--controllers: {0:?} is not in the list of known controllers")]
     UnknownController(String),
@@ -52,7 +52,7 @@ pub enum OptionsError {
     about = "Reference cloud-controller-manager"
 )]
 pub struct Options {
-    /// Provider of cloud services (required; only "openstack" is known).
+    /// Provider of cloud services (required; "openstack", "aws" or "vsphere").
     #[arg(long, default_value = "")]
     pub cloud_provider: String,
     /// Path to the cloud provider configuration file.
@@ -89,6 +89,14 @@ pub struct Options {
     pub leader_elect_resource_name: String,
     #[arg(long, default_value = "kube-system")]
     pub leader_elect_resource_namespace: String,
+    /// Leader migration (KEP-2436): migrated controllers run under a second lease.
+    /// Only with `--leader-elect`.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    pub enable_leader_migration: bool,
+    /// A `LeaderMigrationConfiguration` file; empty = the built-in default. Ignored
+    /// without `--enable-leader-migration`, as upstream.
+    #[arg(long, default_value = "")]
+    pub leader_migration_config: String,
     /// HTTPS port for /healthz and /metrics; 0 disables serving.
     #[arg(long, default_value_t = 10258)]
     pub secure_port: u16,
@@ -116,6 +124,19 @@ pub struct Options {
     /// Log verbosity, klog style (0-10).
     #[arg(long = "v", default_value_t = 0)]
     pub verbosity: u8,
+    /// TEST ONLY, hidden: the OpenStack load-balancer naming scheme. `legacy` (default) is
+    /// upstream's; `v2` renames every load balancer, a deliberately broken upgrade the
+    /// upgrade suite (UP-01, UP-04) must catch.
+    #[arg(long, value_enum, default_value_t = LbNameScheme::Legacy, hide = true)]
+    pub testing_lb_name_scheme: LbNameScheme,
+}
+
+/// Values of the hidden `--testing-lb-name-scheme` flag.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LbNameScheme {
+    #[default]
+    Legacy,
+    V2,
 }
 
 impl Options {
@@ -123,7 +144,7 @@ impl Options {
     pub fn validate(&self) -> Result<(), OptionsError> {
         match self.cloud_provider.as_str() {
             "" => return Err(OptionsError::MissingCloudProvider),
-            "openstack" => {}
+            "openstack" | "aws" | "vsphere" => {}
             other => return Err(OptionsError::UnknownCloudProvider(other.to_owned())),
         }
         self.enabled_controllers()?;
@@ -147,16 +168,19 @@ impl Options {
         }
     }
 
+    /// The canonical name of a controller given by canonical name or alias.
+    pub fn canonical_controller(name: &str) -> Option<&'static str> {
+        KNOWN_CONTROLLERS
+            .iter()
+            .find(|(c, alias)| *c == name || *alias == name)
+            .map(|(c, _)| *c)
+    }
+
     /// Canonical names of the enabled controllers, in the canonical order.
     /// Semantics of `k8s.io/controller-manager` `IsControllerEnabled`: an explicit
     /// `name`/`-name` wins, otherwise `*` enables.
     pub fn enabled_controllers(&self) -> Result<Vec<&'static str>, OptionsError> {
-        let canonical = |name: &str| {
-            KNOWN_CONTROLLERS
-                .iter()
-                .find(|(c, alias)| *c == name || *alias == name)
-                .map(|(c, _)| *c)
-        };
+        let canonical = Self::canonical_controller;
         let mut star = false;
         let mut on = Vec::new();
         let mut off = Vec::new();
@@ -257,6 +281,8 @@ mod tests {
         assert_eq!(o.leader_elect_retry_period, Duration::from_secs(2));
         assert_eq!(o.leader_elect_resource_name, "cloud-controller-manager");
         assert_eq!(o.leader_elect_resource_namespace, "kube-system");
+        assert!(!o.enable_leader_migration);
+        assert_eq!(o.leader_migration_config, "");
         assert_eq!(o.secure_port, 10258);
         assert_eq!(o.cluster_name, "kubernetes");
         assert!(o.configure_cloud_routes);
@@ -361,5 +387,33 @@ mod tests {
         let o = parse(&["--cloud-provider=openstack", "--concurrent-node-syncs=0"]);
         assert_eq!(o.validate(), Err(OptionsError::BadNodeSyncs(0)));
         assert!(Options::try_parse_from(["x", "--no-such-flag=1"]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod testing_flag_tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn lb_name_scheme_defaults_to_legacy_parses_v2_and_is_hidden() {
+        let parse = |extra: &[&str]| {
+            let mut all = vec!["reference-ccm", "--cloud-provider=openstack"];
+            all.extend_from_slice(extra);
+            Options::try_parse_from(all)
+        };
+        assert_eq!(
+            parse(&[]).map(|o| o.testing_lb_name_scheme).ok(),
+            Some(LbNameScheme::Legacy)
+        );
+        assert_eq!(
+            parse(&["--testing-lb-name-scheme=v2"])
+                .map(|o| o.testing_lb_name_scheme)
+                .ok(),
+            Some(LbNameScheme::V2)
+        );
+        assert!(parse(&["--testing-lb-name-scheme=v3"]).is_err());
+        let help = Options::command().render_long_help().to_string();
+        assert!(!help.contains("testing-lb-name-scheme"), "{help}");
     }
 }

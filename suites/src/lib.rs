@@ -9,7 +9,9 @@ mod common;
 pub mod lifecycle;
 pub mod load_balancers;
 pub mod node_init;
+pub mod process;
 pub mod routes;
+pub mod upgrade;
 
 use ccm_harness::Case;
 
@@ -20,6 +22,8 @@ pub fn all() -> Vec<Case> {
     cases.extend(lifecycle::cases());
     cases.extend(load_balancers::cases());
     cases.extend(routes::cases());
+    cases.extend(upgrade::cases());
+    cases.extend(process::cases());
     cases
 }
 

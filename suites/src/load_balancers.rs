@@ -71,6 +71,24 @@ pub fn cases() -> Vec<Case> {
             lb06
         ),
         case!(
+            "LB-07",
+            "deletes the load balancer of a Service turned ClusterIP while the CCM was down",
+            &[Mock],
+            lb07
+        ),
+        case!(
+            "LB-08",
+            "follows nodePort and port changes with the same ingress",
+            &[Conformance],
+            lb08
+        ),
+        case!(
+            "LB-09",
+            "lets only clients inside loadBalancerSourceRanges through",
+            &[Conformance],
+            lb09
+        ),
+        case!(
             "LB-12",
             "re-ensures once per relevant change and never for a selector change",
             &[Mock],
@@ -89,12 +107,39 @@ pub fn cases() -> Vec<Case> {
             lb14
         ),
         case!(
+            "LB-15",
+            "keeps NotReady nodes as backends and drops autoscaler-deleted nodes at the next sync",
+            &[Mock],
+            lb15
+        ),
+        case!(
+            "LB-17",
+            "warns UnAvailableLoadBalancer and still ensures when no node is eligible",
+            &[Mock],
+            lb17
+        ),
+        case!(
             "LB-18",
             "reports SyncLoadBalancerFailed and keeps the finalizer when ensure fails",
             &[Mock],
             lb18
         ),
+        case!(
+            "LB-20",
+            "re-ensures at restart without writing an unchanged Service",
+            &[Mock],
+            lb20
+        ),
+        case!(
+            "LB-25",
+            "keeps the load balancers of two clusters with different --cluster-name apart",
+            &[Mock],
+            lb25
+        ),
     ]
+    .into_iter()
+    .chain(more_cases())
+    .collect()
 }
 
 fn service(name: &str, extra_spec: serde_json::Value) -> Result<Service, CaseError> {
@@ -270,21 +315,44 @@ async fn lb01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         lbs.len() == 1,
         "expected exactly one cloud load balancer, observed {lbs:?}"
     );
-    // LB-02: an ip ingress carries ipMode VIP or Proxy.
     let svc = env
         .services()
         .get(SVC)
         .await
         .map_err(|e| CaseError::infra("getting Service", e))?;
-    let mode = svc
+    let first = svc
         .status
         .and_then(|s| s.load_balancer)
         .and_then(|l| l.ingress)
-        .and_then(|i| i.first().and_then(|i| i.ip_mode.clone()));
-    ensure!(
-        matches!(mode.as_deref(), Some("VIP") | Some("Proxy")),
-        "expected ipMode VIP or Proxy on the ip ingress, observed {mode:?}"
-    );
+        .and_then(|i| i.into_iter().next())
+        .unwrap_or_default();
+    match (&first.ip, &first.hostname) {
+        // LB-02: an ip ingress carries ipMode VIP or Proxy (KEP-1860).
+        (Some(_), _) => {
+            let mode = first.ip_mode.as_deref();
+            ensure!(
+                matches!(mode, Some("VIP") | Some("Proxy")),
+                "expected ipMode VIP or Proxy on the ip ingress, observed {mode:?}"
+            );
+        }
+        // A hostname ingress (AWS ELB DNS names) has no ipMode; it must resolve to the
+        // cloud load balancer's address.
+        (None, Some(host)) => {
+            let resolved = env.cloud().resolve_ingress(host);
+            ensure!(
+                resolved
+                    .as_ref()
+                    .is_some_and(|r| lbs.iter().any(|lb| &lb.vip == r)),
+                "expected hostname ingress {host} to resolve to the load balancer's address {:?}, observed {resolved:?}",
+                lbs.first().map(|lb| &lb.vip)
+            );
+        }
+        (None, None) => {
+            return Err(CaseError::failed(format!(
+                "expected an ip or hostname on the ingress, observed {first:?}"
+            )));
+        }
+    }
     // Real traffic: the answer names a node behind the load balancer.
     let answers = reach(env, &ip, 8080, 6).await?;
     ensure!(
@@ -663,13 +731,16 @@ async fn lb14(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 
 async fn lb18(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     two_nodes(env).await?;
+    // Until cleared: cloud SDKs retry 5xx answers themselves (the AWS SDK up to 3 times),
+    // so a fault with a small count could be absorbed before the CCM sees it.
     env.cloud().inject(FaultSpec::LoadBalancerWrite {
         method: "POST",
         status: 500,
-        count: Some(1),
+        count: None,
     });
     create(env, &service(SVC, json!({}))?).await?;
     wait_reason(env, "SyncLoadBalancerFailed").await?;
+    env.cloud().clear_faults();
     let s = env
         .services()
         .get(SVC)
@@ -683,4 +754,1245 @@ async fn lb18(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     ready_ingress(env).await?;
     delete_and_check_leaks(env).await?;
     Ok(vec![])
+}
+
+async fn patch_spec(env: &Environment, spec: serde_json::Value) -> Result<(), CaseError> {
+    env.services()
+        .patch(
+            SVC,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": spec })),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| CaseError::infra("patching Service", e))
+}
+
+async fn lb07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    create(env, &service(SVC, json!({}))?).await?;
+    ready_ingress(env).await?;
+    env.stop_ccm().await;
+    patch_spec(env, json!({"type": "ClusterIP"})).await?;
+    let lbs = env.cloud().load_balancers();
+    ensure!(
+        lbs.len() == 1,
+        "expected the load balancer to survive while the CCM is down, observed {lbs:?}"
+    );
+    // k/k#78954: the finalizer makes the restarted CCM clean up what it missed.
+    env.start_ccm().await?;
+    svc_eventually(env, "finalizer and ingress gone after restart", |s| {
+        if !has_finalizer(s) && ingress_ips(s).is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "finalizer {}, ingress {:?}",
+                has_finalizer(s),
+                ingress_ips(s)
+            ))
+        }
+    })
+    .await?;
+    wait_no_lbs(env).await?;
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+fn count_reason(reasons: &[String], reason: &str) -> usize {
+    reasons.iter().filter(|r| *r == reason).count()
+}
+
+/// Waits for one more `EnsuredLoadBalancer` than `before`.
+async fn wait_ensured_after(env: &Environment, before: usize) -> Result<(), CaseError> {
+    eventually("one more EnsuredLoadBalancer", LB_TIMEOUT, || async {
+        let n = count_reason(&reasons(env).await?, "EnsuredLoadBalancer");
+        Ok(if n > before {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!("{n} EnsuredLoadBalancer events"))
+        })
+    })
+    .await
+}
+
+fn first_node_port(s: &Service) -> Option<i32> {
+    s.spec
+        .as_ref()
+        .and_then(|sp| sp.ports.as_ref())
+        .and_then(|p| p.first())
+        .and_then(|p| p.node_port)
+}
+
+async fn lb08(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    let env: &Environment = env;
+    create(env, &service(SVC, json!({}))?).await?;
+    let ip = ready_ingress(env).await?;
+    wait_reason(env, "EnsuredLoadBalancer").await?;
+    reach(env, &ip, 8080, 2).await?;
+    let svc = env
+        .services()
+        .get(SVC)
+        .await
+        .map_err(|e| CaseError::infra("getting Service", e))?;
+    let old_node_port = first_node_port(&svc).unwrap_or(0);
+    let new_node_port = if old_node_port == 31234 { 31235 } else { 31234 };
+    let ensured = count_reason(&reasons(env).await?, "EnsuredLoadBalancer");
+    patch_spec(
+        env,
+        json!({"ports": [{"name": "http", "port": 8080, "targetPort": 8080, "protocol": "TCP", "nodePort": new_node_port}]}),
+    )
+    .await?;
+    wait_ensured_after(env, ensured).await?;
+    reach(env, &ip, 8080, 2).await?;
+    // Then the service port: the listener moves, the ingress stays.
+    let ensured = count_reason(&reasons(env).await?, "EnsuredLoadBalancer");
+    patch_spec(
+        env,
+        json!({"ports": [{"name": "http", "port": 8081, "targetPort": 8080, "protocol": "TCP", "nodePort": new_node_port}]}),
+    )
+    .await?;
+    wait_ensured_after(env, ensured).await?;
+    let answers = reach(env, &ip, 8081, 2).await?;
+    ensure!(
+        !answers.is_empty(),
+        "expected answers on the new port 8081 of {ip}"
+    );
+    let now = ready_ingress(env).await?;
+    ensure!(
+        now == ip,
+        "expected the same ingress after port changes, observed {ip} then {now}"
+    );
+    let old_addr = format!("{ip}:8080");
+    eventually("the old port 8080 closed", LB_TIMEOUT, || {
+        let old_addr = old_addr.clone();
+        async move {
+            Ok(
+                match ccm_harness::traffic::tcp_line(&old_addr, Duration::from_secs(1))
+                    .await
+                    .map_err(|e| CaseError::infra("connecting", e))?
+                {
+                    None => Probe::Done(()),
+                    Some(line) => Probe::Pending(format!("{old_addr} still answers {line}")),
+                },
+            )
+        }
+    })
+    .await?;
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+/// Whether a client at `source` gets an answer through `ip:8080`, waiting until it is
+/// `want` and then checking it stays so for a few connections.
+async fn expect_reach(
+    env: &Environment,
+    ip: &str,
+    source: &str,
+    want: bool,
+) -> Result<(), CaseError> {
+    let _ = env;
+    let addr = format!("{ip}:8080");
+    let src: std::net::IpAddr = source
+        .parse()
+        .map_err(|e| CaseError::infra("client address", e))?;
+    let what = if want { "answered" } else { "refused" };
+    let probe = || {
+        let addr = addr.clone();
+        async move {
+            let line =
+                ccm_harness::probe::tcp_line_from(src, &addr, Duration::from_secs(1)).await?;
+            Ok(if line.is_some() == want {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("client {source} -> {addr}: {line:?}"))
+            })
+        }
+    };
+    eventually(
+        &format!("client {source} to be {what} through {addr}"),
+        LB_TIMEOUT,
+        probe,
+    )
+    .await?;
+    holds_for(
+        &format!("client {source} {what} through {addr}"),
+        Duration::from_millis(500),
+        probe,
+    )
+    .await
+}
+
+async fn lb09(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    let env: &Environment = env;
+    // Clients inside 127/8: one inside the range, one outside.
+    let (inside, outside) = ("127.0.0.2", "127.0.0.3");
+    create(
+        env,
+        &service(SVC, json!({"loadBalancerSourceRanges": ["127.0.0.2/32"]}))?,
+    )
+    .await?;
+    let ip = ready_ingress(env).await?;
+    expect_reach(env, &ip, inside, true).await?;
+    expect_reach(env, &ip, outside, false).await?;
+    // Upstream e2e: allow-all split in two halves, deny-all with an unroutable /32, cleared.
+    patch_spec(
+        env,
+        json!({"loadBalancerSourceRanges": ["0.0.0.0/1", "128.0.0.0/1"]}),
+    )
+    .await?;
+    expect_reach(env, &ip, outside, true).await?;
+    expect_reach(env, &ip, inside, true).await?;
+    patch_spec(env, json!({"loadBalancerSourceRanges": ["255.0.0.0/32"]})).await?;
+    expect_reach(env, &ip, inside, false).await?;
+    expect_reach(env, &ip, outside, false).await?;
+    patch_spec(env, json!({"loadBalancerSourceRanges": null})).await?;
+    expect_reach(env, &ip, outside, true).await?;
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+async fn lb25(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    create(env, &service(SVC, json!({}))?).await?;
+    ready_ingress(env).await?;
+    let ours: Vec<String> = env
+        .cloud()
+        .load_balancers()
+        .into_iter()
+        .map(|l| l.id)
+        .collect();
+    ensure!(
+        ours.len() == 1,
+        "expected one load balancer, observed {ours:?}"
+    );
+    // Two real clusters never share a Service UID; here both CCMs watch one API server, so
+    // the case only applies where names derive from --cluster-name (as OpenStack's
+    // `kube_service_<cluster>_<ns>_<name>`), not from the UID (upstream's default `a<uid>`).
+    let names: Vec<String> = env
+        .cloud()
+        .load_balancers()
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    if !names.iter().any(|n| n.contains("ccm-conformance")) {
+        delete_and_check_leaks(env).await?;
+        return Err(CaseError::Skipped(format!(
+            "load balancer names do not derive from --cluster-name ({names:?}); two clusters never share a Service UID"
+        )));
+    }
+    // A second cluster's CCM, same cloud account, same namespace/name (openstack#1273).
+    env.start_replica("other", None, &["--cluster-name=other-cluster"])
+        .await?;
+    let theirs = eventually(
+        "a second load balancer for the other cluster",
+        LB_TIMEOUT,
+        || async {
+            let lbs = env.cloud().load_balancers();
+            let other: Vec<String> = lbs
+                .iter()
+                .map(|l| l.id.clone())
+                .filter(|id| !ours.contains(id))
+                .collect();
+            Ok(match other.as_slice() {
+                [one] if lbs.len() == 2 => Probe::Done(one.clone()),
+                _ => Probe::Pending(format!("{lbs:?}")),
+            })
+        },
+    )
+    .await
+    .map_err(|e| env.with_ccm_log(e))?;
+    env.stop_replica("other").await;
+    // Our cluster lets go of the Service: only our load balancer goes.
+    patch_spec(env, json!({"type": "ClusterIP"})).await?;
+    eventually(
+        "only the other cluster's load balancer left",
+        LB_TIMEOUT,
+        || async {
+            let ids: Vec<String> = env
+                .cloud()
+                .load_balancers()
+                .into_iter()
+                .map(|l| l.id)
+                .collect();
+            Ok(if ids == [theirs.clone()] {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{ids:?}"))
+            })
+        },
+    )
+    .await?;
+    // Both clusters share the finalizer's name: wait until ours is gone, or the other
+    // cluster would read "needs cleanup" and delete its own load balancer.
+    svc_eventually(env, "our finalizer gone", |s| {
+        if has_finalizer(s) {
+            Err("finalizer still there".into())
+        } else {
+            Ok(())
+        }
+    })
+    .await?;
+    // The other cluster takes the Service back and keeps its own load balancer.
+    env.stop_ccm().await;
+    env.start_replica("other", None, &["--cluster-name=other-cluster"])
+        .await?;
+    patch_spec(env, json!({"type": "LoadBalancer"})).await?;
+    ready_ingress(env).await?;
+    let ids: Vec<String> = env
+        .cloud()
+        .load_balancers()
+        .into_iter()
+        .map(|l| l.id)
+        .collect();
+    ensure!(
+        ids == [theirs.clone()],
+        "expected the other cluster to reuse its load balancer {theirs}, observed {ids:?}"
+    );
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+async fn lb17(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let env: &Environment = env;
+    let exclude = json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}}});
+    env.nodes()
+        .patch("node-a", &PatchParams::default(), &Patch::Merge(&exclude))
+        .await
+        .map_err(|e| CaseError::infra("labelling node", e))?;
+    create(env, &service(SVC, json!({}))?).await?;
+    wait_reason(env, "UnAvailableLoadBalancer").await?;
+    // Upstream still calls EnsureLoadBalancer with zero hosts: the provider then builds a
+    // load balancer or refuses (cloud-provider-openstack needs a node port to pick the VIP
+    // subnet without [LoadBalancer] subnet-id) -- either way the ensure is visible.
+    eventually(
+        "an ensure despite no eligible node (a load balancer or an ensure outcome event)",
+        LB_TIMEOUT,
+        || async {
+            let lbs = env.cloud().load_balancers();
+            let r = reasons(env).await?;
+            let outcome = r
+                .iter()
+                .any(|x| x == "EnsuredLoadBalancer" || x == "SyncLoadBalancerFailed");
+            Ok(if !lbs.is_empty() || outcome {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("no load balancer, events {r:?}"))
+            })
+        },
+    )
+    .await?;
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+async fn lb20(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    create(env, &service(SVC, json!({}))?).await?;
+    ready_ingress(env).await?;
+    wait_reason(env, "EnsuredLoadBalancer").await?;
+    let service_writes = |env: &Environment| {
+        env.ccm_writes()
+            .iter()
+            .filter(|e| e.resource == "services" && e.name.as_deref() == Some(SVC))
+            .count()
+    };
+    let ensured = count_reason(&reasons(env).await?, "EnsuredLoadBalancer");
+    let lbs = env.cloud().load_balancers();
+    // Startup re-ensures every LB Service (there is no periodic re-ensure otherwise).
+    env.start_ccm().await?;
+    let before = service_writes(env);
+    wait_ensured_after(env, ensured).await?;
+    let env: &Environment = env;
+    holds_for(
+        "no Service or status write for an identical status",
+        Duration::from_secs(1),
+        || async {
+            let n = service_writes(env);
+            Ok(if n == before {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{} Service writes after restart", n - before))
+            })
+        },
+    )
+    .await?;
+    let now = env.cloud().load_balancers();
+    ensure!(
+        now.iter().map(|l| &l.id).eq(lbs.iter().map(|l| &l.id)),
+        "expected the same cloud load balancer after restart, observed {lbs:?} then {now:?}"
+    );
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+async fn lb15(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let with_ip = || NodeOptions {
+        node_ip: Some(NodeIp::FirstInternal),
+        ..Default::default()
+    };
+    initialized_node(env, "node-a", with_ip()).await?;
+    initialized_node(env, "node-b", with_ip()).await?;
+    create(env, &service(SVC, json!({}))?).await?;
+    let ip = ready_ingress(env).await?;
+    wait_reason(env, "EnsuredLoadBalancer").await?;
+    let updated = |r: &[String]| count_reason(r, "UpdatedLoadBalancer");
+    let writes = env.cloud().load_balancer_writes();
+    // KEP-3458: readiness is not a node-sync trigger; the NotReady node stays a backend.
+    env.set_node_ready("node-b", false).await?;
+    let taint = json!({"spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}]}});
+    env.nodes()
+        .patch("node-b", &PatchParams::default(), &Patch::Merge(&taint))
+        .await
+        .map_err(|e| CaseError::infra("tainting node", e))?;
+    let env_ro: &Environment = env;
+    let before = updated(&reasons(env_ro).await?);
+    holds_for(
+        "no backend update for readiness or the autoscaler taint alone",
+        Duration::from_secs(2),
+        || async {
+            let n = updated(&reasons(env_ro).await?);
+            let w = env_ro.cloud().load_balancer_writes();
+            Ok(if n == before && w == writes {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!(
+                    "{} updates, {} cloud writes",
+                    n - before,
+                    w - writes
+                ))
+            })
+        },
+    )
+    .await?;
+    // The next node sync (a node joins) drops the tainted node, keeps the others.
+    initialized_node(env, "node-c", with_ip()).await?;
+    let env: &Environment = env;
+    let addr = format!("{ip}:8080");
+    eventually("backends node-a and node-c only", LB_TIMEOUT, || async {
+        let mut seen = BTreeSet::new();
+        for _ in 0..8 {
+            if let Ok(Some(line)) =
+                ccm_harness::traffic::tcp_line(&addr, Duration::from_secs(1)).await
+            {
+                seen.insert(line);
+            }
+        }
+        let want: BTreeSet<String> = ["node-a".to_string(), "node-c".to_string()].into();
+        Ok(if seen == want {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!("answers from {seen:?}"))
+        })
+    })
+    .await?;
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+// ---- LB-10, 11, 16, 19, 21, 24, 26 (ccm-behaviour.md §4 and §6) ----
+
+/// The cases above; `cases()` appends them so the list keeps the suite order.
+pub fn more_cases() -> Vec<Case> {
+    use Tag::*;
+    vec![
+        case!(
+            "LB-10",
+            "serves without node ports when allocateLoadBalancerNodePorts is false, keeps the ingress when they are allocated",
+            &[Conformance],
+            lb10
+        ),
+        case!(
+            "LB-11",
+            "gives an externalTrafficPolicy=Local Service a health-check node port and keeps serving",
+            &[Conformance],
+            lb11
+        ),
+        Case {
+            id: "LB-16",
+            suite: "LoadBalancer",
+            title: "updates the backends when a node's providerID is set",
+            tags: &[Mock],
+            // Without the node controller nobody but the case sets providerID, so the only
+            // providerID change is the one the case makes.
+            ccm_args: &["--controllers=*,-cloud-node-controller"],
+            start_ccm: true,
+            run: |env| Box::pin(lb16(env)),
+        },
+        case!(
+            "LB-19",
+            "keeps the finalizer but writes no status when the load balancer is implemented elsewhere",
+            &[Mock],
+            lb19
+        ),
+        case!(
+            "LB-21",
+            "does not heal an out-of-band deleted load balancer until the Service changes",
+            &[Mock],
+            lb21
+        ),
+        Case {
+            id: "LB-24",
+            suite: "LoadBalancer",
+            title: "updates each of many Services once per node join, never more than --concurrent-service-syncs at a time",
+            tags: &[Mock],
+            ccm_args: &["--concurrent-service-syncs=2"],
+            start_ccm: true,
+            run: |env| Box::pin(lb24(env)),
+        },
+        Case {
+            id: "LB-06b",
+            suite: "LoadBalancer",
+            title: "deletes the load balancer of a Service whose CCM was killed mid-delete",
+            tags: &[Mock],
+            ccm_args: &[],
+            start_ccm: false,
+            run: |env| Box::pin(lb06b(env)),
+        },
+        Case {
+            id: "LB-07b",
+            suite: "LoadBalancer",
+            title: "deletes the load balancer of a Service whose CCM was killed mid-type-change",
+            tags: &[Mock],
+            ccm_args: &[],
+            start_ccm: false,
+            run: |env| Box::pin(lb07b(env)),
+        },
+        case!(
+            "LB-26",
+            "reports no UpdateLoadBalancerFailed when the load balancer is already gone",
+            &[Mock],
+            lb26
+        ),
+    ]
+}
+
+async fn lb10(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    let env: &Environment = env;
+    create(
+        env,
+        &service(SVC, json!({"allocateLoadBalancerNodePorts": false}))?,
+    )
+    .await?;
+    // The finalizer shows the controller took the Service on.
+    svc_eventually(env, "the finalizer", |s| {
+        if has_finalizer(s) {
+            Ok(())
+        } else {
+            Err("no finalizer".into())
+        }
+    })
+    .await?;
+    let s = env
+        .services()
+        .get(SVC)
+        .await
+        .map_err(|e| CaseError::infra("getting Service", e))?;
+    ensure!(
+        first_node_port(&s).unwrap_or(0) == 0,
+        "expected no node port with allocateLoadBalancerNodePorts=false, observed {:?}",
+        first_node_port(&s)
+    );
+    // Providers whose backends are node ports (OpenStack members, classic ELB instances)
+    // cannot serve yet; one that can has an ingress now, and it must survive the flip.
+    let before = ingress_ips(&s);
+    // kubernetes/kubernetes pkg/registry/core/service: flipping the field to true
+    // allocates node ports; the ports change is a needsUpdate trigger.
+    patch_spec(env, json!({"allocateLoadBalancerNodePorts": true})).await?;
+    svc_eventually(
+        env,
+        "a node port after the flip",
+        |s| match first_node_port(s) {
+            Some(p) if p > 0 => Ok(()),
+            other => Err(format!("nodePort {other:?}")),
+        },
+    )
+    .await?;
+    let ip = ready_ingress(env).await?;
+    ensure!(
+        before.is_empty() || before == vec![ip.clone()],
+        "expected the ingress unchanged after node ports were allocated, observed {before:?} then {ip}"
+    );
+    reach(env, &ip, 8080, 2).await?;
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+/// The simulated kube-proxy answers the health-check node port 200 only on the nodes this
+/// annotation names (mocks/kubelet kube_proxy.rs `LOCAL_ENDPOINTS_ANNOTATION`).
+const LOCAL_ENDPOINTS: &str = "ccm-conformance.io/local-endpoints";
+
+async fn lb11(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    let env: &Environment = env;
+    let mut svc = service(SVC, json!({"externalTrafficPolicy": "Local"}))?;
+    svc.metadata.annotations = Some([(LOCAL_ENDPOINTS.to_string(), "node-a".to_string())].into());
+    create(env, &svc).await?;
+    let ip = ready_ingress(env).await?;
+    wait_reason(env, "EnsuredLoadBalancer").await?;
+    let s = env
+        .services()
+        .get(SVC)
+        .await
+        .map_err(|e| CaseError::infra("getting Service", e))?;
+    let hc = s.spec.as_ref().and_then(|sp| sp.health_check_node_port);
+    ensure!(
+        hc.is_some_and(|p| p > 0),
+        "expected a healthCheckNodePort for externalTrafficPolicy=Local, observed {hc:?}"
+    );
+    match env.cloud().provider() {
+        // cloud-provider-aws: the classic ELB health check is HTTP:<healthCheckNodePort>/healthz
+        // for ETP=Local, so only node-a (the one with a local endpoint) gets traffic.
+        ccm_harness::Provider::Aws => {
+            let addr = format!("{ip}:8080");
+            eventually("answers from node-a only", LB_TIMEOUT * 3, || async {
+                let mut seen = BTreeSet::new();
+                for _ in 0..8 {
+                    if let Ok(Some(line)) =
+                        ccm_harness::traffic::tcp_line(&addr, Duration::from_secs(1)).await
+                    {
+                        seen.insert(line);
+                    }
+                }
+                Ok(if seen == BTreeSet::from(["node-a".to_string()]) {
+                    Probe::Done(())
+                } else {
+                    Probe::Pending(format!("answers from {seen:?}"))
+                })
+            })
+            .await?;
+        }
+        // cloud-provider-openstack creates a health monitor only with [LoadBalancer]
+        // create-monitor=true (off by default and in the harness's config), so every
+        // member gets traffic; only reachability is checked.
+        _ => {
+            reach(env, &ip, 8080, 2).await?;
+        }
+    }
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+async fn lb16(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    // The node controller is off: nodes keep the uninitialized taint and stay backends
+    // (KEP-3458); --node-ip gives them their InternalIP.
+    let mut provider_ids = Vec::new();
+    for name in ["node-a", "node-b"] {
+        let instance = env
+            .add_node(
+                name,
+                NodeOptions {
+                    node_ip: Some(NodeIp::FirstInternal),
+                    ..Default::default()
+                },
+            )
+            .await?
+            .ok_or_else(|| CaseError::failed("node options created no instance"))?;
+        provider_ids.push((name, instance.provider_id));
+    }
+    let env: &Environment = env;
+    // node-b gets its providerID before the Service exists (cloud-provider-openstack finds
+    // the VIP subnet through a node's instance); node-a's comes later and is the change.
+    let (name_b, pid_b) = &provider_ids[1];
+    env.nodes()
+        .patch(
+            name_b,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"providerID": pid_b}})),
+        )
+        .await
+        .map_err(|e| CaseError::infra("setting providerID", e))?;
+    create(env, &service(SVC, json!({}))?).await?;
+    ready_ingress(env).await?;
+    wait_reason(env, "EnsuredLoadBalancer").await?;
+    let updated = |r: &[String]| count_reason(r, "UpdatedLoadBalancer");
+    // Let node-add syncs settle before counting.
+    let settled = updated(&reasons(env).await?);
+    holds_for("no pending node sync", Duration::from_secs(1), || async {
+        let n = updated(&reasons(env).await?);
+        Ok(if n == settled {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!("{} more updates", n - settled))
+        })
+    })
+    .await?;
+    // kubernetes/cloud-provider controllers/service/controller.go: a providerID change is
+    // one of the node updates that trigger a node sync.
+    let (name, pid) = &provider_ids[0];
+    let patch = json!({"spec": {"providerID": pid}});
+    env.nodes()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| CaseError::infra("setting providerID", e))?;
+    eventually(
+        "UpdatedLoadBalancer after a providerID change",
+        LB_TIMEOUT,
+        || async {
+            let n = updated(&reasons(env).await?);
+            Ok(if n > settled {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{n} UpdatedLoadBalancer events"))
+            })
+        },
+    )
+    .await?;
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+async fn lb19(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    // Only some providers hand a Service's load balancer to another controller:
+    // cloud-provider-aws pkg/providers/v1/aws_loadbalancer.go returns ImplementedElsewhere
+    // for `aws-load-balancer-type: external` (the AWS Load Balancer Controller's Services).
+    let annotations = match env.cloud().provider() {
+        ccm_harness::Provider::Aws => {
+            json!({"service.beta.kubernetes.io/aws-load-balancer-type": "external"})
+        }
+        other => {
+            return Err(CaseError::Skipped(format!(
+                "the {} provider never answers ImplementedElsewhere: no Service setting hands its load balancer to another controller",
+                other.name()
+            )));
+        }
+    };
+    two_nodes(env).await?;
+    let env: &Environment = env;
+    let mut svc = service(SVC, json!({}))?;
+    svc.metadata.annotations = serde_json::from_value(annotations)
+        .map_err(|e| CaseError::infra("building annotations", e))?;
+    create(env, &svc).await?;
+    svc_eventually(env, "the finalizer", |s| {
+        if has_finalizer(s) {
+            Ok(())
+        } else {
+            Err("no finalizer".into())
+        }
+    })
+    .await?;
+    let services = env.services();
+    holds_for(
+        "no status, no EnsuredLoadBalancer and no cloud load balancer",
+        Duration::from_secs(2),
+        || {
+            let services = services.clone();
+            async move {
+                let s = services
+                    .get(SVC)
+                    .await
+                    .map_err(|e| CaseError::infra("getting Service", e))?;
+                let r = reasons(env).await?;
+                let lbs = env.cloud().load_balancers();
+                Ok(
+                    if ingress_ips(&s).is_empty()
+                        && count_reason(&r, "EnsuredLoadBalancer") == 0
+                        && lbs.is_empty()
+                    {
+                        Probe::Done(())
+                    } else {
+                        Probe::Pending(format!(
+                            "ingress {:?}, events {r:?}, cloud {lbs:?}",
+                            ingress_ips(&s)
+                        ))
+                    },
+                )
+            }
+        },
+    )
+    .await?;
+    // The delete path still runs (EnsureLoadBalancerDeleted tolerates ImplementedElsewhere)
+    // and lets the Service go.
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+/// Deletes the case's load balancer behind the CCM's back, as an operator with the cloud's
+/// own tools would (see `ccm_harness::out_of_band`).
+async fn delete_out_of_band(env: &Environment) -> Result<(), CaseError> {
+    let lb = env
+        .cloud()
+        .load_balancers()
+        .into_iter()
+        .next()
+        .ok_or_else(|| CaseError::failed("expected a load balancer in the cloud"))?;
+    ccm_harness::out_of_band::delete_load_balancer(env.cloud(), &lb.id).await?;
+    wait_no_lbs(env).await
+}
+
+async fn lb21(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    let env: &Environment = env;
+    create(env, &service(SVC, json!({}))?).await?;
+    let ip = ready_ingress(env).await?;
+    wait_reason(env, "EnsuredLoadBalancer").await?;
+    delete_out_of_band(env).await?;
+    // Informational (cloud-provider-openstack#1597): resyncs carry identical objects, so
+    // nothing re-ensures and the ingress goes stale.
+    holds_for(
+        "the load balancer stays gone while the Service is unchanged",
+        Duration::from_secs(2),
+        || async {
+            let lbs = env.cloud().load_balancers();
+            Ok(if lbs.is_empty() {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("recreated: {lbs:?}"))
+            })
+        },
+    )
+    .await?;
+    let s = env
+        .services()
+        .get(SVC)
+        .await
+        .map_err(|e| CaseError::infra("getting Service", e))?;
+    ensure!(
+        ingress_ips(&s) == vec![ip.clone()],
+        "expected the stale ingress {ip} kept, observed {:?}",
+        ingress_ips(&s)
+    );
+    // Any needsUpdate change heals it.
+    let annotate = json!({"metadata": {"annotations": {"example.com/heal": "1"}}});
+    env.services()
+        .patch(SVC, &PatchParams::default(), &Patch::Merge(&annotate))
+        .await
+        .map_err(|e| CaseError::infra("patching Service", e))?;
+    eventually("a load balancer again", LB_TIMEOUT, || async {
+        let lbs = env.cloud().load_balancers();
+        Ok(if lbs.len() == 1 {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!("{lbs:?}"))
+        })
+    })
+    .await?;
+    let vip = env
+        .cloud()
+        .load_balancers()
+        .first()
+        .map(|lb| lb.vip.clone())
+        .unwrap_or_default();
+    let cloud = env.cloud();
+    let ip = svc_eventually(env, "the ingress of the new load balancer", |s| {
+        let now = ingress_ips(s);
+        match now.first() {
+            Some(a) if *a == vip || cloud.resolve_ingress(a).as_deref() == Some(vip.as_str()) => {
+                Ok(a.clone())
+            }
+            _ => Err(format!("ingress {now:?}, new VIP {vip}")),
+        }
+    })
+    .await?;
+    reach(env, &ip, 8080, 2).await?;
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+async fn lb26(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    create(env, &service(SVC, json!({}))?).await?;
+    ready_ingress(env).await?;
+    wait_reason(env, "EnsuredLoadBalancer").await?;
+    delete_out_of_band(env).await?;
+    let before = count_reason(&reasons(env).await?, "UpdatedLoadBalancer");
+    let calls = env.cloud().load_balancer_calls();
+    // A node joins: UpdateLoadBalancer fails (nothing to update), GetLoadBalancer says
+    // gone, so upstream (controllers/service/controller.go lockedUpdateLoadBalancerHosts)
+    // records no UpdateLoadBalancerFailed (kubernetes/kubernetes#109180).
+    initialized_node(
+        env,
+        "node-c",
+        NodeOptions {
+            node_ip: Some(NodeIp::FirstInternal),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let env: &Environment = env;
+    eventually("the node sync to reach the cloud", LB_TIMEOUT, || async {
+        let now = env.cloud().load_balancer_calls();
+        Ok(if now > calls {
+            Probe::Done(())
+        } else {
+            Probe::Pending("no load-balancer call".into())
+        })
+    })
+    .await?;
+    holds_for(
+        "no UpdateLoadBalancerFailed for a load balancer that is gone",
+        Duration::from_secs(2),
+        || async {
+            let r = reasons(env).await?;
+            Ok(
+                if count_reason(&r, "UpdateLoadBalancerFailed") == 0
+                    && count_reason(&r, "UpdatedLoadBalancer") == before
+                {
+                    Probe::Done(())
+                } else {
+                    Probe::Pending(format!("events {r:?}"))
+                },
+            )
+        },
+    )
+    .await?;
+    delete_and_check_leaks(env).await?;
+    Ok(vec![])
+}
+
+/// LB-24's scale: enough Services that a serial or unbounded node sync shows, few enough to
+/// keep the default run fast (the `bench lb` command goes to 100).
+const LB24_SERVICES: usize = 20;
+const LB24_SYNCS: usize = 2;
+
+async fn lb24(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    let names: Vec<String> = (0..LB24_SERVICES).map(|i| format!("web-{i}")).collect();
+    for name in &names {
+        create(env, &service(name, json!({}))?).await?;
+    }
+    let env_ro: &Environment = env;
+    eventually("every Service has an ingress", LB_TIMEOUT * 3, || async {
+        let list = env_ro
+            .services()
+            .list(&Default::default())
+            .await
+            .map_err(|e| CaseError::infra("listing Services", e))?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|s| !ingress_ips(s).is_empty())
+            .count();
+        Ok(if ready >= LB24_SERVICES {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!("{ready} of {LB24_SERVICES} with an ingress"))
+        })
+    })
+    .await?;
+    let mark = lb_journal_mark(env_ro);
+    // The kubelet sets --provider-id itself, so the join is one node event (the node
+    // controller's initialization changes no providerID): one node sync.
+    let instance = env
+        .cloud()
+        .create_instance(ccm_harness::InstanceSpec::named("node-c"))?;
+    let ip = instance
+        .internal_ips
+        .first()
+        .cloned()
+        .ok_or_else(|| CaseError::failed("the new instance has no internal IP"))?;
+    env.add_node(
+        "node-c",
+        NodeOptions {
+            instance: None,
+            node_ip: Some(NodeIp::Literal(ip)),
+            kubelet_provider_id: Some(instance.provider_id.clone()),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let env: &Environment = env;
+    let started = std::time::Instant::now();
+    eventually(
+        "UpdatedLoadBalancer on every Service",
+        LB_TIMEOUT * 3,
+        || async {
+            let mut missing = 0;
+            for name in &names {
+                let events = env.service_events(name).await?;
+                if !events
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("UpdatedLoadBalancer"))
+                {
+                    missing += 1;
+                }
+            }
+            Ok(if missing == 0 {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{missing} Services not updated yet"))
+            })
+        },
+    )
+    .await?;
+    let elapsed = started.elapsed();
+    // A second (unwanted) round would show as a second backend write.
+    holds_for(
+        "no second backend write for one node join",
+        Duration::from_secs(1),
+        || async {
+            let max = lb_update_spans(env, mark)
+                .iter()
+                .map(|u| u.writes)
+                .max()
+                .unwrap_or(0);
+            Ok(if max <= 1 {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("a load balancer got {max} backend writes"))
+            })
+        },
+    )
+    .await?;
+    let updates = lb_update_spans(env, mark);
+    let per_lb_max = updates.iter().map(|u| u.writes).max().unwrap_or(0);
+    let parallel = max_overlap(&updates);
+    ensure!(
+        updates.len() == LB24_SERVICES && per_lb_max == 1,
+        "expected one backend write per Service ({LB24_SERVICES}), observed {} load balancers written, at most {per_lb_max} writes each",
+        updates.len()
+    );
+    ensure!(
+        parallel <= LB24_SYNCS,
+        "expected at most --concurrent-service-syncs={LB24_SYNCS} updates at once, observed {parallel}"
+    );
+    let mut events = 0;
+    for name in &names {
+        events += env
+            .service_events(name)
+            .await?
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("UpdatedLoadBalancer"))
+            .map(|e| e.count.unwrap_or(1))
+            .sum::<i32>();
+    }
+    ensure!(
+        events as usize == LB24_SERVICES,
+        "expected one UpdatedLoadBalancer per Service, observed {events} for {LB24_SERVICES}"
+    );
+    for name in &names {
+        let _ = env.services().delete(name, &DeleteParams::default()).await;
+    }
+    eventually("every load balancer deleted", LB_TIMEOUT * 3, || async {
+        let n = env.cloud().load_balancers().len();
+        Ok(if n == 0 {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!("{n} left"))
+        })
+    })
+    .await?;
+    Ok(vec![
+        (
+            "node_sync_seconds".into(),
+            format!("{:.3}", elapsed.as_secs_f64()),
+        ),
+        ("max_parallel_updates".into(), parallel.to_string()),
+    ])
+}
+
+/// One Service's load-balancer update as the cloud journal shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct LbUpdate {
+    /// First and last load-balancer call attributed to this load balancer.
+    pub start: jiff::Timestamp,
+    pub end: jiff::Timestamp,
+    /// Backend writes (member/target/instance registrations).
+    pub writes: usize,
+}
+
+/// Where the load-balancer journal stands now, for [`lb_update_spans`].
+pub(crate) fn lb_journal_mark(env: &Environment) -> u64 {
+    match env.cloud() {
+        ccm_harness::CloudControl::OpenStack(m) => m.admin().journal().last_seq(),
+        ccm_harness::CloudControl::Aws(m) => m.admin().journal().last_seq(),
+    }
+}
+
+/// Load-balancer calls after `mark`, grouped per load balancer, keeping the load balancers
+/// that got a backend write. OpenStack: calls name the LB by id, by name (`?name=`) or by
+/// one of its pools; AWS: by `LoadBalancerName`, `LoadBalancerArn` or `TargetGroupArn`.
+pub(crate) fn lb_update_spans(env: &Environment, mark: u64) -> Vec<LbUpdate> {
+    use std::collections::BTreeMap;
+    // (time, text naming the LB, is a backend write)
+    let calls: Vec<(jiff::Timestamp, String, bool)> = match env.cloud() {
+        ccm_harness::CloudControl::OpenStack(m) => m
+            .admin()
+            .journal()
+            .since(mark)
+            .into_iter()
+            .filter(|e| e.service == "load-balancer")
+            .map(|e| {
+                let write = e.method == "PUT" && e.path.ends_with("/members");
+                (e.time, format!("{}?{}", e.path, e.query), write)
+            })
+            .collect(),
+        ccm_harness::CloudControl::Aws(m) => m
+            .admin()
+            .journal()
+            .since(mark)
+            .into_iter()
+            .filter(|e| e.service == "elb" || e.service == "elbv2")
+            .map(|e| {
+                let write = [
+                    "RegisterInstancesWithLoadBalancer",
+                    "DeregisterInstancesFromLoadBalancer",
+                    "RegisterTargets",
+                    "DeregisterTargets",
+                ]
+                .iter()
+                .any(|a| e.query.contains(&format!("Action={a}")));
+                (e.time, e.query.clone(), write)
+            })
+            .collect(),
+    };
+    // Keys (ids, names, pool ids) that identify each load balancer in a call.
+    let keys: Vec<(String, Vec<String>)> = match env.cloud() {
+        ccm_harness::CloudControl::OpenStack(m) => m
+            .admin()
+            .load_balancers()
+            .iter()
+            .map(|lb| {
+                let id = lb["id"].as_str().unwrap_or_default().to_string();
+                let mut k = vec![id.clone()];
+                k.extend(lb["name"].as_str().map(str::to_string));
+                k.extend(
+                    lb["pools"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|p| p["id"].as_str().map(str::to_string)),
+                );
+                (id, k)
+            })
+            .collect(),
+        ccm_harness::CloudControl::Aws(_) => env
+            .cloud()
+            .load_balancers()
+            .into_iter()
+            .map(|lb| (lb.id.clone(), vec![lb.id, lb.name]))
+            .collect(),
+    };
+    let mut spans: BTreeMap<String, LbUpdate> = BTreeMap::new();
+    for (time, text, write) in calls {
+        // Whole tokens only: `web-1` must not match `web-10`.
+        let tokens: Vec<&str> = text.split(['/', '?', '&', '=']).collect();
+        let Some((id, _)) = keys.iter().find(|(_, k)| {
+            k.iter()
+                .any(|k| !k.is_empty() && tokens.contains(&k.as_str()))
+        }) else {
+            continue;
+        };
+        let span = spans.entry(id.clone()).or_insert(LbUpdate {
+            start: time,
+            end: time,
+            writes: 0,
+        });
+        span.start = span.start.min(time);
+        span.end = span.end.max(time);
+        span.writes += usize::from(write);
+    }
+    spans.into_values().filter(|u| u.writes > 0).collect()
+}
+
+/// The largest number of updates whose [start, end] spans overlap at one instant.
+pub(crate) fn max_overlap(updates: &[LbUpdate]) -> usize {
+    let mut edges: Vec<(jiff::Timestamp, i32)> = updates
+        .iter()
+        .flat_map(|u| [(u.start, 1), (u.end, -1)])
+        .collect();
+    // Starts before ends at the same instant: touching spans count as overlapping.
+    edges.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let (mut now, mut max) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        max = max.max(now);
+    }
+    usize::try_from(max).unwrap_or(0)
+}
+
+async fn lb06b(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    killed_mid_cleanup(env, Cleanup::Delete).await
+}
+
+async fn lb07b(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    killed_mid_cleanup(env, Cleanup::TypeChange).await
+}
+
+enum Cleanup {
+    Delete,
+    TypeChange,
+}
+
+/// ccm-behaviour.md §6 item 6 (kubernetes/kubernetes#78124, #53451, #78954): the CCM is
+/// SIGKILLed while the cloud refuses the load-balancer delete, so the cleanup is half
+/// done; the next CCM must finish it from the finalizer alone.
+async fn killed_mid_cleanup(env: &mut Environment, how: Cleanup) -> Result<CaseMetrics, CaseError> {
+    env.start_replica("first", None, &[]).await?;
+    two_nodes(env).await?;
+    create(env, &service(SVC, json!({}))?).await?;
+    ready_ingress(env).await?;
+    wait_reason(env, "EnsuredLoadBalancer").await?;
+    // Until cleared, as in LB-18: SDKs retry 5xx answers themselves.
+    env.cloud().inject(FaultSpec::LoadBalancerWrite {
+        method: "DELETE",
+        status: 500,
+        count: None,
+    });
+    match how {
+        Cleanup::Delete => {
+            env.services()
+                .delete(SVC, &DeleteParams::default())
+                .await
+                .map_err(|e| CaseError::infra("deleting Service", e))?;
+        }
+        Cleanup::TypeChange => patch_spec(env, json!({"type": "ClusterIP"})).await?,
+    }
+    wait_reason(env, "SyncLoadBalancerFailed").await?;
+    env.kill_replica("first").await;
+    env.cloud().clear_faults();
+    ensure!(
+        !env.cloud().load_balancers().is_empty(),
+        "expected the load balancer to survive the failed delete"
+    );
+    env.start_replica("second", None, &[]).await?;
+    match how {
+        Cleanup::Delete => wait_gone(env).await?,
+        Cleanup::TypeChange => {
+            svc_eventually(env, "finalizer and ingress gone after restart", |s| {
+                if !has_finalizer(s) && ingress_ips(s).is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "finalizer {}, ingress {:?}",
+                        has_finalizer(s),
+                        ingress_ips(s)
+                    ))
+                }
+            })
+            .await?
+        }
+    }
+    wait_no_lbs(env).await?;
+    delete_and_check_leaks(env).await?;
+    env.stop_replica("second").await;
+    Ok(vec![])
+}
+
+#[cfg(test)]
+mod lb24_tests {
+    use super::*;
+
+    fn at(ms: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+    }
+
+    fn span(start: i64, end: i64) -> LbUpdate {
+        LbUpdate {
+            start: at(start),
+            end: at(end),
+            writes: 1,
+        }
+    }
+
+    #[test]
+    fn overlap_counts_spans_open_at_the_same_instant() {
+        assert_eq!(max_overlap(&[]), 0);
+        assert_eq!(max_overlap(&[span(0, 10), span(20, 30)]), 1);
+        assert_eq!(max_overlap(&[span(0, 10), span(5, 30), span(8, 9)]), 3);
+        assert_eq!(max_overlap(&[span(0, 10), span(10, 20)]), 2);
+    }
 }

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ccm_harness::case::CaseMetrics;
+use ccm_harness::cloud::Feature;
 use ccm_harness::env::{
     NodeIp, NodeOptions, addresses, describe_taints, has_uninitialized_taint, label, provider_id,
 };
@@ -23,7 +24,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::common::{
-    INIT_TIMEOUT, ccm_node_writes, initialized_node, show_addresses, synced_events,
+    INIT_TIMEOUT, address_set, ccm_node_writes, initialized_node, show_addresses, synced_events,
 };
 
 const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
@@ -218,6 +219,7 @@ async fn ni02(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 async fn ni03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.cloud().require(Feature::NoZone)?;
     let spec = InstanceSpec {
         zone: Some(String::new()),
         ..Default::default()
@@ -350,13 +352,15 @@ async fn ni07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 async fn ni09(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
-    let (a, b, e) = ("127.10.9.1", "127.10.9.2", "127.20.9.1");
+    // Two internal IPs the cloud accepts (on AWS: primary and secondary private IP of the
+    // primary ENI); the provided node IP is the first.
+    let spare = env.cloud().spare_internal_ips(2)?;
+    let (a, b) = (spare[0].as_str(), spare[1].as_str());
     let spec = InstanceSpec {
         internal_ips: Some(vec![a.into(), b.into()]),
-        external_ips: Some(vec![e.into()]),
         ..Default::default()
     };
-    initialized_node(
+    let (instance, _) = initialized_node(
         env,
         "node-a",
         NodeOptions {
@@ -366,6 +370,12 @@ async fn ni09(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         },
     )
     .await?;
+    let e = instance
+        .external_ips
+        .first()
+        .cloned()
+        .ok_or_else(|| CaseError::failed("the instance got no external IP"))?;
+    let e = e.as_str();
     // The addresses arrive with the status patch right after the taint goes.
     let node = env
         .node_eventually(
@@ -405,9 +415,18 @@ async fn ni09(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         "expected Hostname node-a kept, observed {}",
         show_addresses(&node)
     );
+    // Upstream (cloud-provider node/helpers/address.go GetNodeAddressesFromNodeIP) keeps
+    // the provided IP and every address of another type; only other InternalIPs go.
+    let mut want: Vec<(String, String)> = instance
+        .cloud_addresses()
+        .into_iter()
+        .filter(|(t, x)| t != "InternalIP" || x == a)
+        .collect();
+    want.push(("Hostname".to_string(), "node-a".to_string()));
+    want.dedup();
     ensure!(
-        got.len() == 3,
-        "expected exactly A, E, Hostname, observed {}",
+        address_set(&got) == address_set(&want),
+        "expected exactly {want:?}, observed {}",
         show_addresses(&node)
     );
     Ok(vec![])
@@ -448,10 +467,11 @@ async fn ni11(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 async fn ni12(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
-    let (v4, v6) = ("127.10.9.1", "fd00::9:1");
+    env.cloud().require(Feature::DualStackAddresses)?;
+    let spare = env.cloud().spare_internal_ips(1)?;
+    let (v4, v6) = (spare[0].as_str(), "fd00::9:1");
     let spec = InstanceSpec {
         internal_ips: Some(vec![v4.into(), v6.into()]),
-        external_ips: Some(vec!["127.20.9.1".into()]),
         ..Default::default()
     };
     let annotation = format!("{v6},{v4}");

@@ -30,6 +30,21 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
+/// Like [`write`] without the fsync: readers and a later process still see either the old
+/// or the new content (rename is atomic), but a kernel crash may lose the new one. For
+/// files rewritten many times per run whose final version is written with [`write`].
+pub(crate) fn write_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = temp_name(path);
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
 fn temp_name(path: &Path) -> PathBuf {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let mut name = path

@@ -167,6 +167,7 @@ mod tests {
                         status,
                         time: Duration::from_secs(s),
                         message: None,
+                        properties: Vec::new(),
                     })
                     .collect(),
             },

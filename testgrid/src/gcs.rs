@@ -325,6 +325,51 @@ impl Client {
         }
     }
 
+    /// Names of the objects under `prefix` (all pages of `objects.list`), in the order GCS
+    /// returns them (lexicographic).
+    pub async fn list(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Page {
+            #[serde(default)]
+            items: Vec<Item>,
+            next_page_token: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Item {
+            name: String,
+        }
+        let url = format!("{}/storage/v1/b/{}/o", self.endpoint, encode(bucket));
+        let what = format!("listing gs://{bucket}/{prefix}");
+        let mut names = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut query = vec![
+                ("prefix", prefix.to_string()),
+                ("fields", "items(name),nextPageToken".into()),
+            ];
+            if let Some(t) = &token {
+                query.push(("pageToken", t.clone()));
+            }
+            let resp = self
+                .send_with_retries(&what, || self.http.get(&url).query(&query))
+                .await?;
+            let text = resp.text().await.map_err(|source| Error::Http {
+                what: what.clone(),
+                source,
+            })?;
+            let page: Page = serde_json::from_str(&text).map_err(|e| Error::Protocol {
+                what: what.clone(),
+                reason: format!("unexpected listing: {e}"),
+            })?;
+            names.extend(page.items.into_iter().map(|i| i.name));
+            match page.next_page_token.filter(|t| !t.is_empty()) {
+                Some(t) if token.as_ref() != Some(&t) => token = Some(t),
+                _ => return Ok(names),
+            }
+        }
+    }
+
     async fn authorized(
         &self,
         req: reqwest::RequestBuilder,

@@ -99,7 +99,10 @@ pub struct JunitFile {
 
 #[derive(Default)]
 struct Cases {
-    by_suite: BTreeMap<String, Vec<CaseResult>>,
+    /// Cases already converted (sanitized, capped) to quick-junit testcases, so that the
+    /// rewrite after each case only serializes: converting every case again made a write
+    /// O(cases) in sanitizing too (issue 7's bound is 5 ms per write at 2,000 cases).
+    by_suite: BTreeMap<String, Vec<TestCase>>,
     /// Set by [`JunitFile::seal`]: the file is final and later records are dropped.
     sealed: bool,
 }
@@ -126,13 +129,16 @@ impl JunitFile {
         if cases.sealed {
             return Ok(());
         }
-        cases
-            .by_suite
-            .entry(case.suite.clone())
-            .or_default()
-            .push(case);
+        let tc = test_case(&case);
+        cases.by_suite.entry(case.suite).or_default().push(tc);
         let xml = render(&self.report_name, &cases.by_suite)?;
-        write_atomic(&self.path, xml.as_bytes())
+        // Not fsync'ed: the rename alone guarantees that a killed run leaves the previous
+        // complete file (what §8.5 asks); only a kernel crash could lose the page cache, and
+        // that also loses the run. `flush` and `seal`, the final writes, are fsync'ed.
+        crate::atomic::write_unsynced(&self.path, xml.as_bytes()).map_err(|source| Error::Write {
+            path: self.path.clone(),
+            source,
+        })
     }
 
     /// Writes the file even when no case ran (an empty but valid report).
@@ -152,11 +158,8 @@ impl JunitFile {
         }
         cases.sealed = true;
         for case in last {
-            cases
-                .by_suite
-                .entry(case.suite.clone())
-                .or_default()
-                .push(case);
+            let tc = test_case(&case);
+            cases.by_suite.entry(case.suite).or_default().push(tc);
         }
         let xml = render(&self.report_name, &cases.by_suite)?;
         write_atomic(&self.path, xml.as_bytes())
@@ -232,53 +235,51 @@ fn failure_body(message: &str, detail: &str) -> Option<String> {
     }
 }
 
-fn render(name: &str, suites: &BTreeMap<String, Vec<CaseResult>>) -> Result<String, Error> {
+/// One case as a quick-junit testcase: every string sanitized, the failure message one
+/// line with the detail in the body, the skip message never empty, bodies capped.
+fn test_case(case: &CaseResult) -> TestCase {
+    let status = match &case.outcome {
+        Outcome::Passed => TestCaseStatus::success(),
+        Outcome::Failed { message, detail } | Outcome::Errored { message, detail } => {
+            let kind = if matches!(case.outcome, Outcome::Failed { .. }) {
+                NonSuccessKind::Failure
+            } else {
+                NonSuccessKind::Error
+            };
+            let (message, detail) = (clean_text(message), clean_text(detail));
+            let mut s = TestCaseStatus::non_success(kind);
+            s.set_message(one_line(&message));
+            if let Some(body) = failure_body(&message, &detail) {
+                s.set_description(body);
+            }
+            s
+        }
+        Outcome::Skipped { reason } => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(skip_message(reason));
+            s
+        }
+    };
+    // Repeated names are kept as repeated testcases: that is how retries show.
+    let mut tc = TestCase::new(clean_text(&case.name), status);
+    tc.set_classname(clean_text(&case.suite));
+    tc.set_time(case.duration);
+    for (k, v) in &case.properties {
+        tc.add_property(Property::new(clean_text(k), clean_text(v)));
+    }
+    if let Some(out) = &case.system_out {
+        tc.set_system_out(cap_head_tail(&clean_text(out), MAX_BODY_BYTES));
+    }
+    tc
+}
+
+fn render(name: &str, suites: &BTreeMap<String, Vec<TestCase>>) -> Result<String, Error> {
     let mut report = Report::new(clean_text(name));
     let mut total = Duration::ZERO;
     for (suite_name, cases) in suites {
-        let suite_name = clean_text(suite_name);
-        let mut suite = TestSuite::new(suite_name.as_str());
-        let mut suite_time = Duration::ZERO;
-        for case in cases {
-            let status = match &case.outcome {
-                Outcome::Passed => TestCaseStatus::success(),
-                Outcome::Failed { message, detail } => {
-                    let (message, detail) = (clean_text(message), clean_text(detail));
-                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                    s.set_message(one_line(&message));
-                    if let Some(body) = failure_body(&message, &detail) {
-                        s.set_description(body);
-                    }
-                    s
-                }
-                Outcome::Errored { message, detail } => {
-                    let (message, detail) = (clean_text(message), clean_text(detail));
-                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-                    s.set_message(one_line(&message));
-                    if let Some(body) = failure_body(&message, &detail) {
-                        s.set_description(body);
-                    }
-                    s
-                }
-                Outcome::Skipped { reason } => {
-                    let mut s = TestCaseStatus::skipped();
-                    s.set_message(skip_message(reason));
-                    s
-                }
-            };
-            // Repeated names are kept as repeated testcases: that is how retries show.
-            let mut tc = TestCase::new(clean_text(&case.name), status);
-            tc.set_classname(suite_name.as_str());
-            tc.set_time(case.duration);
-            for (k, v) in &case.properties {
-                tc.add_property(Property::new(clean_text(k), clean_text(v)));
-            }
-            if let Some(out) = &case.system_out {
-                tc.set_system_out(cap_head_tail(&clean_text(out), MAX_BODY_BYTES));
-            }
-            suite_time += case.duration;
-            suite.add_test_case(tc);
-        }
+        let mut suite = TestSuite::new(clean_text(suite_name));
+        let suite_time: Duration = cases.iter().filter_map(|c| c.time).sum();
+        suite.add_test_cases(cases.iter().cloned());
         suite.set_time(suite_time);
         total += suite_time;
         report.add_test_suite(suite);

@@ -7,6 +7,9 @@
 //! Prow would have: the three job files at the build root, everything else under
 //! `artifacts/`, `started.json` first and `finished.json` last (TestGrid re-reads the newest
 //! columns, so a half-published build must look "running", never "finished", §1.5).
+//! Between those two, uploads run side by side ([`Options::concurrency`]: 8 against GCS,
+//! 4 against an emulator): a run of 2,000 cases with three logs each is 6,000 objects,
+//! and one at a time each pays a full round trip.
 //!
 //! Targets: `file:///PATH` writes the same tree under a local directory (the bucket root);
 //! `gs://BUCKET/PREFIX` uploads through the GCS JSON API ([`crate::gcs`]: credentials from
@@ -47,6 +50,51 @@ pub enum Error {
     },
     #[error("{0} is not valid UTF-8 and cannot become an object name")]
     NonUtf8Path(PathBuf),
+    #[error("{bucket:?} is not a valid GCS bucket name: {reason}")]
+    Bucket {
+        bucket: String,
+        reason: &'static str,
+    },
+    /// A JUnit file TestGrid would drop as "Malformed artifacts" (§0 rule 2): refused
+    /// before anything is uploaded.
+    #[error("refusing to publish: {0}")]
+    Junit(#[from] crate::read::Error),
+}
+
+/// GCS bucket naming rules (cloud.google.com/storage/docs/buckets#naming): 3–63 characters
+/// (up to 222 with dots, 63 per dot-separated part), lowercase letters, digits, `-`, `_`
+/// and `.`, starting and ending with a letter or digit, not an IP address, no `goog` prefix.
+pub fn validate_bucket_name(bucket: &str) -> Result<(), Error> {
+    let bad = |reason| {
+        Err(Error::Bucket {
+            bucket: bucket.to_string(),
+            reason,
+        })
+    };
+    let max = if bucket.contains('.') { 222 } else { 63 };
+    if bucket.len() < 3 || bucket.len() > max {
+        return bad("must be 3 to 63 characters (222 with dots)");
+    }
+    if !bucket
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return bad("only lowercase letters, digits, '-', '_' and '.' are allowed");
+    }
+    let alnum = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if !alnum(bucket.bytes().next()) || !alnum(bucket.bytes().last()) {
+        return bad("must start and end with a letter or digit");
+    }
+    if bucket.split('.').any(|p| p.is_empty() || p.len() > 63) {
+        return bad("dot-separated parts must be 1 to 63 characters");
+    }
+    if bucket.starts_with("goog") {
+        return bad("must not start with \"goog\"");
+    }
+    if bucket.parse::<std::net::Ipv4Addr>().is_ok() {
+        return bad("must not be an IP address");
+    }
+    Ok(())
 }
 
 /// Where to publish.
@@ -67,6 +115,7 @@ impl Target {
             if bucket.is_empty() {
                 return Err(bad());
             }
+            validate_bucket_name(bucket)?;
             Ok(Self::Gcs {
                 bucket: bucket.to_string(),
                 prefix: prefix.trim_matches('/').to_string(),
@@ -115,10 +164,66 @@ pub struct Report {
     pub build: BuildId,
     /// URL of the build directory (`file:///…` or `gs://…`).
     pub build_url: String,
-    /// In write order.
+    /// In publishing order: `started.json` first; the build directory's other objects in
+    /// plan order (uploaded side by side, see [`Options::concurrency`]); then
+    /// `finished.json`, the presubmit alias and `latest-build.txt`.
     pub objects: Vec<PublishedObject>,
     /// Things TestGrid or Deck will not like but that did not stop the upload.
     pub warnings: Vec<String>,
+}
+
+/// Uploads in flight at once against GCS when nothing says otherwise.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Uploads in flight at once against an emulator (`STORAGE_EMULATOR_HOST`): the PyPI
+/// `gcp-storage-emulator` serves one request at a time (`http.server.HTTPServer`) with
+/// Python's default listen backlog of 5, so more connections than that get their SYN
+/// dropped and wait a second for the retransmit. Measured on a 500-case run (1,506
+/// objects): 1 → 22.6 s, 4 → 21.9 s, 8 → 108 s.
+pub const EMULATOR_CONCURRENCY: usize = 4;
+/// Environment variable [`Options::from_env`] reads the upload concurrency from.
+pub const CONCURRENCY_ENV: &str = "CCM_PUBLISH_CONCURRENCY";
+
+/// How [`publish_with`] uploads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Objects uploaded at once between `started.json` and `finished.json` (at least 1;
+    /// 1 uploads one by one).
+    pub concurrency: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            concurrency: DEFAULT_CONCURRENCY,
+        }
+    }
+}
+
+impl Options {
+    /// The concurrency from `CCM_PUBLISH_CONCURRENCY` when it holds a positive integer,
+    /// else [`EMULATOR_CONCURRENCY`] when `STORAGE_EMULATOR_HOST` is set, else
+    /// [`DEFAULT_CONCURRENCY`].
+    pub fn from_env() -> Self {
+        let var = |k| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        Self {
+            concurrency: concurrency_from(
+                var(CONCURRENCY_ENV).as_deref(),
+                var("STORAGE_EMULATOR_HOST").is_some(),
+            ),
+        }
+    }
+}
+
+/// A positive integer, else the default for the endpoint.
+fn concurrency_from(text: Option<&str>, emulator: bool) -> usize {
+    let fallback = if emulator {
+        EMULATOR_CONCURRENCY
+    } else {
+        DEFAULT_CONCURRENCY
+    };
+    text.and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(fallback)
 }
 
 /// Publishes the run in `from` as build `build` (default: `started.json`'s timestamp, the
@@ -129,12 +234,25 @@ pub struct Report {
 /// `metadata.json` are merged into `finished.json`'s `metadata` where it has no such key,
 /// as Prow's sidecar does for `$ARTIFACTS/metadata.json` (§1.2). `latest-build.txt` is only
 /// moved forward: a build older than the current latest is published with a warning.
+/// Uploads use [`Options::from_env`].
 pub fn publish(
     from: &Path,
     to: &Target,
     job: &str,
     build: Option<&str>,
     pr: Option<&PullRef>,
+) -> Result<Report, Error> {
+    publish_with(from, to, job, build, pr, &Options::from_env())
+}
+
+/// [`publish`] with explicit [`Options`].
+pub fn publish_with(
+    from: &Path,
+    to: &Target,
+    job: &str,
+    build: Option<&str>,
+    pr: Option<&PullRef>,
+    options: &Options,
 ) -> Result<Report, Error> {
     let kind = match pr {
         Some(pull) => JobKind::Presubmit(pull.clone()),
@@ -145,14 +263,15 @@ pub fn publish(
     match to {
         Target::Gcs { bucket, .. } => {
             // publish() is synchronous (the CLI calls it outside any runtime); the upload
-            // gets a runtime of its own.
+            // gets a runtime of its own. One thread is enough: the uploads wait on the
+            // network, not on the CPU.
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(Error::Runtime)?;
             rt.block_on(async {
                 let client = crate::gcs::Client::from_env()?;
-                write_to_gcs(&client, bucket, &to.bucket_url(), &layout, plan).await
+                write_to_gcs(&client, bucket, &to.bucket_url(), &layout, plan, options).await
             })
         }
         Target::File(root) => write_to_dir(root, &to.bucket_url(), &layout, plan),
@@ -160,7 +279,7 @@ pub fn publish(
 }
 
 /// [`publish`] to `gs://bucket` through `client` (an async caller's entry point; `to` must
-/// be a [`Target::Gcs`]).
+/// be a [`Target::Gcs`]), with [`Options::from_env`].
 pub async fn publish_gcs(
     client: &crate::gcs::Client,
     from: &Path,
@@ -168,6 +287,19 @@ pub async fn publish_gcs(
     job: &str,
     build: Option<&str>,
     pr: Option<&PullRef>,
+) -> Result<Report, Error> {
+    publish_gcs_with(client, from, to, job, build, pr, &Options::from_env()).await
+}
+
+/// [`publish_gcs`] with explicit [`Options`].
+pub async fn publish_gcs_with(
+    client: &crate::gcs::Client,
+    from: &Path,
+    to: &Target,
+    job: &str,
+    build: Option<&str>,
+    pr: Option<&PullRef>,
+    options: &Options,
 ) -> Result<Report, Error> {
     let Target::Gcs { bucket, .. } = to else {
         return Err(Error::Target(format!("{to:?} is not a gs:// target")));
@@ -178,26 +310,31 @@ pub async fn publish_gcs(
     };
     let layout = JobLayout::new(to.path_prefix(), job, kind)?;
     let plan = plan(from, build)?;
-    write_to_gcs(client, bucket, &to.bucket_url(), &layout, plan).await
+    write_to_gcs(client, bucket, &to.bucket_url(), &layout, plan, options).await
 }
 
-/// Uploads the plan in order (started.json first, finished.json last), then the presubmit
-/// alias with `x-goog-meta-link`, then `latest-build.txt` (only moved forward).
+/// Uploads the plan in three phases: `started.json` alone; every other object of the build
+/// directory, `options.concurrency` at a time; then, only when all of those succeeded,
+/// `finished.json`, the presubmit alias with `x-goog-meta-link` and `latest-build.txt`
+/// (only moved forward). The first failed object (after the client's own retries with
+/// backoff) stops the upload: no new object is started and `finished.json` is never
+/// written, so the build stays "running" to TestGrid and Deck (§1.5).
 async fn write_to_gcs(
     client: &crate::gcs::Client,
     bucket: &str,
     bucket_url: &str,
     layout: &JobLayout,
     plan: Plan,
+    options: &Options,
 ) -> Result<Report, Error> {
     use crate::gcs::ObjectInfo;
+    use futures::{StreamExt, TryStreamExt};
     let Plan {
         build,
-        items,
+        mut items,
         mut warnings,
     } = plan;
     let build_dir = layout.build_dir(build);
-    let mut objects = Vec::new();
     let info = |spec: &ObjectSpec, link: Option<&str>| ObjectInfo {
         content_type: spec.content_type.to_string(),
         content_encoding: spec.content_encoding.map(str::to_string),
@@ -205,18 +342,34 @@ async fn write_to_gcs(
             .map(|l| [("link".to_string(), l.to_string())].into())
             .unwrap_or_default(),
     };
-    for item in &items {
-        let name = format!("{build_dir}/{}", item.spec.name);
-        client
-            .upload(bucket, &name, &item.body, &info(&item.spec, None))
-            .await?;
-        objects.push(PublishedObject {
-            name,
-            content_type: item.spec.content_type,
-            content_encoding: item.spec.content_encoding,
-            link: None,
-            bytes: item.body.len() as u64,
-        });
+    let upload = |item| upload_item(client, bucket, &build_dir, item);
+    // plan() puts started.json first (when the run has one) and finished.json last.
+    let last = items.pop();
+    let first = match items.first() {
+        Some(item) if item.spec.name == STARTED_JSON => Some(items.remove(0)),
+        _ => None,
+    };
+    let mut objects = Vec::with_capacity(items.len() + 4);
+    if let Some(started) = &first {
+        objects.push(upload(started).await?);
+    }
+    // Side by side, completing in any order (a slow object does not hold the window);
+    // the report is put back in plan order. try_collect returns at the first error and
+    // drops the uploads in flight, so nothing after a failure is started.
+    let mut middle: Vec<(usize, PublishedObject)> = futures::stream::iter(
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| async move { upload(item).await.map(|o| (i, o)) }),
+    )
+    .buffer_unordered(options.concurrency.max(1))
+    .try_collect()
+    .await?;
+    middle.sort_by_key(|(i, _)| *i);
+    let middle = middle.into_iter().map(|(_, o)| o);
+    objects.extend(middle);
+    if let Some(finished) = &last {
+        objects.push(upload(finished).await?);
     }
     if let Some(alias) = layout.alias_path(build) {
         let link = layout::alias_link(bucket_url, &build_dir);
@@ -263,6 +416,29 @@ async fn write_to_gcs(
         build_url: format!("{}/{build_dir}", bucket_url.trim_end_matches('/')),
         objects,
         warnings,
+    })
+}
+
+/// Uploads one planned file into the build directory (the client retries with backoff).
+async fn upload_item(
+    client: &crate::gcs::Client,
+    bucket: &str,
+    build_dir: &str,
+    item: &Item,
+) -> Result<PublishedObject, Error> {
+    let name = format!("{build_dir}/{}", item.spec.name);
+    let info = crate::gcs::ObjectInfo {
+        content_type: item.spec.content_type.to_string(),
+        content_encoding: item.spec.content_encoding.map(str::to_string),
+        metadata: Default::default(),
+    };
+    client.upload(bucket, &name, &item.body, &info).await?;
+    Ok(PublishedObject {
+        name,
+        content_type: item.spec.content_type,
+        content_encoding: item.spec.content_encoding,
+        link: None,
+        bytes: item.body.len() as u64,
     })
 }
 
@@ -338,6 +514,16 @@ fn plan(from: &Path, build: Option<&str>) -> Result<Plan, Error> {
             _ => {
                 if rel.contains("junit") && rel.ends_with(".xml") {
                     check_junit_name(&rel, &mut warnings);
+                }
+                let base = rel.rsplit('/').next().unwrap_or(&rel);
+                if base.starts_with("junit") && base.ends_with(".xml") {
+                    // TestGrid reads every junit*.xml of a build; a malformed one turns
+                    // Overall FAIL, so it is refused here, before any upload.
+                    let text = std::fs::read_to_string(&path).map_err(|source| Error::Read {
+                        path: path.clone(),
+                        source,
+                    })?;
+                    crate::read::parse_into(&text, &path, &mut crate::read::Results::new())?;
                 }
                 artifacts.push(Item {
                     spec: layout::object_spec(&format!("artifacts/{rel}"))?,
@@ -512,6 +698,76 @@ mod tests {
         for bad in ["gs://", "file://rel", "/tmp/x", "s3://b"] {
             assert!(Target::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn bucket_names_follow_gcs_rules() {
+        for ok in [
+            "bkt",
+            "k8s-conformance-foo",
+            "a_b.c-d",
+            "my.bucket.example.com",
+        ] {
+            assert!(validate_bucket_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "ab",
+            "Upper",
+            "-lead",
+            "trail-",
+            "a..b",
+            "goog-x",
+            "192.168.0.1",
+            "sp ace",
+            "x#y",
+        ] {
+            assert!(
+                matches!(validate_bucket_name(bad), Err(Error::Bucket { .. })),
+                "{bad}"
+            );
+        }
+        assert!(validate_bucket_name(&"a".repeat(64)).is_err());
+        assert!(Target::parse("gs://Bad_Bucket/x").is_err());
+    }
+
+    #[test]
+    fn malformed_junit_is_refused_before_anything_is_written() {
+        let run = tempfile::tempdir().unwrap();
+        prow::write_started(run.path(), &prow::Started::at(1_700_000_000)).unwrap();
+        let finished = prow::Finished::new(
+            1_700_000_100,
+            prow::JobResult::Success,
+            &prow::RunMetadata::default(),
+        );
+        prow::write_finished(run.path(), &finished).unwrap();
+        std::fs::create_dir_all(run.path().join("sub")).unwrap();
+        std::fs::write(
+            run.path().join("sub/junit_x.xml"),
+            "<testsuites><testsuite name=\"s\"><testcase name=\"a\"",
+        )
+        .unwrap();
+        let bucket = tempfile::tempdir().unwrap();
+        let target = Target::File(bucket.path().to_path_buf());
+        let err = publish(run.path(), &target, "ci-x", None, None).unwrap_err();
+        assert!(matches!(err, Error::Junit(_)), "{err}");
+        assert!(err.to_string().contains("sub/junit_x.xml"), "{err}");
+        let written = std::fs::read_dir(bucket.path()).unwrap().count();
+        assert_eq!(
+            written, 0,
+            "nothing may be published next to a malformed JUnit"
+        );
+    }
+
+    #[test]
+    fn concurrency_setting_is_a_positive_integer_or_the_default() {
+        assert_eq!(concurrency_from(Some(" 16 "), false), 16);
+        assert_eq!(concurrency_from(Some("16"), true), 16);
+        assert_eq!(concurrency_from(Some("1"), false), 1);
+        for bad in [None, Some(""), Some("0"), Some("-2"), Some("eight")] {
+            assert_eq!(concurrency_from(bad, false), DEFAULT_CONCURRENCY, "{bad:?}");
+            assert_eq!(concurrency_from(bad, true), EMULATOR_CONCURRENCY, "{bad:?}");
+        }
+        assert_eq!(Options::default().concurrency, DEFAULT_CONCURRENCY);
     }
 
     // Reference §0 rule 6 / §2.2: no `_` inside the context.

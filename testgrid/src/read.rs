@@ -55,6 +55,8 @@ pub struct Attempt {
     pub time: Duration,
     /// The failure/error/skip message, if any.
     pub message: Option<String>,
+    /// Testcase properties in file order (numeric ones are TestGrid metrics, §2.3).
+    pub properties: Vec<(String, String)>,
 }
 
 /// Every attempt of one row, in file order.
@@ -154,6 +156,11 @@ pub fn parse_into(xml: &str, origin: &Path, results: &mut Results) -> Result<(),
                 status,
                 time: case.time.unwrap_or_default(),
                 message,
+                properties: case
+                    .properties
+                    .iter()
+                    .map(|p| (p.name.to_string(), p.value.to_string()))
+                    .collect(),
             };
             let record = CaseRecord {
                 suite: suite.name.to_string(),

@@ -219,6 +219,157 @@ async fn publish_to_emulator_reads_back_with_google_client() {
         .unwrap();
     assert_eq!(latest.as_deref(), Some(&b"1700000000"[..]));
     assert_eq!(client.read("bkt", "pfx/nope").await.unwrap(), None);
+
+    gsutil_reads_back(&endpoint, build_dir, &link);
+
+    // The dashboard reads the same bucket back through the listing API.
+    let mirror = tempfile::tempdir().unwrap();
+    let n = ccm_testgrid::dashboard::mirror_bucket(&client, "bkt", "pfx", mirror.path())
+        .await
+        .unwrap();
+    assert_eq!(n, 6, "2 builds x (started, finished, junit)");
+    let grid = ccm_testgrid::dashboard::Grid::new(
+        ccm_testgrid::dashboard::load_dir(mirror.path()).unwrap(),
+    );
+    assert_eq!(grid.runs.len(), 2);
+    assert_eq!(grid.runs[0].id, "1700000000");
+    assert_eq!(grid.rows.len(), 1);
+}
+
+/// Proxy in Python's standard library: TLS in front of the emulator's plain HTTP. gsutil's
+/// JSON API client builds `https://` + `gs_json_host` unconditionally (gsutil
+/// `gslib/gcs_json_api.py`), and its XML API needs endpoints gcp-storage-emulator answers
+/// with 501, so gsutil can only reach the emulator through TLS.
+const TLS_PROXY: &str = r#"
+import socket, ssl, sys, threading
+listen, target, cert, key, ready = sys.argv[1:6]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv = socket.socket()
+srv.bind(("127.0.0.1", int(listen)))
+srv.listen(64)
+open(ready, "w").close()
+def pump(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    finally:
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+def handle(c):
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+    except (OSError, ssl.SSLError):
+        c.close()
+        return
+    u = socket.create_connection(("127.0.0.1", int(target)))
+    threading.Thread(target=pump, args=(t, u), daemon=True).start()
+    pump(u, t)
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=handle, args=(c,), daemon=True).start()
+"#;
+
+/// Reads the published tree back with `gsutil` (ls, cat, stat) when gsutil and openssl are
+/// installed; prints why otherwise.
+fn gsutil_reads_back(endpoint: &str, build_dir: &str, link: &str) {
+    if Command::new("gsutil").arg("version").output().is_err() {
+        eprintln!("gsutil not on PATH (pip install gsutil): skipping the gsutil read-back");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!("openssl could not make a certificate: skipping the gsutil read-back");
+        return;
+    }
+    let emulator_port = endpoint.rsplit(':').next().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ready = dir.path().join("ready");
+    let _proxy = Emulator(
+        Command::new("python3")
+            .args(["-c", TLS_PROXY, &port.to_string(), emulator_port])
+            .arg(&cert)
+            .arg(&key)
+            .arg(&ready)
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "TLS proxy never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let boto = dir.path().join("boto.cfg");
+    std::fs::write(
+        &boto,
+        format!(
+            "[Boto]\nhttps_validate_certificates = False\nnum_retries = 1\n\
+[Credentials]\ngs_json_host = 127.0.0.1\ngs_json_port = {port}\n\
+[GSUtil]\ndefault_project_id = test\nsoftware_update_check_period = 0\n"
+        ),
+    )
+    .unwrap();
+    let gsutil = |args: &[&str]| {
+        let out = Command::new("gsutil")
+            .args(args)
+            .env("BOTO_CONFIG", &boto)
+            .env("HOME", dir.path())
+            .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "gsutil {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let listing = gsutil(&["ls", "-r", &format!("gs://bkt/{build_dir}/")]);
+    for f in [
+        "started.json",
+        "finished.json",
+        "build-log.txt",
+        "artifacts/junit_conformance.xml",
+    ] {
+        assert!(
+            listing.contains(&format!("gs://bkt/{build_dir}/{f}")),
+            "{f} not listed by gsutil: {listing}"
+        );
+    }
+    let finished = gsutil(&["cat", &format!("gs://bkt/{build_dir}/finished.json")]);
+    let finished: serde_json::Value = serde_json::from_str(&finished).unwrap();
+    assert_eq!(finished["result"], "SUCCESS");
+    let stat = gsutil(&[
+        "stat",
+        "gs://bkt/pfx/pr-logs/directory/pull-ccm/1700000000.txt",
+    ]);
+    assert!(stat.contains("link:") && stat.contains(link), "{stat}");
+    let stat = gsutil(&["stat", &format!("gs://bkt/{build_dir}/started.json")]);
+    assert!(stat.contains("application/json"), "{stat}");
 }
 
 /// Small chunks force several 308 rounds of a resumable session.

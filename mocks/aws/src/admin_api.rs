@@ -1,8 +1,12 @@
 //! The AWS part of the control API under `/admin` (journal, fault and reset routes come
 //! from `mock-cloud`): instances can be listed, created, changed (state, type, public IP,
 //! tags) and deleted without SigV4, so cases shape the cloud the CCM sees; load balancers
-//! are listed, `GET /leaks` reports what the cloud APIs created that still exists, and
-//! `PUT /lifecycle/elbv2[/{name}]` sets how ELBv2 load balancers leave `provisioning`.
+//! are listed, `GET /leaks` reports what the cloud APIs created that still exists,
+//! `PUT /lifecycle/elbv2[/{name}]` sets how ELBv2 load balancers leave `provisioning`, and
+//! `GET /resolve/{dns-name}` answers `{"address": "127.51.B.N"}` (404 for an unknown name):
+//! the data-plane address a load balancer's `DNSName` stands for, since hermetic names
+//! exist in no DNS. `PUT /imds {"instance_id": "i-..."}` (or `null`) chooses the instance
+//! the metadata service speaks for.
 
 use std::sync::Arc;
 
@@ -26,8 +30,10 @@ pub(crate) fn routes(admin: Admin) -> Router {
         .route("/instances/{id}", get(show).patch(update).delete(remove))
         .route("/loadbalancers", get(list_lbs))
         .route("/leaks", get(leaks))
+        .route("/resolve/{name}", get(resolve))
         .route("/lifecycle/elbv2", put(set_default_lifecycle))
         .route("/lifecycle/elbv2/{name}", put(set_lb_lifecycle))
+        .route("/imds", put(set_imds))
         .with_state(admin)
 }
 
@@ -111,6 +117,17 @@ async fn list_lbs(State(admin): State<Admin>) -> Response {
     .into_response()
 }
 
+async fn resolve(State(admin): State<Admin>, Path(name): Path<String>) -> Response {
+    match admin.resolve(&name) {
+        Some(ip) => Json(json!({ "address": ip.to_string() })).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "error": format!("no load balancer has the DNS name {name:?}") })),
+        )
+            .into_response(),
+    }
+}
+
 async fn leaks(State(admin): State<Admin>) -> Response {
     Json(json!({ "leaks": admin.leaks() })).into_response()
 }
@@ -134,6 +151,24 @@ async fn set_lb_lifecycle(
     let mode: LifecycleMode = parse_admin_json(body)?;
     admin
         .set_elbv2_lifecycle(Some(&name), mode)
+        .map_err(rejection)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `PUT /imds` body.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImdsChoice {
+    instance_id: Option<String>,
+}
+
+async fn set_imds(
+    State(admin): State<Admin>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, AdminRejection> {
+    let choice: ImdsChoice = parse_admin_json(body)?;
+    admin
+        .set_imds_instance(choice.instance_id.as_deref())
         .map_err(rejection)?;
     Ok(StatusCode::NO_CONTENT)
 }

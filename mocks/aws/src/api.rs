@@ -12,6 +12,8 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
+use mock_cloud::{FaultAction, RequestInfo};
+
 use crate::Shared;
 use crate::error::{AwsError, Service, fault_error};
 use crate::params::Params;
@@ -136,6 +138,7 @@ pub(crate) async fn endpoint(
     let mut service = service_from_scope(&headers);
     let mut journal_query = uri.query().unwrap_or("").to_string();
     let mut fault = None;
+    let mut reset = false;
 
     let result: Result<(String, String), AwsError> = async {
         let body = body.map_err(|e| {
@@ -164,37 +167,90 @@ pub(crate) async fn endpoint(
             check_signature(&shared, service, &method, &uri, &headers, &body)?;
         }
         let action = params.action()?.to_string();
-        if let Some(fired) =
-            shared
-                .faults
-                .check(service.name(), method.as_str(), &format!("/{action}"))
-        {
+        let target = fault_target(&action, &params);
+        let resource = fault_resource(&params);
+        // The query protocol POSTs every call; the engine's notion of a read (GET, which
+        // `not_found_after_create` acts on) is a Describe* call here.
+        let engine_method = if action.starts_with("Describe") {
+            "GET"
+        } else {
+            method.as_str()
+        };
+        let fired = shared.faults.check_request(&RequestInfo {
+            service: service.name(),
+            method: engine_method,
+            path: &target,
+            operation: Some(&action),
+            resource: resource.as_deref(),
+        });
+        if let Some(fired) = fired {
             fault = Some(fired.rule_id);
             if let Some(delay) = fired.latency {
                 tokio::time::sleep(delay).await;
             }
-            if let Some(status) = fired.status {
-                return Err(fault_error(service, status, fired.message.as_deref()));
+            match fired.action {
+                FaultAction::Serve => {}
+                FaultAction::Reset => {
+                    reset = true;
+                    return Err(AwsError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "InternalError",
+                        "connection reset",
+                    ));
+                }
+                FaultAction::NotFound => {
+                    return Err(not_found_error(
+                        service,
+                        &action,
+                        resource.as_deref().unwrap_or_default(),
+                    ));
+                }
+                FaultAction::Error => {
+                    let status = fired.status.unwrap_or(500);
+                    let mut e = fault_error(service, status, fired.message.as_deref());
+                    if let Some(code) = fired.code {
+                        e.code = code;
+                    }
+                    return Err(e);
+                }
             }
         }
         let mut cloud = shared.cloud();
+        let before: Vec<String> = if action == "RunInstances" {
+            cloud.instances.iter().map(|i| i.id.clone()).collect()
+        } else {
+            Vec::new()
+        };
         let body = match service {
             Service::Ec2 => ec2::handle(&mut cloud, &action, &params)?,
             Service::Elb => elb::handle(&mut cloud, &action, &params)?,
             Service::Elbv2 => elbv2::handle(&mut cloud, &action, &params)?,
         };
+        // What was just created, for the engine's not-found-after-create window.
+        if action == "RunInstances" {
+            for i in cloud.instances.iter().filter(|i| !before.contains(&i.id)) {
+                shared.faults.note_created(&i.id);
+            }
+        } else if action == "CreateLoadBalancer"
+            && let Some(name) = params.get("LoadBalancerName").or(params.get("Name"))
+        {
+            shared.faults.note_created(name);
+        }
         Ok((action, body))
     }
     .await;
 
     let mut response = match &result {
+        _ if reset => mock_cloud::connection_reset(),
         Ok((action, body)) => success(service, action, &request_id, body),
         Err(e) => e.render(service, &request_id),
     };
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-amzn-requestid", v);
     }
-    let status = response.status().as_u16();
+    // A dropped connection has no status; the journal says 0 (as mock-openstack's).
+    let status = if reset { 0 } else { response.status().as_u16() };
+    shared.dataplane_wake.notify_one();
     shared.journal.record(
         service.name(),
         method.as_str(),
@@ -207,6 +263,59 @@ pub(crate) async fn endpoint(
         tracing::debug!(service = service.name(), code = %e.code, status, "refused");
     }
     response
+}
+
+/// What a fault rule's `path` regex is searched in: `/{Action}`, then `/{value}` for each
+/// `InstanceId.N` and each filter value, so a rule can target one instance whether it is
+/// looked up by id or by private DNS name (`DescribeInstances/.*i-0abc`).
+fn fault_target(action: &str, params: &Params) -> String {
+    let mut target = format!("/{action}");
+    let filter_values = params
+        .filters()
+        .map(|fs| fs.into_iter().flat_map(|f| f.values).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for v in params.list("InstanceId").into_iter().chain(filter_values) {
+        target.push('/');
+        target.push_str(&v);
+    }
+    target
+}
+
+/// The resource a request is about, for fault rules with `resource`: the first
+/// `InstanceId.N` (EC2), else the load balancer's name (`LoadBalancerName`, ELBv2 `Name`
+/// or `Names.member.1`), else its ARN.
+fn fault_resource(params: &Params) -> Option<String> {
+    params
+        .list("InstanceId")
+        .into_iter()
+        .next()
+        .or_else(|| params.get("LoadBalancerName").map(str::to_string))
+        .or_else(|| params.get("Name").map(str::to_string))
+        .or_else(|| params.list("Names.member").into_iter().next())
+        .or_else(|| params.get("LoadBalancerArn").map(str::to_string))
+}
+
+/// The service's own "does not exist" answer for a `NotFound` fault
+/// (cloud-apis.md §4: EC2 `InvalidInstanceID.NotFound`, ELB/ELBv2 `LoadBalancerNotFound`).
+fn not_found_error(service: Service, action: &str, resource: &str) -> AwsError {
+    match service {
+        Service::Ec2 if action.contains("Route") => AwsError::bad(
+            "InvalidRouteTableID.NotFound",
+            format!("The routeTable ID '{resource}' does not exist"),
+        ),
+        Service::Ec2 => AwsError::bad(
+            "InvalidInstanceID.NotFound",
+            format!("The instance ID '{resource}' does not exist"),
+        ),
+        Service::Elb => AwsError::bad(
+            "LoadBalancerNotFound",
+            format!("There is no ACTIVE Load Balancer named '{resource}'"),
+        ),
+        Service::Elbv2 => AwsError::bad(
+            "LoadBalancerNotFound",
+            format!("Load balancers '[{resource}]' not found"),
+        ),
+    }
 }
 
 /// Paths other than `/` and `/admin`: a 404 in EC2's envelope.

@@ -37,6 +37,7 @@ pub(crate) const ACTIONS: &[&str] = &[
     "DescribeTags",
     "DescribeNetworkInterfaces",
     "ModifyInstanceAttribute",
+    "DescribeInstanceTopology",
 ];
 
 /// Runs one action; the body goes inside `<{Action}Response>` after `<requestId>`.
@@ -64,6 +65,7 @@ pub(crate) fn handle(cloud: &mut Cloud, action: &str, p: &Params) -> Result<Stri
         "DescribeTags" => describe_tags(cloud, p, &mut x)?,
         "DescribeNetworkInterfaces" => describe_enis(cloud, p, &mut x)?,
         "ModifyInstanceAttribute" => modify_instance_attribute(cloud, p, &mut x)?,
+        "DescribeInstanceTopology" => describe_instance_topology(cloud, p, &mut x)?,
         other => return Err(invalid_action(other)),
     }
     Ok(x.finish())
@@ -128,7 +130,7 @@ fn instance_attr(cloud: &Cloud, i: &Instance, name: &str) -> Option<Vec<String>>
         "instance-state-name" => one(i.state.name().into()),
         "instance-state-code" => one(i.state.code().to_string()),
         "instance-type" => one(i.instance_type.clone()),
-        "private-dns-name" => one(private_dns_name(&cloud.region, i.private_ip)),
+        "private-dns-name" => one(cloud.private_dns_of(i)),
         "private-ip-address" => one(i.private_ip.to_string()),
         "ip-address" => Some(i.public_ip.iter().map(|p| p.to_string()).collect()),
         "dns-name" => Some(
@@ -149,7 +151,7 @@ fn instance_attr(cloud: &Cloud, i: &Instance, name: &str) -> Option<Vec<String>>
 }
 
 fn write_instance(cloud: &Cloud, x: &mut Xml, i: &Instance) {
-    let private_dns = private_dns_name(&cloud.region, i.private_ip);
+    let private_dns = cloud.private_dns_of(i);
     let public_dns = i
         .public_ip
         .map(|ip| public_dns_name(&cloud.region, ip))
@@ -205,7 +207,7 @@ fn write_instance(cloud: &Cloud, x: &mut Xml, i: &Instance) {
 
 /// The fields an ENI shares between DescribeInstances and DescribeNetworkInterfaces.
 fn write_eni_body(cloud: &Cloud, x: &mut Xml, i: &Instance, in_instance: bool) {
-    let private_dns = private_dns_name(&cloud.region, i.private_ip);
+    let private_dns = cloud.private_dns_of(i);
     let association = |x: &mut Xml| {
         if let Some(ip) = i.public_ip {
             x.elem("association", |x| {
@@ -240,16 +242,174 @@ fn write_eni_body(cloud: &Cloud, x: &mut Xml, i: &Instance, in_instance: bool) {
                 .text("deleteOnTermination", "true");
         });
     association(x);
-    x.list("privateIpAddressesSet", "item", [i], |x, i| {
-        x.text("privateIpAddress", i.private_ip.to_string())
-            .text("privateDnsName", &private_dns)
-            .text("primary", "true");
-        association(x);
-    })
-    .elem("ipv6AddressesSet", |_| {});
+    // The primary address first, then the secondaries (EC2 lists them in this order).
+    let addresses = std::iter::once((i.private_ip, true))
+        .chain(i.secondary_private_ips.iter().map(|ip| (*ip, false)));
+    x.list(
+        "privateIpAddressesSet",
+        "item",
+        addresses,
+        |x, (ip, primary)| {
+            let dns = if primary {
+                private_dns.clone()
+            } else {
+                private_dns_name(&cloud.region, ip)
+            };
+            x.text("privateIpAddress", ip.to_string())
+                .text("privateDnsName", &dns)
+                .text("primary", primary.to_string());
+            if primary {
+                association(x);
+            }
+        },
+    );
+    x.list("ipv6AddressesSet", "item", &i.ipv6_addresses, |x, ip| {
+        x.text("ipv6Address", ip.to_string());
+    });
 }
 
-fn mac_of(i: &Instance) -> String {
+// ---- instance topology ----
+
+/// Instance families EC2 reports a topology for (EC2 API reference,
+/// DescribeInstanceTopology "Limitations"); `p6-b200` has four network-node layers, the
+/// others three. Instances of other types are left out of the answer, not refused.
+const TOPOLOGY_FAMILIES: &[(&str, usize)] = &[
+    ("hpc6a", 3),
+    ("hpc6id", 3),
+    ("hpc7a", 3),
+    ("hpc7g", 3),
+    ("p3dn", 3),
+    ("p4d", 3),
+    ("p4de", 3),
+    ("p5", 3),
+    ("p5e", 3),
+    ("p5en", 3),
+    ("trn1", 3),
+    ("trn1n", 3),
+    ("trn2", 3),
+    ("trn2u", 3),
+    ("p6-b200", 4),
+];
+
+/// How many network-node layers EC2 reports for an instance type (`None`: unsupported).
+fn topology_layers(instance_type: &str) -> Option<usize> {
+    let family = instance_type.split('.').next().unwrap_or_default();
+    TOPOLOGY_FAMILIES
+        .iter()
+        .find(|(f, _)| *f == family)
+        .map(|(_, n)| *n)
+}
+
+/// A stable `nn-` id (17 hex digits) for a network node, from what it stands for.
+fn network_node_id(key: &str) -> String {
+    // FNV-1a: stable across runs and platforms, unlike std's hasher.
+    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("nn-{:017x}", u128::from(hash) & 0x1_ffff_ffff_ffff_ffff)
+}
+
+/// The network nodes from the top layer down: one spine per zone, then one node per
+/// subnet and layer below, so instances of a subnet share every layer (EC2 itself groups
+/// by physical placement; a mock has none, and a subnet is the closest stand-in).
+fn network_nodes(i: &Instance, layers: usize) -> Vec<String> {
+    (0..layers)
+        .map(|layer| {
+            if layer == 0 {
+                network_node_id(&format!("{}/spine", i.zone))
+            } else {
+                network_node_id(&format!("{}/{}/{layer}", i.zone, i.subnet_id))
+            }
+        })
+        .collect()
+}
+
+/// EC2 `DescribeInstanceTopology`: `InstanceId.N`, `GroupName.N` (the mock has no
+/// placement groups, so any name matches nothing), filters `availability-zone`,
+/// `instance-type`, `zone-id`, and `MaxResults` (1..=100) / `NextToken` paging.
+fn describe_instance_topology(cloud: &Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
+    let ids = p.list("InstanceId");
+    if ids.len() > 100 {
+        return Err(AwsError::invalid_value(
+            "InstanceIds",
+            "more than 100 instance IDs",
+        ));
+    }
+    let max = p.int("MaxResults")?;
+    if let Some(m) = max
+        && !(1..=100).contains(&m)
+    {
+        return Err(AwsError::invalid_value("MaxResults", &m.to_string()));
+    }
+    let groups = p.list("GroupName");
+    let filters = p.filters()?;
+    let candidates = if ids.is_empty() {
+        cloud
+            .instances
+            .iter()
+            .filter(|i| i.state != InstanceState::Terminated)
+            .collect()
+    } else {
+        lookup_instances(cloud, &ids)?
+    };
+    let mut matched = Vec::new();
+    for i in candidates {
+        let Some(layers) = topology_layers(&i.instance_type) else {
+            continue;
+        };
+        if !groups.is_empty() {
+            continue;
+        }
+        let attr = |n: &str| {
+            let one = |s: String| Some(vec![s]);
+            match n {
+                "availability-zone" => one(i.zone.clone()),
+                "instance-type" => one(i.instance_type.clone()),
+                "zone-id" => one(zone_id(&i.zone)),
+                _ => None,
+            }
+        };
+        if passes(&filters, &BTreeMap::new(), attr)? {
+            matched.push((i, layers));
+        }
+    }
+    let start = match p.get("NextToken") {
+        None => 0,
+        Some(t) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|s| *s <= matched.len())
+            .ok_or_else(|| AwsError::bad("InvalidNextToken", "The specified token is invalid"))?,
+    };
+    let end = max.map_or(matched.len(), |m| {
+        (start + usize::try_from(m).unwrap_or(usize::MAX)).min(matched.len())
+    });
+    x.list(
+        "instanceSet",
+        "item",
+        &matched[start..end],
+        |x, (i, layers)| {
+            x.text("instanceId", &i.id)
+                .text("instanceType", &i.instance_type)
+                .list(
+                    "networkNodeSet",
+                    "item",
+                    network_nodes(i, *layers),
+                    |x, n| {
+                        x.buf_text(&n);
+                    },
+                )
+                .text("availabilityZone", &i.zone)
+                .text("zoneId", zone_id(&i.zone));
+        },
+    );
+    if end < matched.len() {
+        x.text("nextToken", end.to_string());
+    }
+    Ok(())
+}
+
+pub(crate) fn mac_of(i: &Instance) -> String {
     let o = i.private_ip.octets();
     format!("02:00:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3])
 }
@@ -389,6 +549,7 @@ fn run_instances(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsEr
             state: Some(InstanceState::Running),
             tags: tags.clone(),
             name: None,
+            ..Default::default()
         };
         let id = cloud
             .create_instance(spec, &reservation, subnet)
@@ -528,10 +689,14 @@ fn describe_enis(cloud: &Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError>
                 "vpc-id" => one(i.vpc_id.clone()),
                 "subnet-id" => one(i.subnet_id.clone()),
                 "availability-zone" => one(i.zone.clone()),
-                "private-ip-address" | "addresses.private-ip-address" => {
-                    one(i.private_ip.to_string())
-                }
-                "private-dns-name" => one(private_dns_name(&cloud.region, i.private_ip)),
+                "private-ip-address" => one(i.private_ip.to_string()),
+                "addresses.private-ip-address" => Some(
+                    std::iter::once(&i.private_ip)
+                        .chain(&i.secondary_private_ips)
+                        .map(|ip| ip.to_string())
+                        .collect(),
+                ),
+                "private-dns-name" => one(cloud.private_dns_of(i)),
                 "status" => one("in-use".into()),
                 "group-id" => Some(i.group_ids.clone()),
                 _ => None,

@@ -60,6 +60,8 @@ pub(crate) struct Attributes {
 pub(crate) struct ClassicLb {
     pub name: String,
     pub dns_name: String,
+    /// The address the data plane serves the listeners on (what `dns_name` resolves to).
+    pub vip: std::net::Ipv4Addr,
     pub scheme: String,
     pub vpc_id: String,
     pub listeners: Vec<Listener>,
@@ -323,8 +325,12 @@ fn create(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
             ),
         ));
     }
+    let vip = cloud
+        .free_vip()
+        .map_err(|e| AwsError::bad("TooManyLoadBalancers", e.to_string()))?;
     let lb = ClassicLb {
         dns_name: dns_name(&cloud.region, &name, scheme == "internal"),
+        vip,
         name: name.clone(),
         scheme,
         vpc_id,

@@ -45,6 +45,8 @@ pub(crate) struct LoadBalancer {
     pub arn: String,
     pub name: String,
     pub dns_name: String,
+    /// The address the data plane serves the listeners on (what `dns_name` resolves to).
+    pub vip: std::net::Ipv4Addr,
     pub kind: String,
     pub scheme: String,
     pub vpc_id: String,
@@ -530,10 +532,14 @@ fn create_lb(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError>
         "load_balancing.cross_zone.enabled".to_string(),
         "false".to_string(),
     );
+    let vip = cloud
+        .free_vip()
+        .map_err(|e| AwsError::bad("TooManyLoadBalancers", e.to_string()))?;
     let lb = LoadBalancer {
         arn: arn.clone(),
         name,
         dns_name,
+        vip,
         kind,
         scheme,
         vpc_id,

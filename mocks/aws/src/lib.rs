@@ -5,23 +5,37 @@
 //! One listener: the query-protocol endpoint at `/` (EC2, ELB, ELBv2 told apart by `Version`),
 //! with SigV4 verified against one configured key pair, and our control API at `/admin`
 //! (journal, faults and reset from `mock-cloud`, plus instances and load balancers).
-//! Instances live in 127/8 (private 127.40.0.0/16, public 127.50.0.0/16) so the data plane
+//! Load balancers get a VIP in 127.51.0.0/16 that the data plane (`dataplane`) binds,
+//! proxying to the registered instances; [`Admin::resolve`] (`GET /admin/resolve/{name}`)
+//! maps a `DNSName` to it. [`Config::address_block`] moves every pool to its own /24 so
+//! mocks can run side by side. Intended differences from EC2: an instance may carry a
+//! chosen private DNS name and public IP ([`InstanceSpec`]) so hermetic nodes can be named
+//! freely. Instances live in 127/8 (private 127.40.0.0/13, public 127.50.0.0/16) so the data plane
 //! works without root (DESIGN.md "Data plane").
 //!
 //! Journal and faults speak AWS terms: an entry's `service` is `ec2`, `elb`, `elbv2` or
 //! `admin`, its `path` is `/` and its `query` the request's form with `Action` and
 //! `Version` first (`Action=DescribeInstances&Version=2016-11-15&...`); a fault rule's
 //! `service` is one of those names and its `path` regex is searched in `/{Action}`
-//! (e.g. `"DescribeInstances"`). Fault statuses map to each service's codes (EC2 503 ->
+//! followed by `/{value}` for every `InstanceId.N` and filter value (e.g.
+//! `"DescribeInstances"`, or `"DescribeInstances/.*i-0abc"` for one instance). Fault statuses map to each service's codes (EC2 503 ->
 //! `RequestLimitExceeded`, ELB 400/429 -> `Throttling`, ...).
+//! For the fault engine (`mock_cloud::faults`, cloud `aws`) a request's `operation` is its
+//! `Action` and its `resource` the first `InstanceId.N`, else the load balancer's name
+//! (`LoadBalancerName`, `Name`, `Names.member.1`), else `LoadBalancerArn`; `Describe*`
+//! calls count as reads (method `GET`) so `not_found_after_create` applies to them, and
+//! RunInstances / CreateLoadBalancer report what they created. `reset` drops the
+//! connection; `not_found` answers `InvalidInstanceID.NotFound` / `LoadBalancerNotFound`.
 #![forbid(unsafe_code)]
 
 mod admin_api;
 mod api;
+mod dataplane;
 mod ec2;
 mod elb;
 mod elbv2;
 mod error;
+mod imds;
 mod model;
 mod params;
 mod sigv4;
@@ -70,7 +84,35 @@ pub struct Config {
     pub secret_access_key: String,
     /// Verify SigV4 on every request (default true). Off, any or no signature passes.
     pub verify_signatures: bool,
+    /// Which /24 of the 127/8 address pools this mock uses, so mocks running side by
+    /// side (one per parallel case) never hand out the same node or VIP address.
+    pub address_block: u8,
+    /// Extra instances, fault rules and the ELBv2 lifecycle mode (a seed file; see
+    /// [`SeedState`]). Reset puts all of it back.
+    pub seed: SeedFile,
+    /// Also serve the instance metadata service (IMDSv2) on a second listener, same
+    /// address, port chosen by the OS ([`ReadyInfo::imds_endpoint`]); it speaks for the
+    /// instance chosen with [`Admin::set_imds_instance`].
+    pub imds: bool,
 }
+
+/// The AWS `state` of a seed file: instances created after the `nodes` ones, e.g.
+/// `{"instances": [{"name": "node-a", "zone": "us-west-2b", "public_ip": false,
+/// "secondary_private_ips": ["127.41.0.20"]}]}` (fields as for `POST /admin/instances`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedState {
+    #[serde(default)]
+    pub instances: Vec<InstanceSpec>,
+}
+
+/// A seed file for this mock (format in `mock_cloud::seed`). Lifecycle: `default` or
+/// `types.loadbalancer` sets how new ELBv2 load balancers leave `provisioning`
+/// ([`LIFECYCLE_TYPES`]); per-id modes are refused (ids are not known before start).
+pub type SeedFile = mock_cloud::SeedFile<SeedState>;
+
+/// Resource types a seed file's lifecycle modes can name.
+pub const LIFECYCLE_TYPES: &[&str] = &["loadbalancer"];
 
 fn random_alnum(len: usize, upper_only: bool) -> String {
     let mut out = String::new();
@@ -102,6 +144,9 @@ impl Default for Config {
             access_key_id: format!("AKIA{}", random_alnum(16, true)),
             secret_access_key: random_alnum(40, false),
             verify_signatures: true,
+            address_block: 0,
+            seed: SeedFile::default(),
+            imds: false,
         }
     }
 }
@@ -127,6 +172,12 @@ pub enum Error {
     Serve(#[from] ServeError),
     #[error("seeding instance {name:?}: {source}")]
     Seed { name: String, source: AdminError },
+    #[error("seed file: {0}")]
+    SeedFile(#[from] mock_cloud::SeedError),
+    #[error("seed file fault rules: {0}")]
+    SeedFaults(#[from] mock_cloud::FaultError),
+    #[error("seed file lifecycle: per-id modes are not supported by the AWS mock ({0:?})")]
+    SeedLifecycleIds(Vec<String>),
 }
 
 /// What a client needs to reach the mock (the ready-file object of DESIGN.md "Contracts").
@@ -138,6 +189,9 @@ pub struct ReadyInfo {
     pub access_key_id: String,
     pub secret_access_key: String,
     pub admin_url: String,
+    /// The IMDSv2 endpoint (`http://127.0.0.1:PORT`) when [`Config::imds`] is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imds_endpoint: Option<String>,
 }
 
 /// An ELBv2 load balancer as the admin API lists it.
@@ -145,6 +199,8 @@ pub struct ReadyInfo {
 pub struct Elbv2Info {
     pub arn: String,
     pub name: String,
+    /// The data-plane address its DNS name resolves to.
+    pub vip: Ipv4Addr,
     /// `provisioning`, `active` or `failed`.
     pub state: String,
 }
@@ -157,6 +213,10 @@ pub(crate) struct Shared {
     seed: Cloud,
     pub journal: Journal,
     pub faults: Faults,
+    /// The instance metadata service's instance and tokens.
+    pub(crate) imds: imds::ImdsState,
+    /// Wakes the data plane reconciler after a request.
+    pub dataplane_wake: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -219,9 +279,127 @@ impl Admin {
             .ok_or_else(|| AdminError::NotFound(id.to_string()))
     }
 
+    /// `n` private IPs not in use in `zone`'s subnet (the first subnet for `None`): what
+    /// a harness gives an instance as its primary and secondary private IPs.
+    pub fn free_private_ips(
+        &self,
+        zone: Option<&str>,
+        n: usize,
+    ) -> Result<Vec<Ipv4Addr>, AdminError> {
+        self.shared.cloud().free_private_ips(zone, n)
+    }
+
+    /// Chooses the instance the metadata service speaks for (`None`: none, every metadata
+    /// path answers 404).
+    pub fn set_imds_instance(&self, id: Option<&str>) -> Result<(), AdminError> {
+        if let Some(id) = id
+            && self.shared.cloud().instance(id).is_none()
+        {
+            return Err(AdminError::NotFound(id.to_string()));
+        }
+        self.shared.imds.set_instance(id.map(str::to_string));
+        Ok(())
+    }
+
     /// Removes the instance entirely: EC2 then answers `InvalidInstanceID.NotFound`.
     pub fn delete_instance(&self, id: &str) -> Result<(), AdminError> {
         self.shared.cloud().delete_instance(id)
+    }
+
+    /// The seeded VPC's id (for a CCM config's `[Global] VPC`).
+    pub fn vpc_id(&self) -> String {
+        self.shared
+            .cloud()
+            .vpcs
+            .first()
+            .map(|v| v.id.clone())
+            .unwrap_or_default()
+    }
+
+    /// Subnets as `(zone, subnet id)`, one per zone, in zone order.
+    pub fn subnets(&self) -> Vec<(String, String)> {
+        self.shared
+            .cloud()
+            .subnets
+            .iter()
+            .map(|s| (s.zone.clone(), s.id.clone()))
+            .collect()
+    }
+
+    /// Routes of every route table as `(route table id, destination, target)`, the target
+    /// being the instance id, else the gateway id.
+    pub fn routes(&self) -> Vec<(String, String, String)> {
+        let cloud = self.shared.cloud();
+        cloud
+            .route_tables
+            .iter()
+            .flat_map(|t| {
+                t.routes.iter().map(|r| {
+                    let target = r
+                        .instance_id
+                        .clone()
+                        .or_else(|| r.gateway_id.clone())
+                        .unwrap_or_default();
+                    (t.id.clone(), r.destination.clone(), target)
+                })
+            })
+            .collect()
+    }
+
+    /// The address a load balancer's DNS name stands for (its data-plane VIP), as a
+    /// resolver would answer; `None` for a name no load balancer has.
+    pub fn resolve(&self, hostname: &str) -> Option<Ipv4Addr> {
+        let cloud = self.shared.cloud();
+        cloud
+            .elbs
+            .values()
+            .find(|lb| lb.dns_name.eq_ignore_ascii_case(hostname))
+            .map(|lb| lb.vip)
+            .or_else(|| {
+                cloud
+                    .elbv2
+                    .lbs
+                    .values()
+                    .find(|lb| lb.dns_name.eq_ignore_ascii_case(hostname))
+                    .map(|lb| lb.vip)
+            })
+    }
+
+    /// Classic load balancers as `(name, DNS name, VIP)`.
+    pub fn classic_load_balancers(&self) -> Vec<(String, String, Ipv4Addr)> {
+        self.shared
+            .cloud()
+            .elbs
+            .values()
+            .map(|lb| (lb.name.clone(), lb.dns_name.clone(), lb.vip))
+            .collect()
+    }
+
+    /// Adds a route to the main route table, to `target`: an instance id (`i-...`) or
+    /// a gateway id (what another tool than the CCM may have put there).
+    pub fn add_route(&self, destination: &str, target: &str) -> Result<(), AdminError> {
+        let mut cloud = self.shared.cloud();
+        if target.starts_with("i-") && cloud.instance(target).is_none() {
+            return Err(AdminError::NotFound(target.to_string()));
+        }
+        let table = cloud
+            .route_tables
+            .iter_mut()
+            .find(|t| t.main)
+            .ok_or_else(|| AdminError::NotFound("main route table".into()))?;
+        if table.routes.iter().any(|r| r.destination == destination) {
+            return Err(AdminError::Invalid {
+                field: "destination",
+                reason: format!("a route to {destination} exists"),
+            });
+        }
+        let instance = target.starts_with("i-");
+        table.routes.push(model::Route {
+            destination: destination.to_string(),
+            gateway_id: (!instance).then(|| target.to_string()),
+            instance_id: instance.then(|| target.to_string()),
+        });
+        Ok(())
     }
 
     /// Names of the classic load balancers.
@@ -239,6 +417,7 @@ impl Admin {
             .map(|lb| Elbv2Info {
                 arn: lb.arn.clone(),
                 name: lb.name.clone(),
+                vip: lb.vip,
                 state: elbv2::state_of(lb.lifecycle.peek()).to_string(),
             })
             .collect()
@@ -326,6 +505,10 @@ impl Admin {
     fn reset_cloud(&self) {
         let seed = self.shared.seed.clone();
         *self.shared.cloud() = seed;
+        // The seed file's rules were checked at start, so this cannot fail.
+        if let Err(e) = self.shared.config.seed.apply_faults(&self.shared.faults) {
+            tracing::warn!(error = %e, "re-applying the seed's fault rules");
+        }
     }
 }
 
@@ -333,16 +516,34 @@ impl Admin {
 pub struct MockAws {
     shared: Arc<Shared>,
     server: ServerHandle,
+    /// The IMDSv2 listener, when [`Config::imds`] is on.
+    imds: Option<(ServerHandle, String)>,
+    dataplane: dataplane::DataPlane,
 }
 
 impl MockAws {
     /// Binds, seeds `config.nodes` instances and starts serving.
     pub async fn start(config: Config) -> Result<MockAws, Error> {
         let bound = mock_cloud::bind(config.listen).await?;
+        let imds_bound = if config.imds {
+            Some(mock_cloud::bind(SocketAddr::new(config.listen.ip(), 0)).await?)
+        } else {
+            None
+        };
         let shared = Arc::new(build_shared(config, bound.base_url())?);
         let server = bound.serve(router(shared.clone()));
+        let imds = imds_bound.map(|b| {
+            let url = b.base_url();
+            (b.serve(imds::router(shared.clone())), url)
+        });
+        let dataplane = dataplane::DataPlane::start(shared.clone());
         tracing::info!(base = %shared.base, "mock AWS serving");
-        Ok(MockAws { shared, server })
+        Ok(MockAws {
+            shared,
+            server,
+            imds,
+            dataplane,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -357,6 +558,7 @@ impl MockAws {
             access_key_id: c.access_key_id.clone(),
             secret_access_key: c.secret_access_key.clone(),
             admin_url: format!("{}/admin", self.shared.base),
+            imds_endpoint: self.imds.as_ref().map(|(_, url)| url.clone()),
         }
     }
 
@@ -368,6 +570,10 @@ impl MockAws {
 
     pub async fn shutdown(self) {
         self.server.shutdown().await;
+        if let Some((imds, _)) = self.imds {
+            imds.shutdown().await;
+        }
+        self.dataplane.shutdown().await;
     }
 }
 
@@ -378,6 +584,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         &zones,
         &config.cluster_id,
         &config.instance_type,
+        config.address_block,
     );
     for i in 0..config.nodes {
         let name = format!("{}{i}", config.node_name_prefix);
@@ -389,11 +596,36 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
             .create_instance(spec, &model::new_id("r"), None)
             .map_err(|source| Error::Seed { name, source })?;
     }
+    for (i, spec) in config.seed.state.instances.iter().enumerate() {
+        let name = spec
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("seed instance {i}"));
+        cloud
+            .create_instance(spec.clone(), &model::new_id("r"), None)
+            .map_err(|source| Error::Seed { name, source })?;
+    }
+    let lifecycle = &config.seed.lifecycle;
+    if !lifecycle.ids.is_empty() {
+        return Err(Error::SeedLifecycleIds(
+            lifecycle.ids.keys().cloned().collect(),
+        ));
+    }
+    let policies = lifecycle.policies(LIFECYCLE_TYPES)?;
+    cloud.elbv2.mode = policies
+        .by_type
+        .get("loadbalancer")
+        .copied()
+        .unwrap_or(policies.default);
+    let faults = Faults::for_cloud("aws");
+    config.seed.apply_faults(&faults)?;
     Ok(Shared {
         seed: cloud.clone(),
         cloud: Mutex::new(cloud),
         journal: Journal::new(),
-        faults: Faults::new(),
+        faults,
+        imds: imds::ImdsState::default(),
+        dataplane_wake: tokio::sync::Notify::new(),
         base,
         config,
     })

@@ -3,10 +3,12 @@
 //! network interfaces, tags, and classic load balancers. Seeded with what the AWS CCM
 //! needs to find its way off-AWS (cloud-apis.md §4.1, §7): cluster tags on instances,
 //! subnets, route tables and groups, an `igw-` route in the main table, in-use ENIs.
-//! Addresses are hermetic: private IPs in 127.40.0.0/16, public IPs in 127.50.0.0/16.
+//! Addresses are hermetic: private IPs in 127.40.0.0/13 (zone `i` in 127.(40+i).B.0/24),
+//! public IPs from 127.50.B.10, where B is the mock's address block, so mocks started side
+//! by side (one per parallel case) never hand out the same address.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
@@ -59,12 +61,19 @@ pub(crate) struct Instance {
     pub subnet_id: String,
     pub vpc_id: String,
     pub private_ip: Ipv4Addr,
+    /// Secondary private IPs of the primary ENI (EC2 `AssignPrivateIpAddresses`).
+    pub secondary_private_ips: Vec<Ipv4Addr>,
+    /// IPv6 addresses of the primary ENI (EC2 `AssignIpv6Addresses`).
+    pub ipv6_addresses: Vec<Ipv6Addr>,
     pub public_ip: Option<Ipv4Addr>,
     pub state: InstanceState,
     pub eni_id: String,
     pub group_ids: Vec<String>,
     pub source_dest_check: bool,
     pub launch_time: jiff::Timestamp,
+    /// A chosen private DNS name (the harness names instances like its nodes); `None`
+    /// derives `ip-a-b-c-d...` from the private IP as EC2 does.
+    pub private_dns: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +154,8 @@ pub(crate) struct Cloud {
     pub tags: BTreeMap<String, BTreeMap<String, String>>,
     pub elbs: BTreeMap<String, ClassicLb>,
     pub elbv2: Elbv2,
+    /// Which /24 of the 127/8 pools this mock hands out (see the module docs).
+    pub address_block: u8,
 }
 
 /// A new id `prefix-` + 17 hex digits, the long form EC2 uses.
@@ -199,10 +210,15 @@ pub(crate) fn public_dns_name(region: &str, ip: Ipv4Addr) -> String {
     }
 }
 
-/// Private IPs: 127.40.0.0/16, one /20 per zone. Public IPs: 127.50.0.0/16.
+/// Private IPs: 127.40.0.0/13, one /24 per zone and address block. Public IPs:
+/// 127.50.0.0/16 from the block's /24 on.
 const PRIVATE_BASE: [u8; 2] = [127, 40];
 const PUBLIC_BASE: Ipv4Addr = Ipv4Addr::new(127, 50, 0, 10);
+/// Load-balancer addresses (the data plane binds them): 127.51.B.10 on.
+const VIP_BASE: Ipv4Addr = Ipv4Addr::new(127, 51, 0, 10);
 const FIRST_HOST: u32 = 10;
+/// At most this many zones get their own second octet (127.40 ..= 127.47).
+const MAX_ZONES: usize = 8;
 
 /// Why an admin change was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -240,6 +256,19 @@ pub struct InstanceSpec {
     /// Extra tags; the cluster tag is always added.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// A private DNS name to report instead of `ip-a-b-c-d.<region>.compute.internal`.
+    #[serde(default)]
+    pub private_dns_name: Option<String>,
+    /// A chosen public IP (implies `public_ip`); any address, not checked against a pool.
+    #[serde(default)]
+    pub public_ip_address: Option<Ipv4Addr>,
+    /// Secondary private IPs on the primary ENI; each must be in the instance's subnet.
+    #[serde(default)]
+    pub secondary_private_ips: Vec<Ipv4Addr>,
+    /// IPv6 addresses on the primary ENI (any address; the mock's subnets have no IPv6
+    /// CIDR to check them against).
+    #[serde(default)]
+    pub ipv6_addresses: Vec<Ipv6Addr>,
 }
 
 /// An admin change to an instance.
@@ -259,6 +288,15 @@ pub struct InstancePatch {
     /// Tag keys to remove.
     #[serde(default)]
     pub remove_tags: Vec<String>,
+    /// Sets this public IP (any address); wins over `public_ip`.
+    #[serde(default)]
+    pub public_ip_address: Option<Ipv4Addr>,
+    /// Replaces the secondary private IPs (each in the instance's subnet).
+    #[serde(default)]
+    pub secondary_private_ips: Option<Vec<Ipv4Addr>>,
+    /// Replaces the IPv6 addresses.
+    #[serde(default)]
+    pub ipv6_addresses: Option<Vec<Ipv6Addr>>,
 }
 
 /// An instance as the admin API shows it.
@@ -272,6 +310,10 @@ pub struct InstanceInfo {
     pub instance_type: String,
     pub state: InstanceState,
     pub private_ip: Ipv4Addr,
+    #[serde(default)]
+    pub secondary_private_ips: Vec<Ipv4Addr>,
+    #[serde(default)]
+    pub ipv6_addresses: Vec<Ipv6Addr>,
     pub private_dns_name: String,
     pub public_ip: Option<Ipv4Addr>,
     pub vpc_id: String,
@@ -282,11 +324,17 @@ pub struct InstanceInfo {
 impl Cloud {
     /// The seeded network: VPC 127.40.0.0/16, a subnet per zone, main route table with
     /// `0.0.0.0/0 -> igw-`, a default security group; cluster tags where the CCM looks.
-    pub fn new(region: &str, zones: &[String], cluster_id: &str, instance_type: &str) -> Cloud {
+    pub fn new(
+        region: &str,
+        zones: &[String],
+        cluster_id: &str,
+        instance_type: &str,
+        address_block: u8,
+    ) -> Cloud {
         let cluster_tag = format!("kubernetes.io/cluster/{cluster_id}");
         let vpc = Vpc {
             id: new_id("vpc"),
-            cidr: format!("{}.{}.0.0/16", PRIVATE_BASE[0], PRIVATE_BASE[1]),
+            cidr: format!("{}.{}.0.0/13", PRIVATE_BASE[0], PRIVATE_BASE[1]),
         };
         let mut tags = BTreeMap::new();
         let owned = |extra: &[(&str, &str)]| {
@@ -300,13 +348,13 @@ impl Cloud {
         tags.insert(vpc.id.clone(), owned(&[("Name", "ccm-conformance")]));
         let mut subnets = Vec::new();
         for (i, zone) in zones.iter().enumerate() {
-            let third = u8::try_from(i * 16).unwrap_or(u8::MAX);
+            let second = PRIVATE_BASE[1] + u8::try_from(i.min(MAX_ZONES - 1)).unwrap_or(0);
             let subnet = Subnet {
                 id: new_id("subnet"),
                 vpc_id: vpc.id.clone(),
                 zone: zone.clone(),
-                base: Ipv4Addr::new(PRIVATE_BASE[0], PRIVATE_BASE[1], third, 0),
-                prefix: 20,
+                base: Ipv4Addr::new(PRIVATE_BASE[0], second, address_block, 0),
+                prefix: 24,
             };
             tags.insert(subnet.id.clone(), owned(&[("kubernetes.io/role/elb", "1")]));
             subnets.push(subnet);
@@ -351,6 +399,7 @@ impl Cloud {
             tags,
             elbs: BTreeMap::new(),
             elbv2: Elbv2::default(),
+            address_block,
         }
     }
 
@@ -375,9 +424,57 @@ impl Cloud {
     }
 
     fn ip_in_use(&self, ip: Ipv4Addr) -> bool {
-        self.instances
-            .iter()
-            .any(|i| i.private_ip == ip || i.public_ip == Some(ip))
+        self.instances.iter().any(|i| {
+            i.private_ip == ip || i.public_ip == Some(ip) || i.secondary_private_ips.contains(&ip)
+        })
+    }
+
+    /// `n` free private IPs of the zone's subnet (the first subnet when `zone` is `None`),
+    /// lowest first: what a caller may ask an instance to use.
+    pub fn free_private_ips(
+        &self,
+        zone: Option<&str>,
+        n: usize,
+    ) -> Result<Vec<Ipv4Addr>, AdminError> {
+        let subnet = match zone {
+            Some(z) => self.subnets.iter().find(|s| s.zone == z),
+            None => self.subnets.first(),
+        }
+        .ok_or_else(|| AdminError::Invalid {
+            field: "zone",
+            reason: format!("no subnet for {zone:?}"),
+        })?;
+        let size = 1u32 << (32 - u32::from(subnet.prefix));
+        let free: Vec<Ipv4Addr> = (FIRST_HOST..size - 1)
+            .map(|h| Ipv4Addr::from(u32::from(subnet.base) + h))
+            .filter(|ip| !self.ip_in_use(*ip))
+            .take(n)
+            .collect();
+        if free.len() < n {
+            return Err(AdminError::Exhausted(subnet.cidr()));
+        }
+        Ok(free)
+    }
+
+    /// Checks secondary private IPs for an instance in `subnet` (`own`: its current ones).
+    fn check_secondaries(
+        &self,
+        subnet: &Subnet,
+        ips: &[Ipv4Addr],
+        own: &[Ipv4Addr],
+    ) -> Result<(), AdminError> {
+        for (n, ip) in ips.iter().enumerate() {
+            if !subnet.contains(*ip) {
+                return Err(AdminError::Invalid {
+                    field: "secondary_private_ips",
+                    reason: format!("{ip} is not in {}", subnet.cidr()),
+                });
+            }
+            if (self.ip_in_use(*ip) && !own.contains(ip)) || ips[..n].contains(ip) {
+                return Err(AdminError::AddressInUse(*ip));
+            }
+        }
+        Ok(())
     }
 
     fn free_private_ip(&self, subnet: &Subnet) -> Result<Ipv4Addr, AdminError> {
@@ -389,8 +486,9 @@ impl Cloud {
     }
 
     fn free_public_ip(&self) -> Result<Ipv4Addr, AdminError> {
+        let start = u32::from(PUBLIC_BASE) + u32::from(self.address_block) * 256;
         (0..65_000u32)
-            .map(|h| Ipv4Addr::from(u32::from(PUBLIC_BASE) + h))
+            .map(|h| Ipv4Addr::from(start.wrapping_add(h)))
             .find(|ip| !self.ip_in_use(*ip))
             .ok_or_else(|| AdminError::Exhausted("127.50.0.0/16".into()))
     }
@@ -438,7 +536,13 @@ impl Cloud {
             Some(ip) => ip,
             None => self.free_private_ip(&subnet)?,
         };
-        let public_ip = if spec.public_ip.unwrap_or(true) {
+        if spec.secondary_private_ips.contains(&private_ip) {
+            return Err(AdminError::AddressInUse(private_ip));
+        }
+        self.check_secondaries(&subnet, &spec.secondary_private_ips, &[])?;
+        let public_ip = if let Some(ip) = spec.public_ip_address {
+            Some(ip)
+        } else if spec.public_ip.unwrap_or(true) {
             Some(self.free_public_ip()?)
         } else {
             None
@@ -469,12 +573,15 @@ impl Cloud {
             subnet_id: subnet.id.clone(),
             vpc_id: subnet.vpc_id.clone(),
             private_ip,
+            secondary_private_ips: spec.secondary_private_ips,
+            ipv6_addresses: spec.ipv6_addresses,
             public_ip,
             state: spec.state.unwrap_or(InstanceState::Running),
             eni_id: new_id("eni"),
             group_ids,
             source_dest_check: true,
             launch_time: jiff::Timestamp::now(),
+            private_dns: spec.private_dns_name.filter(|n| !n.is_empty()),
         });
         let mut tags = spec.tags;
         if let Some(key) = self.cluster_tag_key() {
@@ -487,6 +594,18 @@ impl Cloud {
         Ok(id)
     }
 
+    /// A load-balancer address from 127.51.B.10 on, not used by another load balancer.
+    pub fn free_vip(&self) -> Result<Ipv4Addr, AdminError> {
+        let start = u32::from(VIP_BASE) + u32::from(self.address_block) * 256;
+        (0..65_000u32)
+            .map(|h| Ipv4Addr::from(start.wrapping_add(h)))
+            .find(|ip| {
+                !self.elbs.values().any(|lb| lb.vip == *ip)
+                    && !self.elbv2.lbs.values().any(|lb| lb.vip == *ip)
+            })
+            .ok_or_else(|| AdminError::Exhausted("127.51.0.0/16".into()))
+    }
+
     pub fn update_instance(&mut self, id: &str, patch: InstancePatch) -> Result<(), AdminError> {
         let public = match patch.public_ip {
             Some(true) if self.instance(id).is_some_and(|i| i.public_ip.is_none()) => {
@@ -495,6 +614,22 @@ impl Cloud {
             Some(false) => Some(None),
             _ => None,
         };
+        let public = patch.public_ip_address.map(Some).or(public);
+        if let Some(ips) = &patch.secondary_private_ips {
+            let inst = self
+                .instance(id)
+                .ok_or_else(|| AdminError::NotFound(id.to_string()))?;
+            let subnet = self
+                .subnets
+                .iter()
+                .find(|s| s.id == inst.subnet_id)
+                .cloned()
+                .ok_or_else(|| AdminError::NotFound(inst.subnet_id.clone()))?;
+            if ips.contains(&inst.private_ip) {
+                return Err(AdminError::AddressInUse(inst.private_ip));
+            }
+            self.check_secondaries(&subnet, ips, &inst.secondary_private_ips)?;
+        }
         let inst = self
             .instance_mut(id)
             .ok_or_else(|| AdminError::NotFound(id.to_string()))?;
@@ -506,6 +641,12 @@ impl Cloud {
         }
         if let Some(p) = public {
             inst.public_ip = p;
+        }
+        if let Some(ips) = patch.secondary_private_ips {
+            inst.secondary_private_ips = ips;
+        }
+        if let Some(ips) = patch.ipv6_addresses {
+            inst.ipv6_addresses = ips;
         }
         let tags = self.tags.entry(id.to_string()).or_default();
         tags.extend(patch.tags);
@@ -525,6 +666,13 @@ impl Cloud {
         Ok(())
     }
 
+    /// The instance's private DNS name: the chosen one, else EC2's `ip-...` form.
+    pub fn private_dns_of(&self, i: &Instance) -> String {
+        i.private_dns
+            .clone()
+            .unwrap_or_else(|| private_dns_name(&self.region, i.private_ip))
+    }
+
     pub fn instance_info(&self, i: &Instance) -> InstanceInfo {
         let tags = self.tags_of(&i.id);
         InstanceInfo {
@@ -535,7 +683,9 @@ impl Cloud {
             instance_type: i.instance_type.clone(),
             state: i.state,
             private_ip: i.private_ip,
-            private_dns_name: private_dns_name(&self.region, i.private_ip),
+            secondary_private_ips: i.secondary_private_ips.clone(),
+            ipv6_addresses: i.ipv6_addresses.clone(),
+            private_dns_name: self.private_dns_of(i),
             public_ip: i.public_ip,
             vpc_id: i.vpc_id.clone(),
             subnet_id: i.subnet_id.clone(),
@@ -550,7 +700,7 @@ mod tests {
 
     fn cloud() -> Cloud {
         let zones = vec!["us-west-2a".to_string(), "us-west-2b".to_string()];
-        Cloud::new("us-west-2", &zones, "c1", "m5.large")
+        Cloud::new("us-west-2", &zones, "c1", "m5.large", 0)
     }
 
     #[test]
@@ -584,7 +734,7 @@ mod tests {
         let b = c.instance_info(c.instance(&b).expect("b"));
         assert_eq!(a.private_ip, Ipv4Addr::new(127, 40, 0, 10));
         assert_eq!(a.public_ip, Some(Ipv4Addr::new(127, 50, 0, 10)));
-        assert_eq!(b.private_ip, Ipv4Addr::new(127, 40, 16, 10));
+        assert_eq!(b.private_ip, Ipv4Addr::new(127, 41, 0, 10));
         assert_eq!(b.public_ip, None);
         assert_eq!(
             a.tags.get("kubernetes.io/cluster/c1").map(String::as_str),

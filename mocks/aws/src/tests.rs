@@ -345,7 +345,7 @@ async fn run_stop_start_terminate() {
     let ids = r.all("instanceId");
     assert_eq!(ids.len(), 2);
     assert!(r.body.contains("<name>pending</name>"));
-    assert_eq!(r.one("privateIpAddress"), "127.40.16.10");
+    assert_eq!(r.one("privateIpAddress"), "127.41.0.10");
     let info = m.admin().instance(&ids[0]).expect("created");
     assert_eq!(info.instance_type, "t3.small");
     assert_eq!(info.name.as_deref(), Some("w"));
@@ -437,7 +437,7 @@ async fn zones_vpcs_subnets_enis() {
 
     let r = m.ec2("DescribeVpcs", &[]).await;
     let vpc = r.one("vpcId");
-    assert_eq!(r.one("cidrBlock"), "127.40.0.0/16");
+    assert_eq!(r.one("cidrBlock"), "127.40.0.0/13");
     let r = m.ec2("DescribeVpcs", &[("VpcId.1", "vpc-nope")]).await;
     assert_eq!(r.code(), "InvalidVpcID.NotFound");
 
@@ -458,7 +458,7 @@ async fn zones_vpcs_subnets_enis() {
             ],
         )
         .await;
-    assert_eq!(r.all("cidrBlock"), vec!["127.40.32.0/20"]);
+    assert_eq!(r.all("cidrBlock"), vec!["127.42.0.0/24"]);
     let r = m
         .ec2("DescribeSubnets", &[("SubnetId.1", "subnet-x")])
         .await;
@@ -1271,7 +1271,7 @@ async fn admin_instances_and_reset() {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    assert_eq!(body["private_ip"], "127.40.32.10");
+    assert_eq!(body["private_ip"], "127.42.0.10");
     assert!(body["public_ip"].is_null());
     let id = body["id"].as_str().expect("id").to_string();
     assert_eq!(body["provider_id"], format!("aws:///us-west-2c/{id}"));
@@ -1863,4 +1863,536 @@ async fn elbv2_errors_and_admin_lifecycle() {
         .code(),
         "LoadBalancerNotFound"
     );
+}
+
+/// Waits (bounded) until `addr` answers a line, or returns what it last saw.
+async fn line_from(source: &str, addr: std::net::SocketAddr) -> Option<String> {
+    use tokio::io::AsyncBufReadExt;
+    let socket = tokio::net::TcpSocket::new_v4().ok()?;
+    socket
+        .bind(std::net::SocketAddr::new(source.parse().ok()?, 0))
+        .ok()?;
+    let stream = tokio::time::timeout(std::time::Duration::from_secs(1), socket.connect(addr))
+        .await
+        .ok()?
+        .ok()?;
+    let mut line = String::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        tokio::io::BufReader::new(stream).read_line(&mut line),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    Some(line.trim().to_string()).filter(|l| !l.is_empty())
+}
+
+async fn eventually_line(source: &str, addr: std::net::SocketAddr, want: Option<&str>) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let got = line_from(source, addr).await;
+        if got.as_deref() == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{source} -> {addr}: wanted {want:?}, last saw {got:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn classic_data_plane_resolves_proxies_and_filters_sources() {
+    let m = Mock::with(Config {
+        nodes: 0,
+        address_block: 201,
+        ..Config::default()
+    });
+    let dataplane = crate::dataplane::DataPlane::start(m.shared.clone());
+    let admin = m.admin();
+    let node = admin
+        .create_instance(crate::InstanceSpec {
+            name: Some("node-a".into()),
+            private_dns_name: Some("node-a".into()),
+            public_ip_address: Some(std::net::Ipv4Addr::new(127, 20, 9, 9)),
+            ..Default::default()
+        })
+        .expect("instance");
+    assert_eq!(node.private_ip, std::net::Ipv4Addr::new(127, 40, 201, 10));
+    assert_eq!(node.private_dns_name, "node-a");
+    assert_eq!(node.public_ip, Some(std::net::Ipv4Addr::new(127, 20, 9, 9)));
+    let r = m
+        .ec2(
+            "DescribeInstances",
+            &[
+                ("Filter.1.Name", "private-dns-name"),
+                ("Filter.1.Value.1", "node-a"),
+            ],
+        )
+        .await;
+    assert_eq!(r.all("instanceId"), vec![node.id.clone()]);
+
+    // The backend: answers its name on the instance's private IP.
+    let backend = tokio::net::TcpListener::bind((node.private_ip, 0))
+        .await
+        .expect("bind backend");
+    let port = backend.local_addr().expect("addr").port();
+    let serve = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut s, _)) = backend.accept().await {
+            let _ = s.write_all(b"node-a\n").await;
+        }
+    });
+    let sg = m
+        .ec2(
+            "CreateSecurityGroup",
+            &[("GroupName", "k8s-elb-a1"), ("GroupDescription", "d")],
+        )
+        .await
+        .one("groupId");
+    let auth = m
+        .ec2(
+            "AuthorizeSecurityGroupIngress",
+            &[
+                ("GroupId", sg.as_str()),
+                ("IpPermissions.1.IpProtocol", "tcp"),
+                ("IpPermissions.1.FromPort", "18080"),
+                ("IpPermissions.1.ToPort", "18080"),
+                ("IpPermissions.1.IpRanges.1.CidrIp", "127.0.0.2/32"),
+            ],
+        )
+        .await;
+    assert_eq!(auth.status, StatusCode::OK, "{}", auth.body);
+    let port_s = port.to_string();
+    let subnet = m.shared.cloud().subnets[0].id.clone();
+    let r = m
+        .elb(
+            "CreateLoadBalancer",
+            &[
+                ("LoadBalancerName", "a1"),
+                ("Listeners.member.1.Protocol", "TCP"),
+                ("Listeners.member.1.LoadBalancerPort", "18080"),
+                ("Listeners.member.1.InstancePort", port_s.as_str()),
+                ("Subnets.member.1", subnet.as_str()),
+                ("SecurityGroups.member.1", sg.as_str()),
+            ],
+        )
+        .await;
+    let dns = r.one("DNSName");
+    let vip = admin.resolve(&dns).expect("DNS name resolves");
+    assert_eq!(vip, std::net::Ipv4Addr::new(127, 51, 201, 10));
+    assert_eq!(admin.resolve("nope.elb.amazonaws.com"), None);
+    let lb = std::net::SocketAddr::new(vip.into(), 18080);
+    // No instance registered: nothing answers.
+    eventually_line("127.0.0.2", lb, None).await;
+    let target = format!("TCP:{port}");
+    m.elb(
+        "ConfigureHealthCheck",
+        &[
+            ("LoadBalancerName", "a1"),
+            ("HealthCheck.Target", target.as_str()),
+            ("HealthCheck.Interval", "10"),
+            ("HealthCheck.Timeout", "5"),
+            ("HealthCheck.UnhealthyThreshold", "2"),
+            ("HealthCheck.HealthyThreshold", "2"),
+        ],
+    )
+    .await;
+    m.elb(
+        "RegisterInstancesWithLoadBalancer",
+        &[
+            ("LoadBalancerName", "a1"),
+            ("Instances.member.1.InstanceId", node.id.as_str()),
+        ],
+    )
+    .await;
+    eventually_line("127.0.0.2", lb, Some("node-a")).await;
+    // Outside the security group's ranges: refused.
+    eventually_line("127.0.0.3", lb, None).await;
+    m.elb("DeleteLoadBalancer", &[("LoadBalancerName", "a1")])
+        .await;
+    eventually_line("127.0.0.2", lb, None).await;
+    dataplane.shutdown().await;
+    serve.abort();
+}
+
+#[tokio::test]
+async fn faults_can_target_one_instance_and_admin_routes() {
+    let m = Mock::seeded(2);
+    let admin = m.admin();
+    let [a, b]: [crate::InstanceInfo; 2] = admin.instances().try_into().expect("two");
+    admin.faults().add(mock_cloud::FaultRule {
+        service: Some("ec2".into()),
+        path: Some(format!(
+            "^/DescribeInstances/(.*/)?({}|{})(/|$)",
+            a.id, a.private_dns_name
+        )),
+        status: 503,
+        ..Default::default()
+    });
+    let by_id = m
+        .ec2("DescribeInstances", &[("InstanceId.1", a.id.as_str())])
+        .await;
+    assert_eq!(by_id.code(), "RequestLimitExceeded");
+    let by_name = m
+        .ec2(
+            "DescribeInstances",
+            &[
+                ("Filter.1.Name", "private-dns-name"),
+                ("Filter.1.Value.1", a.private_dns_name.as_str()),
+            ],
+        )
+        .await;
+    assert_eq!(by_name.code(), "RequestLimitExceeded");
+    let other = m
+        .ec2("DescribeInstances", &[("InstanceId.1", b.id.as_str())])
+        .await;
+    assert_eq!(other.status, StatusCode::OK, "{}", other.body);
+
+    admin.add_route("10.244.0.0/24", &a.id).expect("route");
+    assert!(
+        admin.add_route("10.244.0.0/24", &b.id).is_err(),
+        "duplicate"
+    );
+    assert!(admin.add_route("10.244.1.0/24", "i-00000000").is_err());
+    assert!(
+        admin
+            .routes()
+            .iter()
+            .any(|(_, d, t)| d == "10.244.0.0/24" && *t == a.id)
+    );
+    assert!(!admin.vpc_id().is_empty());
+    assert_eq!(admin.subnets().len(), 3);
+}
+
+#[tokio::test]
+async fn admin_resolves_load_balancer_names() {
+    let m = Mock::seeded(0);
+    let subnet = m.shared.cloud().subnets[0].id.clone();
+    let dns = m
+        .elb(
+            "CreateLoadBalancer",
+            &[
+                ("LoadBalancerName", "r1"),
+                ("Listeners.member.1.Protocol", "TCP"),
+                ("Listeners.member.1.LoadBalancerPort", "80"),
+                ("Listeners.member.1.InstancePort", "30080"),
+                ("Subnets.member.1", subnet.as_str()),
+            ],
+        )
+        .await
+        .one("DNSName");
+    let (status, body) = m
+        .admin_json("GET", &format!("/admin/resolve/{dns}"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["address"], "127.51.0.10");
+    let (status, _) = m
+        .admin_json("GET", "/admin/resolve/nope.example", Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn instances_carry_secondary_private_ips_and_ipv6_addresses() {
+    let m = Mock::seeded(0);
+    let admin = m.admin();
+    let free = admin.free_private_ips(None, 2).expect("free");
+    assert_eq!(free.len(), 2);
+    let info = admin
+        .create_instance(crate::InstanceSpec {
+            private_ip: Some(free[0]),
+            secondary_private_ips: vec![free[1]],
+            ipv6_addresses: vec!["fd00::1".parse().expect("v6")],
+            public_ip: Some(false),
+            ..Default::default()
+        })
+        .expect("create");
+    assert_eq!(info.secondary_private_ips, vec![free[1]]);
+    let r = m
+        .ec2("DescribeInstances", &[("InstanceId.1", info.id.as_str())])
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let ips: Vec<String> = r.all("privateIpAddress");
+    // Instance, ENI, then the ENI's address set: primary first, then the secondary.
+    assert!(
+        ips.ends_with(&[free[0].to_string(), free[1].to_string()]),
+        "{ips:?}"
+    );
+    assert_eq!(r.all("primary"), vec!["true", "false"]);
+    assert_eq!(r.all("ipv6Address"), vec!["fd00::1"]);
+    assert!(r.all("ipAddress").is_empty(), "no public IP: {}", r.body);
+    // The secondary is taken now; a second instance cannot have it.
+    assert!(
+        !admin
+            .free_private_ips(None, 5)
+            .expect("free")
+            .contains(&free[1])
+    );
+    let taken = admin.create_instance(crate::InstanceSpec {
+        secondary_private_ips: vec![free[1]],
+        ..Default::default()
+    });
+    assert!(
+        matches!(taken, Err(crate::AdminError::AddressInUse(_))),
+        "{taken:?}"
+    );
+    let outside = admin.update_instance(
+        &info.id,
+        crate::InstancePatch {
+            secondary_private_ips: Some(vec!["10.0.0.1".parse().expect("ip")]),
+            ..Default::default()
+        },
+    );
+    assert!(
+        matches!(outside, Err(crate::AdminError::Invalid { .. })),
+        "{outside:?}"
+    );
+    let cleared = admin
+        .update_instance(
+            &info.id,
+            crate::InstancePatch {
+                secondary_private_ips: Some(vec![]),
+                ipv6_addresses: Some(vec![]),
+                ..Default::default()
+            },
+        )
+        .expect("update");
+    assert!(cleared.secondary_private_ips.is_empty() && cleared.ipv6_addresses.is_empty());
+}
+
+#[tokio::test]
+async fn fault_engine_matches_actions_and_resources() {
+    let m = Mock::seeded(2);
+    let ids: Vec<String> = m.admin().instances().into_iter().map(|i| i.id).collect();
+    let (status, body) = m
+        .admin_json(
+            "POST",
+            "/admin/faults",
+            json!({"cloud": "aws", "operation": "DescribeInstances", "resource": ids[0],
+                   "kind": "error", "status": 500, "count": 1}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // Another instance is not affected; the targeted one is, once.
+    let other = m
+        .ec2("DescribeInstances", &[("InstanceId.1", ids[1].as_str())])
+        .await;
+    assert_eq!(other.status, StatusCode::OK);
+    let hit = m
+        .ec2("DescribeInstances", &[("InstanceId.1", ids[0].as_str())])
+        .await;
+    assert_eq!(
+        (hit.status, hit.code()),
+        (StatusCode::INTERNAL_SERVER_ERROR, "InternalError".into())
+    );
+    let again = m
+        .ec2("DescribeInstances", &[("InstanceId.1", ids[0].as_str())])
+        .await;
+    assert_eq!(again.status, StatusCode::OK);
+
+    // Throttle: EC2's own preset.
+    m.admin_json(
+        "POST",
+        "/admin/faults",
+        json!({"operation": "DescribeRouteTables", "kind": "throttle", "count": 1}),
+    )
+    .await;
+    let throttled = m.ec2("DescribeRouteTables", &[]).await;
+    assert_eq!(throttled.code(), "RequestLimitExceeded");
+}
+
+#[tokio::test]
+async fn not_found_after_create_hides_a_new_instance_from_describe() {
+    let m = Mock::seeded(0);
+    m.admin_json(
+        "POST",
+        "/admin/faults",
+        json!({"operation": "DescribeInstances", "kind": "not_found_after_create",
+               "window_reads": 1}),
+    )
+    .await;
+    let run = m
+        .ec2(
+            "RunInstances",
+            &[("ImageId", "ami-1"), ("MinCount", "1"), ("MaxCount", "1")],
+        )
+        .await;
+    assert_eq!(run.status, StatusCode::OK, "{}", run.body);
+    let id = run.one("instanceId");
+    let first = m
+        .ec2("DescribeInstances", &[("InstanceId.1", id.as_str())])
+        .await;
+    assert_eq!(
+        (first.status, first.code()),
+        (StatusCode::BAD_REQUEST, "InvalidInstanceID.NotFound".into())
+    );
+    let second = m
+        .ec2("DescribeInstances", &[("InstanceId.1", id.as_str())])
+        .await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.body);
+}
+
+#[tokio::test]
+async fn a_reset_fault_drops_the_connection() {
+    let m = Mock::with(Config {
+        verify_signatures: false,
+        ..Config::default()
+    });
+    m.admin_json(
+        "POST",
+        "/admin/faults",
+        json!({"operation": "DescribeVpcs", "kind": "reset", "count": 1}),
+    )
+    .await;
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    form.append_pair("Action", "DescribeVpcs")
+        .append_pair("Version", EC2);
+    let body = form.finish();
+    // Unsigned: this mock does not verify signatures.
+    let req = Request::builder()
+        .method("POST")
+        .uri("/")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(body))
+        .expect("req");
+    let resp = m.router.clone().oneshot(req).await.expect("infallible");
+    assert!(
+        resp.into_body().collect().await.is_err(),
+        "the body must fail"
+    );
+    let last = m.admin().journal().entries().pop().expect("journaled");
+    assert_eq!((last.status, last.fault.is_some()), (0, true));
+    assert_eq!(m.ec2("DescribeVpcs", &[]).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_seed_file_adds_instances_and_faults_that_reset_restores() {
+    let json = br#"{
+        "state": {"instances": [{"name": "seeded", "zone": "us-west-2b", "public_ip": false}]},
+        "faults": [{"operation": "DescribeVpcs", "kind": "error", "status": 503}],
+        "lifecycle": {"types": {"loadbalancer": {"mode": "reads", "n": 2}}}
+    }"#;
+    let seed = crate::SeedFile::parse(json, std::path::Path::new("seed.json")).expect("seed");
+    let m = Mock::with(Config {
+        nodes: 1,
+        seed,
+        ..Config::default()
+    });
+    let seeded = m
+        .admin()
+        .instance_by_name("seeded")
+        .expect("seeded instance");
+    assert_eq!(
+        (seeded.zone.as_str(), seeded.public_ip),
+        ("us-west-2b", None)
+    );
+    assert_eq!(m.admin().instances().len(), 2);
+    let r = m.ec2("DescribeVpcs", &[]).await;
+    assert_eq!(r.code(), "RequestLimitExceeded");
+    m.admin().faults().clear();
+    assert_eq!(m.ec2("DescribeVpcs", &[]).await.status, StatusCode::OK);
+    let (status, _) = m.admin_json("POST", "/admin/reset", Value::Null).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        m.ec2("DescribeVpcs", &[]).await.code(),
+        "RequestLimitExceeded"
+    );
+    assert!(m.admin().instance_by_name("seeded").is_some());
+    assert_eq!(
+        m.shared.cloud().elbv2.mode,
+        mock_cloud::Mode::Reads { n: 2 }
+    );
+}
+
+#[test]
+fn bad_seed_files_are_refused() {
+    let build = |json: &[u8]| {
+        let seed = crate::SeedFile::parse(json, std::path::Path::new("s.json"))?;
+        Ok::<_, Box<dyn std::error::Error>>(
+            build_shared(
+                Config {
+                    nodes: 0,
+                    seed,
+                    ..Config::default()
+                },
+                "http://127.0.0.1:1".into(),
+            )
+            .map(drop)?,
+        )
+    };
+    assert!(build(br#"{"state": {"instances": [{"zone": "mars-1a"}]}}"#).is_err());
+    assert!(build(br#"{"state": {"servers": []}}"#).is_err());
+    assert!(build(br#"{"lifecycle": {"types": {"server": {"mode": "immediate"}}}}"#).is_err());
+    assert!(build(br#"{"lifecycle": {"ids": {"x": {"mode": "immediate"}}}}"#).is_err());
+    assert!(build(br#"{"state": {"instances": [{"name": "ok"}]}}"#).is_ok());
+}
+
+#[tokio::test]
+async fn instance_topology_for_supported_types_only() {
+    let m = Mock::seeded(1);
+    let admin = m.admin();
+    let gpu = |zone: &str| crate::InstanceSpec {
+        instance_type: Some("p4d.24xlarge".into()),
+        zone: Some(zone.into()),
+        ..Default::default()
+    };
+    let a = admin.create_instance(gpu("us-west-2a")).expect("a").id;
+    let b = admin.create_instance(gpu("us-west-2a")).expect("b").id;
+    let c = admin.create_instance(gpu("us-west-2b")).expect("c").id;
+    let r = m.ec2("DescribeInstanceTopology", &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    // The seeded m5.large has no topology.
+    assert_eq!(r.all("instanceId"), vec![a.clone(), b.clone(), c.clone()]);
+    assert_eq!(r.all("zoneId"), vec!["usw2-az1", "usw2-az1", "usw2-az2"]);
+    let nodes = |id: &str, r: &Reply| -> Vec<String> {
+        let start = r.body.find(id).expect("instance in body");
+        let rest = &r.body[start..];
+        let set = &rest[..rest.find("</networkNodeSet>").expect("node set")];
+        Reply {
+            status: StatusCode::OK,
+            body: set.to_string(),
+        }
+        .all("item")
+    };
+    let (na, nb, nc) = (nodes(&a, &r), nodes(&b, &r), nodes(&c, &r));
+    assert_eq!(na.len(), 3);
+    assert!(
+        na.iter().all(|n| n.starts_with("nn-") && n.len() == 20),
+        "{na:?}"
+    );
+    assert_eq!(na, nb, "same subnet, same network nodes");
+    assert_ne!(na[0], nc[0], "another zone, another spine");
+
+    let page = m
+        .ec2(
+            "DescribeInstanceTopology",
+            &[
+                ("MaxResults", "2"),
+                ("Filter.1.Name", "zone-id"),
+                ("Filter.1.Value.1", "usw2-az1"),
+            ],
+        )
+        .await;
+    assert_eq!(page.all("instanceId").len(), 2);
+    assert!(page.all("nextToken").is_empty());
+    let first = m
+        .ec2("DescribeInstanceTopology", &[("MaxResults", "1")])
+        .await;
+    let token = first.one("nextToken");
+    let second = m
+        .ec2(
+            "DescribeInstanceTopology",
+            &[("MaxResults", "1"), ("NextToken", token.as_str())],
+        )
+        .await;
+    assert_eq!(second.all("instanceId"), vec![b]);
+    let unknown = m
+        .ec2(
+            "DescribeInstanceTopology",
+            &[("InstanceId.1", "i-0123456789abcdef0")],
+        )
+        .await;
+    assert_eq!(unknown.code(), "InvalidInstanceID.NotFound");
 }

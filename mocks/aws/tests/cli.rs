@@ -247,3 +247,51 @@ async fn wrong_secret_is_refused() -> Result<()> {
     );
     Ok(())
 }
+
+/// Secondary private IPs and IPv6 addresses parse with botocore's EC2 model, and
+/// `describe-instance-topology` answers in the shape the CLI expects.
+#[tokio::test]
+async fn secondary_addresses_and_instance_topology() -> Result<()> {
+    let Some(cli) = Cli::start(0).await else {
+        return Ok(());
+    };
+    let admin = cli.mock.admin();
+    let free = admin.free_private_ips(None, 2)?;
+    let info = admin.create_instance(mock_aws::InstanceSpec {
+        private_ip: Some(free[0]),
+        secondary_private_ips: vec![free[1]],
+        ipv6_addresses: vec!["fd00::7".parse()?],
+        instance_type: Some("p5.48xlarge".into()),
+        ..Default::default()
+    })?;
+    let v = cli
+        .json(&["ec2", "describe-instances", "--instance-ids", &info.id])
+        .await?;
+    let eni = &v["Reservations"][0]["Instances"][0]["NetworkInterfaces"][0];
+    let private: Vec<(&str, bool)> = eni["PrivateIpAddresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            (
+                a["PrivateIpAddress"].as_str().unwrap_or_default(),
+                a["Primary"].as_bool().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let (a, b) = (free[0].to_string(), free[1].to_string());
+    assert_eq!(private, vec![(a.as_str(), true), (b.as_str(), false)]);
+    assert_eq!(eni["Ipv6Addresses"][0]["Ipv6Address"], "fd00::7");
+
+    let t = cli.json(&["ec2", "describe-instance-topology"]).await?;
+    let instances = t["Instances"].as_array().cloned().unwrap_or_default();
+    assert_eq!(instances.len(), 1, "{t}");
+    assert_eq!(instances[0]["InstanceId"], info.id.as_str());
+    assert_eq!(instances[0]["ZoneId"], "usw2-az1");
+    assert_eq!(
+        instances[0]["NetworkNodes"].as_array().map(Vec::len),
+        Some(3),
+        "{t}"
+    );
+    Ok(())
+}

@@ -9,13 +9,13 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::faults::{FaultError, FaultRule, Faults};
+use crate::faults::{Fault, FaultError, Faults};
 use crate::journal::Journal;
 
 /// What `POST <admin>/reset` does beyond clearing the journal and the fault rules
@@ -74,8 +74,10 @@ struct SinceQuery {
 
 /// Routes, relative to where the cloud mounts them (e.g. `Router::nest("/admin", ..)`):
 /// - `GET /journal[?since=SEQ]` -> `{"entries": [JournalEntry...]}`; `DELETE /journal` -> 204
-/// - `GET /faults` -> `{"faults": [FaultStatus...]}`; `POST /faults` (a `FaultRule`) -> 201
-///   `{"id": N}`; `DELETE /faults` -> 204; `DELETE /faults/{id}` -> 204 or 404
+/// - `GET /faults` -> `{"faults": [FaultStatus...], "seed": N}`; `POST /faults` (a
+///   [`Fault`](crate::faults::Fault), JSON in the `faults` module docs) -> 201 `{"id": N}`;
+///   `DELETE /faults` -> 204; `DELETE /faults/{id}` -> 204 or 404;
+///   `PUT /faults/seed` `{"seed": N}` -> 204 (reseeds the engine's RNG)
 /// - `POST /reset` -> 204: clears journal and faults, then calls `reset`.
 pub fn admin_router(journal: Journal, faults: Faults, reset: ResetFn) -> Router {
     Router::new()
@@ -84,6 +86,7 @@ pub fn admin_router(journal: Journal, faults: Faults, reset: ResetFn) -> Router 
             "/faults",
             get(list_faults).post(add_fault).delete(clear_faults),
         )
+        .route("/faults/seed", put(set_seed))
         .route("/faults/{id}", delete(remove_fault))
         .route("/reset", post(reset_all))
         .with_state(AdminState {
@@ -112,14 +115,29 @@ async fn clear_journal(State(s): State<AdminState>) -> StatusCode {
 }
 
 async fn list_faults(State(s): State<AdminState>) -> Response {
-    Json(json!({ "faults": s.faults.list() })).into_response()
+    Json(json!({ "faults": s.faults.list(), "seed": s.faults.seed() })).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedBody {
+    seed: u64,
+}
+
+async fn set_seed(
+    State(s): State<AdminState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<StatusCode, AdminRejection> {
+    let body: SeedBody = parse_admin_json(body)?;
+    s.faults.set_seed(body.seed);
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn add_fault(
     State(s): State<AdminState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AdminRejection> {
-    let rule: FaultRule = parse_admin_json(body)?;
+    let rule: Fault = parse_admin_json(body)?;
     let id = s
         .faults
         .try_add(rule)
@@ -271,7 +289,7 @@ mod tests {
         let (status, _) = call(&router, "DELETE", "/admin/faults/x", "").await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
 
-        faults.add(FaultRule {
+        faults.add(Fault {
             status: 500,
             ..Default::default()
         });
@@ -284,7 +302,7 @@ mod tests {
     async fn reset_clears_and_calls_back() {
         let (router, journal, faults, resets) = setup();
         journal.record("compute", "GET", "/a", "", 200, None);
-        faults.add(FaultRule {
+        faults.add(Fault {
             status: 500,
             ..Default::default()
         });
@@ -293,5 +311,35 @@ mod tests {
         assert!(journal.is_empty());
         assert!(faults.list().is_empty());
         assert_eq!(resets.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn rich_rules_and_seed_through_the_api() {
+        let (router, _, faults, _) = setup();
+        let (status, _) = call(
+            &router,
+            "POST",
+            "/admin/faults",
+            r#"{"kind":"throttle","probability":0.5,"latency_ms":1,"jitter_ms":2}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED);
+        let (status, body) = call(
+            &router,
+            "POST",
+            "/admin/faults",
+            r#"{"kind":"reset","status":500}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(body["error"].is_string());
+        let (status, _) = call(&router, "PUT", "/admin/faults/seed", r#"{"seed":42}"#).await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        assert_eq!(faults.seed(), 42);
+        let (_, body) = call(&router, "GET", "/admin/faults", "").await;
+        assert_eq!(body["seed"], 42);
+        assert_eq!(body["faults"][0]["kind"], "throttle");
+        let (status, _) = call(&router, "PUT", "/admin/faults/seed", r#"{"seed":-1}"#).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
     }
 }

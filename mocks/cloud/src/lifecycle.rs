@@ -100,6 +100,12 @@ impl Lifecycle {
         self.observe_at(Instant::now(), false)
     }
 
+    /// Whether a look now would see it done, without counting a read or recording
+    /// anything (for observers such as a data plane that hold the state immutably).
+    pub fn is_done(&self) -> bool {
+        self.clone().observe_at(Instant::now(), false) == Phase::Done
+    }
+
     /// The phase at `now`; `count_read` says whether this look counts as a client read.
     pub fn observe_at(&mut self, now: Instant, count_read: bool) -> Phase {
         if let Some(phase) = self.settled {
@@ -222,6 +228,19 @@ mod tests {
             l.observe_at(start + Duration::from_secs(2), false),
             Phase::Done
         );
+    }
+
+    #[test]
+    fn is_done_looks_without_counting() {
+        let l = Lifecycle::begin(Mode::Reads { n: 1 });
+        assert!(!l.is_done());
+        assert!(!l.is_done());
+        let mut l = l;
+        assert_eq!(l.read(), Phase::Pending);
+        assert!(l.is_done());
+        assert!(Lifecycle::begin(Mode::Immediate).is_done());
+        assert!(!Lifecycle::begin(Mode::Error).is_done());
+        assert!(!Lifecycle::begin(Mode::Stuck).is_done());
     }
 
     #[test]

@@ -138,6 +138,31 @@ impl ServerHandle {
     }
 }
 
+/// A response that makes the server drop the connection without sending anything: its
+/// body fails before the first byte, and hyper closes a connection whose body fails
+/// before the head is flushed. This is how a mock injects a "connection reset" fault
+/// (what a client sees when a load balancer in front of the real API drops it).
+pub fn connection_reset() -> axum::response::Response {
+    axum::response::Response::new(axum::body::Body::new(FailingBody))
+}
+
+struct FailingBody;
+
+impl axum::body::HttpBody for FailingBody {
+    type Data = axum::body::Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Ready(Some(Err(io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "injected connection reset",
+        ))))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use axum::routing::get;
@@ -184,5 +209,28 @@ mod tests {
             .expect("bind");
         let again = bind(first.local_addr()).await;
         assert!(matches!(again, Err(ServeError::Bind { .. })));
+    }
+
+    #[tokio::test]
+    async fn connection_reset_sends_nothing() {
+        let handle = serve(
+            "127.0.0.1:0".parse().expect("addr"),
+            Router::new().route("/", get(|| async { connection_reset() })),
+        )
+        .await
+        .expect("serve");
+        let mut stream = tokio::net::TcpStream::connect(handle.local_addr())
+            .await
+            .expect("connect");
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .expect("write");
+        let mut reply = Vec::new();
+        // Either a clean EOF or a reset; never a byte of response.
+        let _ = stream.read_to_end(&mut reply).await;
+        assert!(reply.is_empty(), "{}", String::from_utf8_lossy(&reply));
+        handle.shutdown().await;
     }
 }

@@ -221,6 +221,11 @@ impl BoundListener {
                 let Ok((tcp, _peer)) = accepted else {
                     continue;
                 };
+                // No Nagle: a response leaves as several TLS records (head, body, close
+                // notify); with Nagle on, a later record waits for the client's delayed
+                // ACK of the earlier one, adding up to 40 ms to a call on Linux. Go's
+                // net/http (vcsim, the real API server) sets TCP_NODELAY too.
+                let _ = tcp.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 let router = router.clone();
                 connections.spawn(async move {

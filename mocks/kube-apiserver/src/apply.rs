@@ -18,7 +18,7 @@
 //! atomic maps/structs (`+mapType=atomic`), the `before-first-apply` manager for
 //! objects created without managedFields, and the cap on Update entries.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::error::{ApiError, Cause};
 use crate::fieldpath::{self, FieldSet, Path};
@@ -59,20 +59,21 @@ impl Entry {
     }
 
     fn to_json(&self) -> Value {
-        let mut v = json!({
-            "manager": self.manager,
-            "operation": self.operation.as_str(),
-            "apiVersion": self.api_version,
-            "fieldsType": "FieldsV1",
-            "fieldsV1": self.fields.to_fields_v1(),
-        });
+        // Built by hand: `json!` would deep-copy the FieldsV1 trie.
+        let s = |v: &str| Value::String(v.to_string());
+        let mut m = Map::new();
+        m.insert("manager".into(), s(&self.manager));
+        m.insert("operation".into(), s(self.operation.as_str()));
+        m.insert("apiVersion".into(), s(&self.api_version));
+        m.insert("fieldsType".into(), s("FieldsV1"));
+        m.insert("fieldsV1".into(), self.fields.to_fields_v1());
         if let Some(t) = &self.time {
-            v["time"] = json!(t);
+            m.insert("time".into(), s(t));
         }
-        if let Some(s) = &self.subresource {
-            v["subresource"] = json!(s);
+        if let Some(sub) = &self.subresource {
+            m.insert("subresource".into(), s(sub));
         }
-        v
+        Value::Object(m)
     }
 
     fn from_json(v: &Value) -> Option<Entry> {
@@ -165,45 +166,66 @@ pub fn record_update(
     sub: Subresource,
 ) {
     let kind = desc.kind;
-    let sent = new.pointer("/metadata/managedFields").is_some();
-    let mut list = match (sent, old) {
+    // Only the changed subtrees are walked (fieldpath::diff); field sets never include
+    // metadata.managedFields (it is stripped metadata), so the objects need no copies.
+    let (changed, removed) = match old {
+        Some(o) => {
+            let d = fieldpath::diff(kind, o, new);
+            (d.changed, d.removed)
+        }
+        None => (FieldSet::of(kind, new), FieldSet::default()),
+    };
+    let sent = new.pointer("/metadata/managedFields");
+    let stored = old.and_then(|o| o.pointer("/metadata/managedFields"));
+    if changed.is_empty() && removed.is_empty() && old.is_some() {
+        // Nothing owned changed: keep the stored entries as they are, without decoding
+        // and re-encoding them, unless the client sent different ones.
+        match (sent, stored) {
+            (Some(s), Some(o)) if s == o => return,
+            (None, o) => {
+                let keep = o.cloned();
+                crate::meta::set_meta(new, "managedFields", keep);
+                return;
+            }
+            _ => {}
+        }
+    }
+    let mut list = match (sent.is_some(), old) {
         (true, _) => entries(new),
         (false, Some(old)) => entries(old),
         (false, None) => Vec::new(),
     };
-    // Field sets never include metadata.managedFields (it is stripped metadata), so the
-    // objects are walked as they are, without copies; the new object's set is built once.
-    let new_set = FieldSet::of(kind, new);
-    let removed = match old {
-        Some(o) => FieldSet::of(kind, o).difference(&new_set),
-        None => FieldSet::default(),
-    };
-    let changed = fieldpath::changed_in(kind, old, new, new_set);
     if changed.is_empty() && removed.is_empty() {
         store_entries(new, list);
         return;
     }
     let sub_name = subresource_name(sub);
-    let taken = changed.union(&removed);
+    // Other managers lose what changed or went away; sets are edited in place, never copied.
     for e in list.iter_mut() {
         if !e.is(manager, Operation::Update, sub_name) {
-            e.fields = e.fields.difference(&taken);
+            e.fields
+                .0
+                .retain(|p| !changed.contains(p) && !removed.contains(p));
         }
     }
-    let fields = match list
+    let mut fields = match list
         .iter()
         .position(|e| e.is(manager, Operation::Update, sub_name))
     {
         Some(i) => list.remove(i).fields,
         None => FieldSet::default(),
     };
+    fields.0.extend(changed.0);
+    if !removed.is_empty() {
+        fields.0.retain(|p| !removed.contains(p));
+    }
     list.push(Entry {
         manager: manager.to_string(),
         operation: Operation::Update,
         api_version: desc.api_version(),
         time: Some(now_rfc3339()),
         subresource: sub_name.map(str::to_string),
-        fields: fields.union(&changed).difference(&removed),
+        fields,
     });
     store_entries(new, list);
 }
@@ -284,14 +306,30 @@ fn strip_nulls(v: &mut Value) {
     }
 }
 
-/// Parse an apply body. JSON only: kubectl and kube-rs send JSON (which is YAML); a
-/// YAML document that is not JSON is refused with a 400.
+/// Parse an apply body: JSON (what kubectl and kube-rs send) or YAML (what a hand-written
+/// `curl --data-binary @x.yaml -H 'Content-Type: application/apply-patch+yaml'` sends;
+/// upstream decodes both with the YAML-or-JSON decoder of apimachinery `util/yaml`).
 pub fn parse_config(body: &[u8]) -> Result<Value, ApplyError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        ApplyError::BadConfig(format!(
-            "error decoding YAML: this server accepts apply configurations in JSON form only: {e}"
-        ))
-    })?;
+    let v: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(json_err) => {
+            let text = std::str::from_utf8(body).map_err(|e| {
+                ApplyError::BadConfig(format!("error decoding YAML: body is not UTF-8: {e}"))
+            })?;
+            let trimmed = text.trim_start();
+            // A body that starts like JSON is JSON: report the JSON error, not YAML's.
+            if trimmed.starts_with('{') || trimmed.starts_with('[') {
+                return Err(ApplyError::BadConfig(format!(
+                    "error decoding YAML: {json_err}"
+                )));
+            }
+            serde_saphyr::from_str::<Value>(text).map_err(|e| {
+                let line = e.to_string();
+                let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+                ApplyError::BadConfig(format!("error decoding YAML: {line}"))
+            })?
+        }
+    };
     let Value::Object(map) = &v else {
         return Err(ApplyError::BadConfig(
             "apply configuration must be an object".into(),
@@ -399,6 +437,7 @@ pub fn apply(
 mod tests {
     use super::*;
     use crate::resources::lookup;
+    use serde_json::json;
 
     fn cm() -> &'static ResourceDesc {
         lookup("", "v1", "configmaps").expect("configmaps")
@@ -599,7 +638,18 @@ mod tests {
 
     #[test]
     fn config_must_name_its_type() {
-        assert!(parse_config(b"apiVersion: v1\nkind: ConfigMap\n").is_err());
+        // YAML bodies decode like JSON ones.
+        let yaml = parse_config(
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  n: \"1\"\n",
+        )
+        .expect("yaml");
+        assert_eq!(yaml["metadata"]["name"], "c");
+        assert_eq!(yaml["data"]["n"], "1");
+        // Broken YAML, YAML without kind, and broken JSON are 400s with a reason.
+        assert!(parse_config(b"apiVersion: v1\nkind: [unclosed\n").is_err());
+        assert!(parse_config(b"apiVersion: v1\n").is_err());
+        let err = parse_config(b"{\"apiVersion\": ").expect_err("truncated json");
+        assert!(err.to_string().contains("error decoding YAML"), "{err}");
         assert!(parse_config(br#"{"kind":"ConfigMap"}"#).is_err());
         assert!(parse_config(br#"[1]"#).is_err());
         assert!(parse_config(br#"{"apiVersion":"v1","kind":"ConfigMap"}"#).is_ok());

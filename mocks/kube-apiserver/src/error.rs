@@ -102,6 +102,18 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("Unauthorized")]
     Unauthorized,
+    /// An authenticated caller the authorizer denies (apimachinery
+    /// pkg/api/errors/errors.go `NewForbidden`; the message comes from apiserver
+    /// pkg/endpoints/handlers/responsewriters/errors.go `forbiddenMessage`).
+    #[error("{}", forbidden_message(group, resource, name, message))]
+    Forbidden {
+        group: String,
+        /// Plural resource, empty for non-resource paths.
+        resource: String,
+        name: String,
+        /// Why, e.g. `User "u" cannot create resource "nodes" in API group "" at the cluster scope`.
+        message: String,
+    },
     #[error("Request entity too large: limit is {0}")]
     TooLarge(usize),
     #[error("Internal error occurred: {0}")]
@@ -131,6 +143,17 @@ fn qualified(group: &str, resource: &str) -> String {
     }
 }
 
+fn forbidden_message(group: &str, resource: &str, name: &str, why: &str) -> String {
+    match (resource.is_empty(), name.is_empty()) {
+        (true, _) => format!("forbidden: {why}"),
+        (false, true) => format!("{} is forbidden: {why}", qualified(group, resource)),
+        (false, false) => format!(
+            "{} {name:?} is forbidden: {why}",
+            qualified(group, resource)
+        ),
+    }
+}
+
 fn join_causes(causes: &[Cause]) -> String {
     let parts: Vec<String> = causes
         .iter()
@@ -157,6 +180,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => 405,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Unauthorized => 401,
+            ApiError::Forbidden { .. } => 403,
             ApiError::TooLarge(_) => 413,
             ApiError::Internal(_) => 500,
             ApiError::Other { code, .. } => *code,
@@ -175,6 +199,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Unauthorized => "Unauthorized",
+            ApiError::Forbidden { .. } => "Forbidden",
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::Internal(_) => "InternalError",
             ApiError::Other { reason, .. } => reason,
@@ -195,6 +220,12 @@ impl ApiError {
                 name,
             }
             | ApiError::Conflict {
+                group,
+                resource,
+                name,
+                ..
+            }
+            | ApiError::Forbidden {
                 group,
                 resource,
                 name,
@@ -276,6 +307,31 @@ mod tests {
         };
         assert_eq!(e.to_string(), "leases.coordination.k8s.io \"l\" not found");
         assert_eq!(e.to_status()["details"]["kind"], "leases");
+    }
+
+    #[test]
+    fn forbidden_messages_follow_upstream() {
+        let e = ApiError::Forbidden {
+            group: "coordination.k8s.io".into(),
+            resource: "leases".into(),
+            name: "l".into(),
+            message: "User \"u\" cannot update resource \"leases\"".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "leases.coordination.k8s.io \"l\" is forbidden: User \"u\" cannot update resource \"leases\""
+        );
+        assert_eq!((e.code(), e.reason()), (403, "Forbidden"));
+        let path = ApiError::Forbidden {
+            group: String::new(),
+            resource: String::new(),
+            name: String::new(),
+            message: "User \"u\" cannot post path \"/api\"".into(),
+        };
+        assert_eq!(
+            path.to_string(),
+            "forbidden: User \"u\" cannot post path \"/api\""
+        );
     }
 
     #[test]

@@ -42,7 +42,10 @@ impl Element {
             Element::Key(pairs) => {
                 let inner: Vec<String> = pairs
                     .iter()
-                    .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+                    .map(|(k, v)| {
+                        let k = serde_json::to_string(k).unwrap_or_default();
+                        format!("{k}:{v}")
+                    })
                     .collect();
                 format!("k:{{{}}}", inner.join(","))
             }
@@ -147,8 +150,11 @@ pub fn item_key(item: &Value, keys: &[&str]) -> Option<Element> {
     let mut pairs: Vec<(String, String)> = keys
         .iter()
         .filter_map(|k| {
-            let v = obj.get(*k).cloned().or_else(|| key_default(k))?;
-            Some((k.to_string(), v.to_string()))
+            let v = match obj.get(*k) {
+                Some(v) => v.to_string(),
+                None => key_default(k)?.to_string(),
+            };
+            Some((k.to_string(), v))
         })
         .collect();
     if pairs.is_empty() {
@@ -286,34 +292,11 @@ impl FieldSet {
         FieldSet(self.0.intersection(&other.0).cloned().collect())
     }
 
-    /// The `FieldsV1` trie.
+    /// The `FieldsV1` trie. Built from the sorted set in one pass: the paths under one
+    /// element are adjacent, so each trie node's key is encoded once.
     pub fn to_fields_v1(&self) -> Value {
-        let mut root = Map::new();
-        for path in &self.0 {
-            let mut node = &mut root;
-            for el in path {
-                let entry = node
-                    .entry(el.encode())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                let Value::Object(next) = entry else {
-                    break;
-                };
-                node = next;
-            }
-        }
-        // A member that also has children carries ".".
-        for path in &self.0 {
-            if self
-                .0
-                .range(path.clone()..)
-                .nth(1)
-                .is_some_and(|next| next.starts_with(path))
-                && let Some(node) = node_at(&mut root, path)
-            {
-                node.insert(".".into(), Value::Object(Map::new()));
-            }
-        }
-        Value::Object(root)
+        let paths: Vec<&[Element]> = self.0.iter().map(Vec::as_slice).collect();
+        Value::Object(trie(&paths))
     }
 
     /// Decode a `FieldsV1` trie; malformed keys are skipped.
@@ -326,15 +309,33 @@ impl FieldSet {
     }
 }
 
-fn node_at<'a>(
-    root: &'a mut Map<String, Value>,
-    path: &[Element],
-) -> Option<&'a mut Map<String, Value>> {
-    let mut node = root;
-    for el in path {
-        node = node.get_mut(&el.encode())?.as_object_mut()?;
+/// The trie of `paths` (sorted, non-empty): one key per distinct first element; a
+/// member that also has children carries ".".
+fn trie(paths: &[&[Element]]) -> Map<String, Value> {
+    let mut node = Map::new();
+    let mut i = 0;
+    while i < paths.len() {
+        let Some(first) = paths[i].first() else {
+            i += 1;
+            continue;
+        };
+        let mut member = false;
+        let mut tails: Vec<&[Element]> = Vec::new();
+        while let Some(p) = paths.get(i).filter(|p| p.first() == Some(first)) {
+            if p.len() == 1 {
+                member = true;
+            } else {
+                tails.push(&p[1..]);
+            }
+            i += 1;
+        }
+        let mut child = trie(&tails);
+        if member && !tails.is_empty() {
+            child.insert(".".into(), Value::Object(Map::new()));
+        }
+        node.insert(first.encode(), Value::Object(child));
     }
-    Some(node)
+    node
 }
 
 fn decode_into(set: &mut FieldSet, prefix: &mut Path, map: &Map<String, Value>) {
@@ -477,6 +478,243 @@ pub fn changed_in(kind: &str, old: Option<&Value>, new: &Value, new_set: FieldSe
             })
             .collect(),
     )
+}
+
+/// What an update did to the owned fields: the paths [`changed`] returns, and the paths
+/// of `old` that `new` no longer has.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diff {
+    pub changed: FieldSet,
+    pub removed: FieldSet,
+}
+
+/// `changed(kind, Some(old), new)` and `FieldSet::of(old) − FieldSet::of(new)`, computed in
+/// one walk over both objects that descends only where they differ, so an update that
+/// touches a few fields costs about as much as those fields rather than two whole-object
+/// field sets and a lookup per path. Subtrees whose shapes differ (a map became a list,
+/// keyed lists with duplicate keys) fall back to the whole-set rule on that subtree only.
+pub fn diff(kind: &str, old: &Value, new: &Value) -> Diff {
+    let mut d = Differ {
+        kind,
+        old_root: old,
+        new_root: new,
+        out: Diff::default(),
+    };
+    let old_entries = root_entries(old);
+    let new_entries = root_entries(new);
+    for (path, fields, nv) in &new_entries {
+        match old_entries.iter().find(|(p, _, _)| p == path) {
+            Some((_, _, ov)) => d.value(path, &mut fields.clone(), ov, nv),
+            None => d
+                .out
+                .changed
+                .walk(kind, path.clone(), &mut fields.clone(), nv),
+        }
+    }
+    for (path, fields, ov) in &old_entries {
+        if !new_entries.iter().any(|(p, _, _)| p == path) {
+            d.out
+                .removed
+                .walk(kind, path.clone(), &mut fields.clone(), ov);
+        }
+    }
+    d.out
+}
+
+/// The top-level values [`FieldSet::of`] walks, with their paths and field names.
+fn root_entries(obj: &Value) -> Vec<(Path, Vec<String>, &Value)> {
+    let mut out = Vec::new();
+    let Some(map) = obj.as_object() else {
+        return out;
+    };
+    for (k, v) in map {
+        if k == "apiVersion" || k == "kind" {
+            continue;
+        }
+        if k == "metadata"
+            && let Some(meta) = v.as_object()
+        {
+            for (mk, mv) in meta {
+                if !STRIPPED_META.contains(&mk.as_str()) {
+                    let path = vec![Element::Field(k.clone()), Element::Field(mk.clone())];
+                    out.push((path, vec![k.clone(), mk.clone()], mv));
+                }
+            }
+            continue;
+        }
+        out.push((vec![Element::Field(k.clone())], vec![k.clone()], v));
+    }
+    out
+}
+
+/// How [`FieldSet::walk`] treats a value.
+enum Shape<'a> {
+    Map(&'a Map<String, Value>),
+    Keyed(&'static [&'static str], &'a [Value]),
+    Set(&'a [Value]),
+    Leaf,
+}
+
+fn shape<'a>(kind: &str, fields: &[String], v: &'a Value) -> Shape<'a> {
+    match v {
+        Value::Object(map) if !map.is_empty() => Shape::Map(map),
+        Value::Array(items) if !items.is_empty() => match list_type(kind, fields) {
+            ListType::Map(keys) if items.iter().all(|i| item_key(i, keys).is_some()) => {
+                Shape::Keyed(keys, items)
+            }
+            ListType::Set => Shape::Set(items),
+            _ => Shape::Leaf,
+        },
+        _ => Shape::Leaf,
+    }
+}
+
+/// Items of a keyed list by key; `None` when two items share a key.
+fn keyed_items<'a>(items: &'a [Value], keys: &[&str]) -> Option<Vec<(Element, &'a Value)>> {
+    let mut out: Vec<(Element, &Value)> = Vec::with_capacity(items.len());
+    for item in items {
+        let key = item_key(item, keys)?;
+        if out.iter().any(|(k, _)| *k == key) {
+            return None;
+        }
+        out.push((key, item));
+    }
+    Some(out)
+}
+
+struct Differ<'r> {
+    kind: &'r str,
+    old_root: &'r Value,
+    new_root: &'r Value,
+    out: Diff,
+}
+
+impl Differ<'_> {
+    fn value(&mut self, path: &[Element], fields: &mut Vec<String>, old: &Value, new: &Value) {
+        if old == new {
+            return;
+        }
+        let kind = self.kind;
+        match (shape(kind, fields, old), shape(kind, fields, new)) {
+            (Shape::Map(o), Shape::Map(n)) => self.map(path, fields, o, n),
+            (Shape::Leaf, Shape::Leaf) => {
+                self.out.changed.0.insert(path.to_vec());
+            }
+            (Shape::Set(o), Shape::Set(n)) => {
+                for item in n {
+                    if !o.contains(item) {
+                        let mut p = path.to_vec();
+                        p.push(Element::Value(item.to_string()));
+                        self.out.changed.0.insert(p);
+                    }
+                }
+                let new_encoded: BTreeSet<String> = n.iter().map(Value::to_string).collect();
+                for item in o {
+                    let encoded = item.to_string();
+                    if !new_encoded.contains(&encoded) {
+                        let mut p = path.to_vec();
+                        p.push(Element::Value(encoded));
+                        self.out.removed.0.insert(p);
+                    }
+                }
+            }
+            (Shape::Keyed(keys, o), Shape::Keyed(_, n)) => {
+                match (keyed_items(o, keys), keyed_items(n, keys)) {
+                    (Some(o), Some(n)) => self.keyed(path, fields, &o, &n),
+                    _ => self.whole(path, fields, old, new),
+                }
+            }
+            _ => self.whole(path, fields, old, new),
+        }
+    }
+
+    fn map(
+        &mut self,
+        path: &[Element],
+        fields: &mut Vec<String>,
+        old: &Map<String, Value>,
+        new: &Map<String, Value>,
+    ) {
+        let kind = self.kind;
+        for (k, nv) in new {
+            let mut child = path.to_vec();
+            child.push(Element::Field(k.clone()));
+            fields.push(k.clone());
+            match old.get(k) {
+                Some(ov) => self.value(&child, fields, ov, nv),
+                None => self.out.changed.walk(kind, child, fields, nv),
+            }
+            fields.pop();
+        }
+        for (k, ov) in old {
+            if !new.contains_key(k) {
+                let mut child = path.to_vec();
+                child.push(Element::Field(k.clone()));
+                fields.push(k.clone());
+                self.out.removed.walk(kind, child, fields, ov);
+                fields.pop();
+            }
+        }
+    }
+
+    /// Keyed items: the item's own path is new or gone, its fields compare one by one.
+    fn keyed(
+        &mut self,
+        path: &[Element],
+        fields: &mut Vec<String>,
+        old: &[(Element, &Value)],
+        new: &[(Element, &Value)],
+    ) {
+        for (key, nv) in new {
+            let mut item = path.to_vec();
+            item.push(key.clone());
+            let empty = Map::new();
+            let n = nv.as_object().unwrap_or(&empty);
+            match old.iter().find(|(k, _)| k == key) {
+                Some((_, ov)) => {
+                    if ov != nv {
+                        let o = ov.as_object().unwrap_or(&empty);
+                        self.map(&item, fields, o, n);
+                    }
+                }
+                None => {
+                    self.out.changed.0.insert(item.clone());
+                    self.out.changed.walk_map(self.kind, &item, fields, n);
+                }
+            }
+        }
+        for (key, ov) in old {
+            if !new.iter().any(|(k, _)| k == key) {
+                let mut item = path.to_vec();
+                item.push(key.clone());
+                let empty = Map::new();
+                let o = ov.as_object().unwrap_or(&empty);
+                self.out.removed.0.insert(item.clone());
+                self.out.removed.walk_map(self.kind, &item, fields, o);
+            }
+        }
+    }
+
+    /// The whole-set rule on one subtree.
+    fn whole(&mut self, path: &[Element], fields: &mut Vec<String>, old: &Value, new: &Value) {
+        let mut old_set = FieldSet::default();
+        old_set.walk(self.kind, path.to_vec(), fields, old);
+        let mut new_set = FieldSet::default();
+        new_set.walk(self.kind, path.to_vec(), fields, new);
+        for p in old_set.0.difference(&new_set.0) {
+            self.out.removed.0.insert(p.clone());
+        }
+        for p in new_set.0 {
+            let before = get(self.kind, self.old_root, &p);
+            let is_changed = match p.last() {
+                Some(Element::Key(_) | Element::Value(_)) => before.is_none(),
+                _ => before != get(self.kind, self.new_root, &p),
+            };
+            if is_changed {
+                self.out.changed.0.insert(p);
+            }
+        }
+    }
 }
 
 /// Structured merge of an applied configuration into the live object: maps merge

@@ -19,11 +19,13 @@ use serde_json::{Value, json};
 
 use crate::apply;
 use crate::audit::{AuditEntry, AuditLog};
+use crate::auth::Authenticator;
 use crate::discovery;
 use crate::error::{ApiError, Cause};
 use crate::negotiate::{Representation, negotiate};
 use crate::openapi::{self, FieldValidation};
 use crate::patch::{self, PatchType};
+use crate::protobuf;
 use crate::resources::{self, ResourceDesc};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Config;
@@ -33,6 +35,7 @@ use crate::store::{
 use crate::strategy::Subresource;
 use crate::table::{self, IncludeObject, TableOptions};
 use crate::watch::{self, WatchParams};
+use mock_cloud::tls::PeerCertificates;
 
 /// Watches without `timeoutSeconds` end after this long (upstream picks a random
 /// value around `--min-request-timeout`, 1800s).
@@ -46,7 +49,7 @@ const AUDIT_CAPACITY: usize = 200_000;
 pub struct AppState {
     pub store: Store,
     pub audit: AuditLog,
-    token: Arc<str>,
+    auth: Arc<Authenticator>,
     bookmark_interval: Duration,
     max_body_bytes: usize,
     shutdown: Arc<tokio::sync::watch::Sender<bool>>,
@@ -56,11 +59,20 @@ pub struct AppState {
 impl AppState {
     /// Fresh state (new store with default namespaces) for `config`.
     pub fn new(config: &Config) -> AppState {
+        AppState::with_store(config, Store::new(config.watch_history))
+    }
+
+    /// State serving `store` (loaded from disk, or kept across a restart).
+    pub fn with_store(config: &Config, store: Store) -> AppState {
         let (shutdown, _) = tokio::sync::watch::channel(false);
         AppState {
-            store: Store::new(config.watch_history),
+            store,
             audit: AuditLog::new(AUDIT_CAPACITY),
-            token: Arc::from(config.token.as_str()),
+            auth: Arc::new(Authenticator {
+                admin_token: config.token.clone(),
+                readonly_token: config.readonly_token.clone(),
+                tls: config.tls,
+            }),
             bookmark_interval: config.bookmark_interval,
             max_body_bytes: config.max_body_bytes,
             shutdown: Arc::new(shutdown),
@@ -70,7 +82,12 @@ impl AppState {
 
     /// The bearer token requests must carry.
     pub fn token(&self) -> &str {
-        &self.token
+        &self.auth.admin_token
+    }
+
+    /// The bearer token of the read-only identity (get, list, watch).
+    pub fn readonly_token(&self) -> &str {
+        &self.auth.readonly_token
     }
 
     /// Whether requests WITHOUT an `Authorization` header are served (as upstream's
@@ -231,9 +248,9 @@ fn header_string(headers: &HeaderMap, name: header::HeaderName) -> String {
         .to_string()
 }
 
-/// Bearer-token check, then the audit record. `/version` and health checks are
-/// public, as upstream's `system:public-info-viewer` role makes them; see
-/// [`AppState::set_allow_anonymous`] for requests without credentials.
+/// Authentication ([`crate::auth`]), authorization, then the audit record. `/version`
+/// and health checks are public, as upstream's `system:public-info-viewer` role makes
+/// them; see [`AppState::set_allow_anonymous`] for requests without credentials.
 async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -242,15 +259,18 @@ async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next)
     let content_type = header_string(req.headers(), header::CONTENT_TYPE);
     let target = classify(&path);
     let public = matches!(target, Target::Version | Target::Health);
-    let authorized = public
-        || match req.headers().get(header::AUTHORIZATION) {
-            Some(v) => v.as_bytes() == format!("Bearer {}", state.token).as_bytes(),
-            None => state.allow_anonymous.load(Ordering::Relaxed),
-        };
-    let response = if authorized {
-        next.run(req).await
-    } else {
-        ApiError::Unauthorized.into_response()
+    let identity = state.auth.authenticate(
+        req.headers(),
+        req.extensions().get::<PeerCertificates>(),
+        state.allow_anonymous.load(Ordering::Relaxed),
+    );
+    let response = match identity {
+        _ if public => next.run(req).await,
+        Err(_) => ApiError::Unauthorized.into_response(),
+        Ok(id) if id.may(&method) => next.run(req).await,
+        Ok(id) => {
+            forbidden(&id.user, &verb_of(&method, &target, &query), &target, &path).into_response()
+        }
     };
 
     let (resource, subresource, namespace, name) = match &target {
@@ -278,6 +298,36 @@ async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next)
         status: response.status().as_u16(),
     });
     response
+}
+
+/// The 403 upstream's authorization filter writes (apiserver
+/// pkg/endpoints/handlers/responsewriters/errors.go `forbiddenMessage`).
+fn forbidden(user: &str, verb: &str, target: &Target, path: &str) -> ApiError {
+    let Target::Resource(rp) = target else {
+        return ApiError::Forbidden {
+            group: String::new(),
+            resource: String::new(),
+            name: String::new(),
+            message: format!("User {user:?} cannot {verb} path {path:?}"),
+        };
+    };
+    let resource = match &rp.subresource {
+        Some(sub) => format!("{}/{sub}", rp.desc.plural),
+        None => rp.desc.plural.to_string(),
+    };
+    let scope = match &rp.namespace {
+        Some(ns) => format!("in the namespace {ns:?}"),
+        None => "at the cluster scope".to_string(),
+    };
+    ApiError::Forbidden {
+        group: rp.desc.group.to_string(),
+        resource: rp.desc.plural.to_string(),
+        name: rp.name.clone().unwrap_or_default(),
+        message: format!(
+            "User {user:?} cannot {verb} resource {resource:?} in API group {:?} {scope}",
+            rp.desc.group
+        ),
+    }
 }
 
 /// Query parameters, in order.
@@ -512,13 +562,17 @@ async fn handle_resource(
             if params.bool("watch")? == Some(true) {
                 watch(state, desc, ns, params, None, table)
             } else {
-                Ok(render(desc, &list(store, desc, ns, params)?, table))
+                let body = list(store, desc, ns, params)?;
+                Ok(match table {
+                    None => body.json_response(),
+                    Some(_) => render(desc, &body.to_value(), table),
+                })
             }
         }
         (&Method::POST, None) if !desc.namespaced || ns.is_some() => {
             let opts = params.update_options(headers)?;
             let validation = field_validation(params, "CreateOptions")?;
-            let mut obj = read_json(headers, body, state.max_body_bytes).await?;
+            let mut obj = read_json(desc, headers, body, state.max_body_bytes).await?;
             let warnings = check_fields(desc, &mut obj, validation)?;
             let created = store.create(desc, ns, obj, opts)?;
             Ok(with_warnings(
@@ -529,7 +583,7 @@ async fn handle_resource(
         (&Method::PUT, Some(name)) => {
             let opts = params.update_options(headers)?;
             let validation = field_validation(params, "UpdateOptions")?;
-            let mut obj = read_json(headers, body, state.max_body_bytes).await?;
+            let mut obj = read_json(desc, headers, body, state.max_body_bytes).await?;
             let warnings = check_fields(desc, &mut obj, validation)?;
             let resp = put(store, desc, ns, name, sub, obj, opts)?;
             Ok(with_warnings(resp, &warnings))
@@ -578,7 +632,7 @@ async fn handle_resource(
         }
         (&Method::DELETE, Some(name)) if sub == Subresource::Main => {
             let bytes = read_body(headers, body, state.max_body_bytes).await?;
-            let opts = delete_options(params, &bytes)?;
+            let opts = delete_options(params, headers, &bytes)?;
             match store.delete(desc, ns, name, &opts)? {
                 DeleteOutcome::Pending(obj) => Ok(json_response(StatusCode::OK, &obj)),
                 DeleteOutcome::Deleted(obj) if desc.delete_returns_object => {
@@ -591,7 +645,7 @@ async fn handle_resource(
         }
         (&Method::DELETE, None) if sub == Subresource::Main => {
             let bytes = read_body(headers, body, state.max_body_bytes).await?;
-            let opts = delete_options(params, &bytes)?;
+            let opts = delete_options(params, headers, &bytes)?;
             delete_collection(store, desc, ns, params, &opts)
         }
         _ => Err(ApiError::MethodNotAllowed),
@@ -793,7 +847,11 @@ fn success_status(desc: &ResourceDesc, obj: &Value) -> Value {
     })
 }
 
-fn delete_options(params: &Params, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+fn delete_options(
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions {
         dry_run: params.write_options()?.dry_run,
         ..DeleteOptions::default()
@@ -801,8 +859,12 @@ fn delete_options(params: &Params, body: &[u8]) -> Result<DeleteOptions, ApiErro
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(opts);
     }
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
+    let v: Value = if protobuf::is_protobuf(&media_type(headers)) {
+        protobuf::decode_delete_options(body)?
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?
+    };
     let pre = v.get("preconditions");
     let s = |key: &str| {
         pre.and_then(|p| p.get(key))
@@ -897,7 +959,7 @@ fn list(
     desc: &'static ResourceDesc,
     ns: Option<&str>,
     params: &Params,
-) -> Result<Value, ApiError> {
+) -> Result<ListBody, ApiError> {
     let mut causes = Vec::new();
     if params.get_nonempty("sendInitialEvents").is_some() {
         causes.push(Cause::forbidden(
@@ -932,13 +994,59 @@ fn list(
     if let Some(n) = page.remaining {
         metadata["remainingItemCount"] = json!(n);
     }
-    let items: Vec<Value> = page.items.iter().map(|o| (**o).clone()).collect();
-    Ok(json!({
-        "kind": format!("{}List", desc.kind),
-        "apiVersion": desc.api_version(),
-        "metadata": metadata,
-        "items": items,
-    }))
+    Ok(ListBody {
+        kind: format!("{}List", desc.kind),
+        api_version: desc.api_version(),
+        metadata,
+        items: page.items,
+    })
+}
+
+/// A LIST answer, kept as the stored objects until it is written: a LIST of thousands
+/// of objects is serialized straight from the store's copies, never cloned.
+struct ListBody {
+    kind: String,
+    api_version: String,
+    metadata: Value,
+    items: Vec<Arc<Value>>,
+}
+
+impl ListBody {
+    /// `{"kind":…,"apiVersion":…,"metadata":…,"items":[…]}`.
+    fn json_response(&self) -> Response {
+        let mut buf = Vec::with_capacity(64 + self.items.len() * 2048);
+        buf.extend_from_slice(b"{\"kind\":");
+        // Writing JSON into a Vec cannot fail (no I/O, string keys only).
+        let _ = serde_json::to_writer(&mut buf, &self.kind);
+        buf.extend_from_slice(b",\"apiVersion\":");
+        let _ = serde_json::to_writer(&mut buf, &self.api_version);
+        buf.extend_from_slice(b",\"metadata\":");
+        let _ = serde_json::to_writer(&mut buf, &self.metadata);
+        buf.extend_from_slice(b",\"items\":[");
+        for (i, item) in self.items.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            let _ = serde_json::to_writer(&mut buf, &**item);
+        }
+        buf.extend_from_slice(b"]}");
+        let mut resp = (StatusCode::OK, buf).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(Representation::Json.content_type()),
+        );
+        resp
+    }
+
+    fn to_value(&self) -> Value {
+        let mut body = serde_json::Map::new();
+        body.insert("kind".into(), Value::String(self.kind.clone()));
+        body.insert("apiVersion".into(), Value::String(self.api_version.clone()));
+        body.insert("metadata".into(), self.metadata.clone());
+        let items = self.items.iter().map(|o| (**o).clone()).collect();
+        body.insert("items".into(), Value::Array(items));
+        Value::Object(body)
+    }
 }
 
 fn watch(
@@ -1041,18 +1149,30 @@ async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes,
         .map_err(|_| ApiError::TooLarge(max))
 }
 
-/// Read a JSON object body for create/update.
-async fn read_json(headers: &HeaderMap, body: Body, max: usize) -> Result<Value, ApiError> {
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let media = ct
+/// The media type of the request body, lowercase, without parameters.
+fn media_type(headers: &HeaderMap) -> String {
+    header_string(headers, header::CONTENT_TYPE)
         .split(';')
         .next()
         .unwrap_or("")
         .trim()
-        .to_ascii_lowercase();
+        .to_ascii_lowercase()
+}
+
+/// Read an object body for create/update: JSON, or protobuf for the types
+/// [`crate::protobuf`] decodes.
+async fn read_json(
+    desc: &ResourceDesc,
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+) -> Result<Value, ApiError> {
+    let ct = header_string(headers, header::CONTENT_TYPE);
+    let media = media_type(headers);
+    if protobuf::is_protobuf(&media) {
+        let bytes = read_body(headers, body, max).await?;
+        return protobuf::decode_object(desc, &bytes);
+    }
     if !matches!(media.as_str(), "" | "application/json" | "*/*") {
         return Err(ApiError::UnsupportedMediaType(format!(
             "the body of the request was in an unknown format - accepted media types include: \

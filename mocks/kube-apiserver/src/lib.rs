@@ -12,11 +12,19 @@
 //! [`negotiate`] picks the representation, [`table`] renders kubectl's Tables.
 //! [`apply`] (server-side apply and managedFields) builds on [`fieldpath`]
 //! (field sets in upstream's `FieldsV1` encoding).
+//!
+//! Testing beyond the unit tests: `tests/properties.rs` fuzzes every parser that takes
+//! outside input with proptest (`PROPTEST_CASES=N` for a longer run);
+//! `tests/python_client.rs` drives the official Python client (`pip install kubernetes`).
+//! Speed: `cargo bench -p mock-kube-apiserver --bench apiserver` prints node creates/s
+//! (in process and over loopback, 1 and 8 clients), LIST of 5,000 nodes, watch delivery
+//! latency with 100 watchers and resident memory with 5,000 nodes and 1,000 services.
 #![forbid(unsafe_code)]
 
 pub mod allocator;
 pub mod apply;
 pub mod audit;
+pub mod auth;
 pub mod discovery;
 pub mod error;
 pub mod fieldpath;
@@ -25,6 +33,8 @@ pub mod meta;
 pub mod negotiate;
 pub mod openapi;
 pub mod patch;
+pub mod persist;
+pub mod protobuf;
 pub mod resources;
 pub mod selector;
 pub mod server;

@@ -12,6 +12,7 @@
 //!   the caller's decision ([`FieldSelector::fields`]).
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// A selector could not be parsed; the message is upstream's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,6 +98,46 @@ impl LabelSelector {
 
     pub fn requirements(&self) -> &[Requirement] {
         &self.requirements
+    }
+}
+
+/// Canonical text (apimachinery pkg/labels/selector.go `Requirement.String`): parsing it
+/// gives the same requirement back.
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.op == LabelOp::DoesNotExist {
+            f.write_str("!")?;
+        }
+        f.write_str(&self.key)?;
+        let op = match self.op {
+            LabelOp::Exists | LabelOp::DoesNotExist => return Ok(()),
+            LabelOp::Equals => "=",
+            LabelOp::DoubleEquals => "==",
+            LabelOp::NotEquals => "!=",
+            LabelOp::GreaterThan => ">",
+            LabelOp::LessThan => "<",
+            LabelOp::In => " in ",
+            LabelOp::NotIn => " notin ",
+        };
+        f.write_str(op)?;
+        if matches!(self.op, LabelOp::In | LabelOp::NotIn) {
+            write!(f, "({})", self.values.join(","))
+        } else {
+            f.write_str(self.values.first().map_or("", String::as_str))
+        }
+    }
+}
+
+/// Requirements joined by `,` (upstream `internalSelector.String`).
+impl fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.requirements.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{r}")?;
+        }
+        Ok(())
     }
 }
 
@@ -656,6 +697,24 @@ impl FieldSelector {
             .iter()
             .find(|t| t.field == field && t.op == FieldOp::Equals)
             .map(|t| t.value.as_str())
+    }
+}
+
+/// `field=value` / `field!=value` with the value escaped, joined by `,` (apimachinery
+/// pkg/fields/selector.go `hasTerm.String`, `notHasTerm.String`, `andTerm.String`).
+impl fmt::Display for FieldSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, t) in self.terms.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            let op = match t.op {
+                FieldOp::Equals => "=",
+                FieldOp::NotEquals => "!=",
+            };
+            write!(f, "{}{op}{}", t.field, escape_field_value(&t.value))?;
+        }
+        Ok(())
     }
 }
 

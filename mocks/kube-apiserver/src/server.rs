@@ -1,29 +1,52 @@
-//! Starting, addressing and stopping the embedded API server.
+//! Starting, addressing, restarting and stopping the embedded API server.
 //!
-//! The harness needs a real socket (kubectl, kube-rs and the CCM process talk HTTP),
-//! a kubeconfig pointing at it, and in-process access to the store and audit log.
+//! The harness needs a real socket (kubectl, kube-rs and the CCM process talk HTTP or
+//! HTTPS), a kubeconfig pointing at it, and in-process access to the store and audit
+//! log. With TLS a throwaway CA (`mock_cloud::tls::TestCa`) signs the serving
+//! certificate and any client certificates; its PEM goes into the kubeconfig as
+//! `certificate-authority-data`. A restart keeps the port, the tokens, the CA and the
+//! objects (from `data_dir`, or the in-memory store), so a case can bounce the
+//! control plane under a running CCM.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine;
+use mock_cloud::ServerHandle;
+use mock_cloud::tls::{ClientAuth, LOCAL_SANS, TestCa, TlsError};
 use serde_json::json;
-use tokio::task::JoinHandle;
 
 use crate::audit::AuditEntry;
+use crate::auth::ADMIN_GROUP;
 use crate::http::{AppState, router};
+use crate::persist::PersistError;
 use crate::store::Store;
 
 /// Name of the cluster, user and context in the generated kubeconfig.
 pub const KUBECONFIG_NAME: &str = "ccm-conformance";
+
+/// How long a restart keeps trying to bind the previous port.
+const REBIND_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Where to listen; port 0 picks a free one.
     pub listen: SocketAddr,
-    /// Bearer token every non-public request must carry.
+    /// Bearer token of the admin identity.
     pub token: String,
+    /// Bearer token of the read-only identity (get, list, watch; writes are 403).
+    pub readonly_token: String,
+    /// Serve HTTPS with a CA generated at start; requests without credentials get 401.
+    /// Off by default so existing users keep plain HTTP; `ccm-conformance cluster` turns
+    /// it on. Cost measured by `tests/security.rs` `start_and_first_request_cost`: start
+    /// plus first kube-rs request is a few milliseconds either way (no measurable gap).
+    pub tls: bool,
+    /// Keep objects in this directory (created if missing) so they survive a restart;
+    /// `None` keeps them in memory only.
+    pub data_dir: Option<PathBuf>,
     /// Period of BOOKMARK events on watches that allow them.
     pub bookmark_interval: Duration,
     /// Store events kept for resuming watches; older resourceVersions get 410 Expired.
@@ -37,6 +60,9 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: random_token(),
+            readonly_token: random_token(),
+            tls: false,
+            data_dir: None,
             bookmark_interval: Duration::from_secs(60),
             watch_history: 10_000,
             max_body_bytes: 3 * 1024 * 1024,
@@ -59,66 +85,156 @@ pub enum Error {
     },
     #[error("reading the bound address: {0}")]
     LocalAddr(#[source] std::io::Error),
+    #[error("setting up TLS: {0}")]
+    Tls(#[from] TlsError),
+    #[error("loading the data directory: {0}")]
+    Persist(#[from] PersistError),
+    #[error("client certificates need a server started with tls: true")]
+    NotTls,
+}
+
+impl From<mock_cloud::ServeError> for Error {
+    fn from(e: mock_cloud::ServeError) -> Error {
+        match e {
+            mock_cloud::ServeError::Bind { addr, source } => Error::Bind { addr, source },
+            mock_cloud::ServeError::LocalAddr { source, .. } => Error::LocalAddr(source),
+        }
+    }
 }
 
 /// A running server. Dropping it stops serving (without waiting); prefer [`ApiServer::shutdown`].
 pub struct ApiServer {
     addr: SocketAddr,
+    config: Config,
     state: AppState,
-    task: Option<JoinHandle<()>>,
+    ca: Option<Arc<TestCa>>,
+    handle: Option<ServerHandle>,
 }
 
 impl ApiServer {
-    /// Bind and start serving in a background task.
+    /// Bind and start serving in a background task. With `config.data_dir`, objects
+    /// stored there by an earlier server are served again.
     pub async fn start(config: Config) -> Result<ApiServer, Error> {
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| Error::Bind {
-                addr: config.listen,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(Error::LocalAddr)?;
-        let state = AppState::new(&config);
+        let store = match &config.data_dir {
+            Some(dir) => Store::open(config.watch_history, dir)?,
+            None => Store::new(config.watch_history),
+        };
+        ApiServer::start_with(config, store, None).await
+    }
+
+    async fn start_with(
+        config: Config,
+        store: Store,
+        ca: Option<Arc<TestCa>>,
+    ) -> Result<ApiServer, Error> {
+        let ca = match (config.tls, ca) {
+            (false, _) => None,
+            (true, Some(ca)) => Some(ca),
+            (true, None) => Some(Arc::new(TestCa::generate("ccm-conformance-ca")?)),
+        };
+        let bound = bind(config.listen).await?;
+        let addr = bound.local_addr();
+        let state = AppState::with_store(&config, store);
         let app = router(state.clone());
-        let mut stop = state.shutdown_signal();
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|stopped| *stopped).await;
-                })
-                .await;
-            if let Err(err) = served {
-                tracing::warn!(%err, "embedded API server stopped with an error");
+        let handle = match &ca {
+            Some(ca) => {
+                let tls = ca.server_config(LOCAL_SANS, ClientAuth::Optional)?;
+                bound.serve_tls(app, tls)
             }
-        });
-        tracing::info!(%addr, "embedded API server listening");
+            None => bound.serve(app),
+        };
+        tracing::info!(%addr, tls = config.tls, "embedded API server listening");
         Ok(ApiServer {
             addr,
+            config,
             state,
-            task: Some(task),
+            ca,
+            handle: Some(handle),
         })
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// Stop, then serve again on the same address with the same tokens and CA. Objects
+    /// come back from `data_dir` when set, else the in-memory store is kept as it is.
+    /// Watches end (clients re-watch). With `data_dir`, store handles taken before the
+    /// restart no longer persist their writes: take a new one with [`Self::store`].
+    /// One server per data directory at a time.
+    pub async fn restart(self) -> Result<ApiServer, Error> {
+        let config = Config {
+            listen: self.addr,
+            ..self.config.clone()
+        };
+        let ca = self.ca.clone();
+        let memory = self.state.store.clone();
+        self.shutdown().await;
+        let store = match &config.data_dir {
+            Some(dir) => Store::open(config.watch_history, dir)?,
+            None => memory,
+        };
+        ApiServer::start_with(config, store, ca).await
+    }
+
+    /// `https://127.0.0.1:PORT` with TLS, else `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
+    /// The settings this server runs with (`listen` as given, see [`Self::addr`]).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The admin bearer token.
     pub fn token(&self) -> &str {
         self.state.token()
     }
 
-    /// A kubeconfig for this server (JSON, which is valid YAML).
+    /// The read-only bearer token: get, list and watch work, writes get 403.
+    pub fn readonly_token(&self) -> &str {
+        self.state.readonly_token()
+    }
+
+    /// The CA certificate (PEM) clients must trust, when serving TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca.as_deref().map(TestCa::ca_pem)
+    }
+
+    /// A client certificate and key (PEM) for `user` in group `system:masters`, signed
+    /// by this server's CA (TLS only). Use [`Self::client_cert_in`] for other groups.
+    pub fn client_cert(&self, user: &str) -> Result<(String, String), Error> {
+        self.client_cert_in(user, &[ADMIN_GROUP])
+    }
+
+    /// A client certificate (CN = `user`, O = each group) and key, PEM. A certificate
+    /// in [`crate::auth::READONLY_GROUP`] is read-only.
+    pub fn client_cert_in(&self, user: &str, groups: &[&str]) -> Result<(String, String), Error> {
+        let ca = self.ca.as_ref().ok_or(Error::NotTls)?;
+        let issued = ca.issue_client(user, groups)?;
+        Ok((issued.cert_pem, issued.key_pem))
+    }
+
+    /// A kubeconfig for this server with the admin token (JSON, which is valid YAML).
     pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_with_user(json!({"token": self.token()}))
+    }
+
+    /// A kubeconfig whose user is `user` (a kubeconfig `user` object: `token`, or
+    /// `client-certificate-data`/`client-key-data`, or `{}` for none).
+    pub fn kubeconfig_with_user(&self, user: serde_json::Value) -> String {
+        let mut cluster = json!({"server": self.url()});
+        if let Some(pem) = self.ca_pem() {
+            cluster["certificate-authority-data"] =
+                json!(base64::engine::general_purpose::STANDARD.encode(pem));
+        }
         let doc = json!({
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": KUBECONFIG_NAME, "cluster": {"server": self.url()}}],
-            "users": [{"name": KUBECONFIG_NAME, "user": {"token": self.token()}}],
+            "clusters": [{"name": KUBECONFIG_NAME, "cluster": cluster}],
+            "users": [{"name": KUBECONFIG_NAME, "user": user}],
             "contexts": [{"name": KUBECONFIG_NAME, "context": {"cluster": KUBECONFIG_NAME, "user": KUBECONFIG_NAME}}],
             "current-context": KUBECONFIG_NAME,
             "preferences": {},
@@ -139,8 +255,9 @@ impl ApiServer {
         })
     }
 
-    /// Serve requests that carry no `Authorization` header (default: yes, because
-    /// client-go/kubectl send no bearer token over plain HTTP). Wrong tokens always get 401.
+    /// Serve requests that carry no credentials over plain HTTP (default: yes, because
+    /// client-go/kubectl send no bearer token over plain HTTP). Wrong tokens always get
+    /// 401, and so does a request without credentials over TLS.
     pub fn set_allow_anonymous(&self, allow: bool) {
         self.state.set_allow_anonymous(allow);
     }
@@ -158,18 +275,36 @@ impl ApiServer {
     /// Stop serving and end open watches; waits up to 5 s for connections to close.
     pub async fn shutdown(mut self) {
         self.state.begin_shutdown();
-        if let Some(mut task) = self.task.take()
-            && tokio::time::timeout(Duration::from_secs(5), &mut task)
-                .await
-                .is_err()
-        {
-            task.abort();
+        if let Some(handle) = self.handle.take() {
+            handle.shutdown().await;
+        }
+        if self.config.data_dir.is_some() {
+            self.state.store.close_journal();
         }
     }
 }
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
+        // Ends watches; dropping the handle starts a graceful stop of the listener.
         self.state.begin_shutdown();
+    }
+}
+
+/// Binds `listen`; a fixed port that is still held by a server that is just stopping
+/// (restart) is retried until [`REBIND_DEADLINE`].
+async fn bind(listen: SocketAddr) -> Result<mock_cloud::BoundListener, Error> {
+    let deadline = tokio::time::Instant::now() + REBIND_DEADLINE;
+    loop {
+        match mock_cloud::bind(listen).await {
+            Err(mock_cloud::ServeError::Bind { source, .. })
+                if listen.port() != 0
+                    && source.kind() == std::io::ErrorKind::AddrInUse
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return Ok(other?),
+        }
     }
 }

@@ -20,6 +20,7 @@ use crate::meta::{
     finalizers, generate_name, labels, meta_nonempty, meta_str, now_rfc3339, set_meta,
     validate_name,
 };
+use crate::persist::{self, Journal, PersistError};
 use crate::resources::{self, ResourceDesc};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::strategy::{self, Subresource};
@@ -174,6 +175,8 @@ struct Inner {
     history_cap: usize,
     /// Revision of the newest event evicted from history (0: nothing evicted yet).
     floor: u64,
+    /// Where committed writes are appended when the store lives in a data directory.
+    journal: Option<Journal>,
 }
 
 /// A cheap-to-clone handle on the shared store.
@@ -309,17 +312,60 @@ fn decode_continue(token: &str) -> Result<(u64, ObjectKey), ApiError> {
 impl Store {
     /// A store holding the default namespaces, keeping `history` events for resumption.
     pub fn new(history: usize) -> Store {
+        let store = Store::empty(history, None);
+        store.create_default_namespaces();
+        store
+    }
+
+    /// A store kept in `dir` ([`crate::persist`]): the objects and revision an earlier
+    /// store left there, or the default namespaces in an empty directory. Watches from
+    /// before the reload get 410 Expired; watches from the loaded revision on work.
+    pub fn open(history: usize, dir: &std::path::Path) -> Result<Store, PersistError> {
+        let (loaded, journal) = persist::open(dir)?;
+        let store = Store::empty(history, Some(journal));
+        if loaded.revision == 0 {
+            store.create_default_namespaces();
+            return Ok(store);
+        }
+        {
+            let mut inner = store.lock();
+            inner.revision = loaded.revision;
+            inner.floor = loaded.revision;
+            for ((resource, ns, name), (_, obj)) in loaded.objects {
+                inner
+                    .objects
+                    .entry(resource)
+                    .or_default()
+                    .insert((ns, name), Arc::new(obj));
+            }
+        }
+        Ok(store)
+    }
+
+    /// Stop persisting: later writes through this handle stay in memory only. Called
+    /// when a server on a data directory stops, so a stale handle cannot append to the
+    /// journal a restarted server now owns.
+    pub fn close_journal(&self) {
+        self.lock().journal = None;
+    }
+
+    fn empty(history: usize, journal: Option<Journal>) -> Store {
         let (tx, _) = broadcast::channel(history.clamp(64, 1 << 16));
-        let store = Store {
+        Store {
             inner: Arc::new(Mutex::new(Inner {
                 revision: 0,
                 objects: BTreeMap::new(),
                 history: VecDeque::new(),
                 history_cap: history.max(1),
                 floor: 0,
+                journal,
             })),
             tx,
-        };
+        }
+    }
+
+    fn create_default_namespaces(&self) {
+        let store = self;
         if let Some(ns) = resources::lookup("", "v1", "namespaces") {
             for name in DEFAULT_NAMESPACES {
                 // Cannot fail on a fresh store with valid names.
@@ -331,7 +377,6 @@ impl Store {
                 );
             }
         }
-        store
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -936,6 +981,13 @@ impl Store {
         prev: Option<Arc<Value>>,
     ) {
         inner.revision += 1;
+        if let Some(journal) = inner.journal.as_mut() {
+            let name = meta_str(&object, "name").unwrap_or("");
+            let stored = (kind != EventKind::Deleted).then_some(object.as_ref());
+            if let Err(err) = journal.append(inner.revision, resource, &namespace, name, stored) {
+                tracing::error!(%err, "persisting a write failed; it is served but not kept");
+            }
+        }
         let event = Arc::new(StoreEvent {
             revision: inner.revision,
             kind,
@@ -1028,6 +1080,75 @@ mod tests {
             WriteOptions::default(),
         );
         assert!(matches!(err, Err(ApiError::AlreadyExists { .. })));
+    }
+
+    #[test]
+    fn a_reopened_store_continues_revisions_and_keeps_uids() {
+        let dir = tempfile::tempdir().expect("dir");
+        let first = Store::open(100, dir.path()).expect("open");
+        let created = first
+            .create(
+                nodes(),
+                None,
+                json!({"metadata": {"name": "n1"}}),
+                WriteOptions::default(),
+            )
+            .expect("create");
+        let dry = first
+            .create(
+                nodes(),
+                None,
+                json!({"metadata": {"name": "dry"}}),
+                WriteOptions {
+                    dry_run: true,
+                    ..WriteOptions::default()
+                },
+            )
+            .expect("dry run");
+        assert_eq!(dry["metadata"]["name"], "dry");
+        let revision = first.revision();
+        first.close_journal();
+        first
+            .create(
+                nodes(),
+                None,
+                json!({"metadata": {"name": "after-close"}}),
+                WriteOptions::default(),
+            )
+            .expect("memory only");
+
+        let second = Store::open(100, dir.path()).expect("reopen");
+        assert_eq!(second.revision(), revision);
+        let n1 = second.get(nodes(), None, "n1").expect("n1");
+        assert_eq!(n1, created);
+        assert!(second.get(nodes(), None, "dry").is_err());
+        assert!(second.get(nodes(), None, "after-close").is_err());
+        let namespaces = resources::lookup("", "v1", "namespaces").expect("ns");
+        let page = second
+            .list(namespaces, &Filter::default(), None, None)
+            .expect("list");
+        assert_eq!(page.items.len(), DEFAULT_NAMESPACES.len());
+        assert!(matches!(
+            second.watch(nodes(), &Filter::default(), WatchFrom::After(revision - 1)),
+            Err(ApiError::Expired(_))
+        ));
+        assert!(
+            second
+                .watch(nodes(), &Filter::default(), WatchFrom::After(revision))
+                .is_ok()
+        );
+        let next = second
+            .create(
+                nodes(),
+                None,
+                json!({"metadata": {"name": "n2"}}),
+                WriteOptions::default(),
+            )
+            .expect("create");
+        assert_eq!(
+            next["metadata"]["resourceVersion"],
+            (revision + 1).to_string()
+        );
     }
 
     #[test]

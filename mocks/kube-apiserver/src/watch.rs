@@ -7,6 +7,7 @@
 //! inside an HTTP 200 (kube-runtime relists only on that); bookmarks are sent only
 //! when asked for and carry apiVersion, kind and only `metadata.resourceVersion`.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,11 +44,17 @@ pub struct WatchParams {
     pub table: Option<TableOptions>,
 }
 
-/// One NDJSON line.
+/// One NDJSON line, `{"type":…,"object":…}` as upstream writes it. Serialized straight
+/// from the borrowed object: every watcher writes every event, so no copies.
 pub fn line(kind: &str, object: &Value) -> Bytes {
-    let mut s = json!({"type": kind, "object": object}).to_string();
-    s.push('\n');
-    Bytes::from(s)
+    let mut buf = Vec::with_capacity(512);
+    buf.extend_from_slice(b"{\"type\":");
+    // Writing JSON into a Vec cannot fail (no I/O, string keys only).
+    let _ = serde_json::to_writer(&mut buf, kind);
+    buf.extend_from_slice(b",\"object\":");
+    let _ = serde_json::to_writer(&mut buf, object);
+    buf.extend_from_slice(b"}\n");
+    Bytes::from(buf)
 }
 
 fn bookmark(desc: &ResourceDesc, revision: u64, initial_end: bool) -> Bytes {
@@ -62,19 +69,20 @@ fn bookmark(desc: &ResourceDesc, revision: u64, initial_end: bool) -> Bytes {
 }
 
 /// What a watcher with `filter` on `desc` should see for `ev`, if anything.
-pub fn convert(
-    ev: &StoreEvent,
+/// The object is borrowed from the event unless it had to change (DELETED).
+pub fn convert<'a>(
+    ev: &'a StoreEvent,
     desc: &ResourceDesc,
     filter: &Filter,
-) -> Option<(&'static str, Value)> {
+) -> Option<(&'static str, Cow<'a, Value>)> {
     if !std::ptr::eq(ev.resource, desc) {
         return None;
     }
     let cur = ev.kind != EventKind::Deleted && filter.matches(desc, &ev.object);
     let old = ev.prev.as_ref().is_some_and(|p| filter.matches(desc, p));
     match (cur, old) {
-        (true, false) => Some(("ADDED", (*ev.object).clone())),
-        (true, true) => Some(("MODIFIED", (*ev.object).clone())),
+        (true, false) => Some(("ADDED", Cow::Borrowed(&*ev.object))),
+        (true, true) => Some(("MODIFIED", Cow::Borrowed(&*ev.object))),
         (false, true) => {
             let mut prev = ev.prev.as_deref().cloned().unwrap_or_default();
             set_meta(
@@ -82,7 +90,7 @@ pub fn convert(
                 "resourceVersion",
                 Some(json!(ev.revision.to_string())),
             );
-            Some(("DELETED", prev))
+            Some(("DELETED", Cow::Owned(prev)))
         }
         (false, false) => None,
     }

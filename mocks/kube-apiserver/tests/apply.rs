@@ -108,13 +108,24 @@ async fn apply_options_and_bodies_through_the_router() {
     .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     assert_eq!(v["details"]["causes"][0]["field"], "force");
-    // YAML that is not JSON is refused with a 400, not a 500 or a panic.
+    // A YAML body is decoded like a JSON one (upstream's YAML-or-JSON decoder)...
+    let (s, v) = send(
+        &app,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/from-yaml?fieldManager=m",
+        APPLY,
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  from: yaml\n",
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["data"]["from"], "yaml", "{v}");
+    // ...and YAML that does not parse is a 400, not a 500 or a panic.
     let (s, v) = send(
         &app,
         "PATCH",
         &format!("{uri}?fieldManager=m"),
         APPLY,
-        "apiVersion: v1\nkind: ConfigMap\n",
+        "apiVersion: v1\nkind: [ConfigMap\n",
     )
     .await;
     assert_eq!(

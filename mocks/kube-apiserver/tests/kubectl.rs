@@ -381,6 +381,46 @@ async fn kubectl_session() {
     assert_eq!(n1["metadata"]["labels"]["env"], "test");
     assert_eq!(n1["metadata"]["annotations"]["note"], "hi");
 
+    // Services as a user sees them: the table's real columns, an allocated ClusterIP and
+    // NodePort, and `describe service`.
+    let svc = s.file(
+        "svc.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: default\nspec:\n  type: LoadBalancer\n  selector:\n    app: web\n  ports:\n  - port: 8080\n",
+    );
+    assert_eq!(
+        s.ok(&["apply", "-f", &svc]).await.trim(),
+        "service/web created"
+    );
+    let svcs = s.ok(&["get", "svc", "web", "-o", "wide"]).await;
+    assert_eq!(
+        first_line(&svcs).split_whitespace().collect::<Vec<_>>(),
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE",
+            "SELECTOR"
+        ],
+        "{svcs}"
+    );
+    assert!(
+        svcs.contains("LoadBalancer") && svcs.contains("<pending>") && svcs.contains("8080:3"),
+        "{svcs}"
+    );
+    let described = s.ok(&["describe", "service", "web"]).await;
+    for want in [
+        "Name:                     web",
+        "Type:                     LoadBalancer",
+        "Port:                     <unset>  8080/TCP",
+        "NodePort:                 <unset>  3",
+        "Selector:                 app=web",
+    ] {
+        assert!(described.contains(want), "{want:?} missing:\n{described}");
+    }
+    s.ok(&["delete", "svc", "web"]).await;
+
     // delete with a finalizer: stays, with a deletionTimestamp, until it is removed.
     s.ok(&[
         "patch",

@@ -278,11 +278,12 @@ async fn unsupported_media_type_is_415() {
     .await;
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_status(&v, 415, "UnsupportedMediaType");
+    // Protobuf is decoded for the types a CCM writes only (tests/protobuf.rs).
     let (s, _) = send(
         &app,
         req(
             "POST",
-            "/api/v1/nodes",
+            "/api/v1/namespaces/default/configmaps",
             Some("application/vnd.kubernetes.protobuf"),
             "x",
         ),

@@ -87,6 +87,10 @@ pub struct KubeletConfig {
     pub status_report_interval: Duration,
     /// Also run the simulated kube-proxy ([`kube_proxy`]) for this node. Off by default.
     pub proxy: bool,
+    /// The addresses an in-tree cloud provider gave the kubelet (`--cloud-provider=<name>`,
+    /// before the external migration), as (type, address): reported at first registration
+    /// ahead of `Hostname`, instead of the `--node-ip` InternalIPs. Empty otherwise.
+    pub cloud_addresses: Vec<(String, String)>,
 }
 
 impl KubeletConfig {
@@ -102,6 +106,7 @@ impl KubeletConfig {
             lease_renew_interval: Duration::from_secs(10),
             status_report_interval: Duration::from_secs(300),
             proxy: false,
+            cloud_addresses: Vec::new(),
         }
     }
 
@@ -172,12 +177,19 @@ pub fn initial_node(config: &KubeletConfig) -> Result<Value, Error> {
     if let Some(node_ip) = &config.node_ip {
         let ips = parse_node_ips(node_ip)?;
         let specified: Vec<_> = ips.iter().filter(|ip| !ip.is_unspecified()).collect();
-        if !specified.is_empty() {
+        // Only a kubelet with an external cloud provider hands its node IP to the CCM
+        // (kubernetes/kubernetes pkg/kubelet/kubelet_node_status.go).
+        if !specified.is_empty() && config.external_cloud_provider {
             annotations.insert(PROVIDED_NODE_IP.to_string(), node_ip.clone());
         }
-        for ip in specified {
-            addresses.push(json!({"type": "InternalIP", "address": ip.to_string()}));
+        if config.cloud_addresses.is_empty() {
+            for ip in specified {
+                addresses.push(json!({"type": "InternalIP", "address": ip.to_string()}));
+            }
         }
+    }
+    for (kind, address) in &config.cloud_addresses {
+        addresses.push(json!({"type": kind, "address": address}));
     }
     addresses.push(json!({"type": "Hostname", "address": name}));
     annotations.extend(config.annotations.clone());
@@ -313,6 +325,27 @@ impl SimKubelet {
         let fresh = Self::start(client, self.config.clone()).await?;
         *self = fresh;
         Ok(())
+    }
+
+    /// Restarts the kubelet with a new configuration, e.g. switched from an in-tree cloud
+    /// provider to `--cloud-provider=external` with the same `--node-ip` (the migration
+    /// step of kubernetes/website "Migrate to the cloud controller manager"). Re-registering
+    /// never adds the uninitialized taint or touches addresses; the provided-node-ip
+    /// annotation follows the new configuration.
+    pub async fn restart_with(
+        &mut self,
+        client: kube::Client,
+        config: KubeletConfig,
+    ) -> Result<(), Error> {
+        self.halt().await;
+        let fresh = Self::start(client, config).await?;
+        *self = fresh;
+        Ok(())
+    }
+
+    /// The configuration the kubelet runs with.
+    pub fn config(&self) -> &KubeletConfig {
+        &self.config
     }
 
     async fn halt(&mut self) {
@@ -516,6 +549,29 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn in_tree_kubelet_reports_cloud_addresses_without_taint_or_annotation() {
+        let mut c = KubeletConfig::new("n1").node_ip("10.0.0.5");
+        c.external_cloud_provider = false;
+        c.cloud_addresses = vec![
+            ("InternalIP".into(), "10.0.0.5".into()),
+            ("ExternalIP".into(), "192.0.2.5".into()),
+        ];
+        let node = initial_node(&c).unwrap();
+        assert!(node["spec"].get("taints").is_none());
+        assert!(
+            node["metadata"]["annotations"]
+                .get(PROVIDED_NODE_IP)
+                .is_none()
+        );
+        assert_eq!(
+            node["status"]["addresses"],
+            json!([{"type": "InternalIP", "address": "10.0.0.5"},
+                   {"type": "ExternalIP", "address": "192.0.2.5"},
+                   {"type": "Hostname", "address": "n1"}])
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 
+use mock_cloud::{FaultAction, RequestInfo};
+
 use crate::Shared;
 use crate::envelope::{self, Service};
 
@@ -21,12 +23,74 @@ fn is_public_discovery(path: &str) -> bool {
     )
 }
 
+/// A fault rule's `operation` and `resource` for an OpenStack request: the operation is
+/// the method and the path after the service prefix with API versions dropped and ids
+/// replaced by `{id}` (`"GET servers/{id}"`, `"POST lbaas/loadbalancers"`,
+/// `"PUT routers/{id}/add_extraroutes"`); the resource is the last id in the path. Ids are
+/// UUIDs, as everywhere in this mock.
+pub(crate) fn operation_and_resource(method: &str, path: &str) -> (String, Option<String>) {
+    let mut resource = None;
+    let mut parts = Vec::new();
+    for segment in path.split('/').filter(|s| !s.is_empty()).skip(1) {
+        if is_version(segment) && parts.is_empty() {
+            continue;
+        }
+        if uuid::Uuid::try_parse(segment).is_ok() {
+            resource = Some(segment.to_string());
+            parts.push("{id}");
+        } else {
+            parts.push(segment);
+        }
+    }
+    (format!("{method} {}", parts.join("/")), resource)
+}
+
+fn is_version(segment: &str) -> bool {
+    segment
+        .strip_prefix('v')
+        .is_some_and(|rest| !rest.is_empty() && rest.split('.').all(|n| n.parse::<u32>().is_ok()))
+}
+
+/// The id of what a create answered (`{"server": {"id": ...}}`, `{"loadbalancer": ...}`).
+fn created_id(body: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let object = value.as_object()?;
+    if object.len() != 1 {
+        return None;
+    }
+    let (_, inner) = object.iter().next()?;
+    inner.get("id")?.as_str().map(str::to_string)
+}
+
+/// Reports a successful create's id to the fault engine (for `not_found_after_create`);
+/// only buffers the body when such a rule exists.
+async fn note_created(shared: &Shared, response: Response) -> Response {
+    if !response.status().is_success() || !shared.faults.wants_created() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    match axum::body::to_bytes(body, crate::BODY_LIMIT * 16).await {
+        Ok(bytes) => {
+            if let Some(id) = created_id(&bytes) {
+                shared.faults.note_created(&id);
+            }
+            Response::from_parts(parts, axum::body::Body::from(bytes))
+        }
+        Err(_) => envelope::service_error(
+            Service::Other,
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "response too large to inspect",
+        ),
+    }
+}
+
 pub(crate) async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let method = req.method().clone();
     let service = Service::of(&path);
     let mut fault_id = None;
+    let mut reset = false;
 
     let response = 'answer: {
         let needs_token = matches!(
@@ -48,21 +112,44 @@ pub(crate) async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: 
                 break 'answer response;
             }
         }
-        if service != Service::Admin
-            && let Some(fired) = shared.faults.check(service.name(), method.as_str(), &path)
-        {
-            fault_id = Some(fired.rule_id);
-            if let Some(delay) = fired.latency {
-                tokio::time::sleep(delay).await;
-            }
-            if let Some(status) = fired.status {
-                break 'answer envelope::fault(service, status, fired.message.as_deref());
+        if service != Service::Admin {
+            let (operation, resource) = operation_and_resource(method.as_str(), &path);
+            let fired = shared.faults.check_request(&RequestInfo {
+                service: service.name(),
+                method: method.as_str(),
+                path: &path,
+                operation: Some(&operation),
+                resource: resource.as_deref(),
+            });
+            if let Some(fired) = fired {
+                fault_id = Some(fired.rule_id);
+                if let Some(delay) = fired.latency {
+                    tokio::time::sleep(delay).await;
+                }
+                match fired.action {
+                    FaultAction::Serve => {}
+                    FaultAction::Reset => {
+                        reset = true;
+                        break 'answer mock_cloud::connection_reset();
+                    }
+                    FaultAction::Error | FaultAction::NotFound => {
+                        let status = fired.status.unwrap_or(500);
+                        break 'answer envelope::fault(service, status, fired.message.as_deref());
+                    }
+                }
             }
         }
-        next.run(req).await
+        let is_create = method == axum::http::Method::POST;
+        let response = next.run(req).await;
+        if is_create {
+            note_created(&shared, response).await
+        } else {
+            response
+        }
     };
 
-    let status = response.status().as_u16();
+    // A dropped connection has no status; the journal says 0.
+    let status = if reset { 0 } else { response.status().as_u16() };
     if method != axum::http::Method::GET {
         shared.dataplane_wake.notify_one();
     }
@@ -244,5 +331,104 @@ mod tests {
         let r = m.send("GET", "/nothing", &[], Body::empty()).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND);
         assert!(r.body["error"].is_string());
+    }
+
+    #[test]
+    fn operations_name_the_route_and_resources_the_id() {
+        use super::operation_and_resource;
+        let id = "0b5c6f0e-1d2a-4c3b-9e8f-7a6b5c4d3e2f";
+        assert_eq!(
+            operation_and_resource("GET", &format!("/compute/v2.1/servers/{id}")),
+            ("GET servers/{id}".to_string(), Some(id.to_string()))
+        );
+        assert_eq!(
+            operation_and_resource("POST", "/load-balancer/v2.0/lbaas/loadbalancers"),
+            ("POST lbaas/loadbalancers".to_string(), None)
+        );
+        assert_eq!(
+            operation_and_resource(
+                "PUT",
+                &format!("/network/v2.0/routers/{id}/add_extraroutes")
+            )
+            .0,
+            "PUT routers/{id}/add_extraroutes"
+        );
+        assert_eq!(operation_and_resource("GET", "/compute").0, "GET ");
+    }
+
+    #[tokio::test]
+    async fn operation_and_resource_rules_match_one_server() {
+        let m = Mock::seeded(2);
+        let token = m.token().await;
+        let a = m.admin().server_by_name("node-0").expect("seeded").id;
+        let b = m.admin().server_by_name("node-1").expect("seeded").id;
+        m.admin().faults().add(mock_cloud::Fault {
+            operation: Some("GET servers/{id}".into()),
+            resource: Some(a.clone()),
+            status: 503,
+            ..Default::default()
+        });
+        let r = m.get(&format!("/compute/v2.1/servers/{a}"), &token).await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+        let r = m.get(&format!("/compute/v2.1/servers/{b}"), &token).await;
+        assert_eq!(r.status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn throttle_preset_is_429_with_retry_after() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        m.admin().faults().add(mock_cloud::Fault {
+            kind: Some(mock_cloud::FaultKind::Throttle),
+            count: Some(1),
+            ..Default::default()
+        });
+        let r = m.get("/network/v2.0/ports", &token).await;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.body["NeutronError"]["type"], "HTTPTooManyRequests");
+        assert!(r.headers.get("retry-after").is_some());
+    }
+
+    #[tokio::test]
+    async fn just_created_load_balancer_is_not_found_for_two_reads() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        m.admin().faults().add(mock_cloud::Fault {
+            service: Some("load-balancer".into()),
+            kind: Some(mock_cloud::FaultKind::NotFoundAfterCreate),
+            window_reads: Some(2),
+            ..Default::default()
+        });
+        let subnet = m.get("/network/v2.0/subnets", &token).await.body["subnets"][0]["id"]
+            .as_str()
+            .expect("subnet")
+            .to_string();
+        let body = serde_json::json!({"loadbalancer": {"name": "x", "vip_subnet_id": subnet}});
+        let created = m
+            .send(
+                "POST",
+                "/load-balancer/v2/lbaas/loadbalancers",
+                &[
+                    ("x-auth-token", &token),
+                    ("content-type", "application/json"),
+                ],
+                body.to_string(),
+            )
+            .await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+        let id = created.body["loadbalancer"]["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        let uri = format!("/load-balancer/v2/lbaas/loadbalancers/{id}");
+        for _ in 0..2 {
+            let r = m.get(&uri, &token).await;
+            assert_eq!(r.status, StatusCode::NOT_FOUND);
+            assert!(r.body["faultstring"].is_string());
+        }
+        assert_eq!(m.get(&uri, &token).await.status, StatusCode::OK);
+        // Lists are not affected: the LB was there all along.
+        let list = m.get("/load-balancer/v2/lbaas/loadbalancers", &token).await;
+        assert_eq!(list.body["loadbalancers"].as_array().map(Vec::len), Some(1));
     }
 }

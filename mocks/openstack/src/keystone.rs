@@ -131,6 +131,38 @@ fn check_password(s: &Shared, password: &Value) -> Result<(), AuthFailure> {
     }
 }
 
+/// Checks the application_credential method: by id, or by name plus its user, and the
+/// secret (`keystone/auth/plugins/application_credential.py` semantics).
+fn check_app_cred(s: &Shared, params: &Value) -> Result<(), AuthFailure> {
+    let c = &s.config;
+    let secret = str_field(params, "secret")
+        .ok_or_else(|| bad("Expecting to find secret in application_credential."))?;
+    let who = if let Some(id) = str_field(params, "id") {
+        id == c.application_credential_id
+    } else if let Some(name) = str_field(params, "name") {
+        let user = params
+            .get("user")
+            .ok_or_else(|| bad("Expecting to find user in application_credential."))?;
+        let user_ok = if let Some(id) = str_field(user, "id") {
+            id == s.identity.user_id
+        } else if let Some(user_name) = str_field(user, "name") {
+            domain_matches(s, user).unwrap_or(false) && user_name == c.username
+        } else {
+            return Err(bad("Expecting to find id or name in user."));
+        };
+        user_ok && name == c.application_credential_name
+    } else {
+        return Err(bad(
+            "Expecting to find id or name in application_credential.",
+        ));
+    };
+    if who && secret == c.application_credential_secret {
+        Ok(())
+    } else {
+        Err(AuthFailure::Unauthorized)
+    }
+}
+
 /// Whether the requested scope is our project; `Ok(false)` for an unscoped request.
 fn check_scope(s: &Shared, auth: &Value) -> Result<bool, AuthFailure> {
     let Some(scope) = auth.get("scope") else {
@@ -197,9 +229,18 @@ fn authenticate(s: &Shared, body: &Value) -> Result<(Vec<String>, bool), AuthFai
                     return Err(AuthFailure::Unauthorized);
                 }
             }
-            // application_credential, totp, ...: no such credentials exist here.
+            "application_credential" => check_app_cred(s, params)?,
+            // totp, mapped, ...: no such credentials exist here.
             _ => return Err(AuthFailure::Unauthorized),
         }
+    }
+    if methods.iter().any(|m| m == "application_credential") {
+        // The credential carries its project; keystone refuses any requested scope with a
+        // 401 "Application credentials cannot request a scope" (keystone/auth/core.py).
+        if auth.get("scope").is_some() {
+            return Err(AuthFailure::Unauthorized);
+        }
+        return Ok((methods, true));
     }
     let scoped = check_scope(s, auth)?;
     Ok((methods, scoped))
@@ -228,6 +269,16 @@ fn token_body(
             {"id": "a1", "name": "admin"}, {"id": "m1", "name": "member"}, {"id": "r1", "name": "reader"}
         ]);
         token["catalog"] = s.catalog.clone();
+    }
+    if token["methods"]
+        .as_array()
+        .is_some_and(|m| m.iter().any(|m| m == "application_credential"))
+    {
+        token["application_credential"] = json!({
+            "id": s.config.application_credential_id,
+            "name": s.config.application_credential_name,
+            "restricted": true,
+        });
     }
     token
 }
@@ -437,6 +488,47 @@ mod tests {
         let app_cred = json!({"auth": {"identity": {"methods": ["application_credential"],
             "application_credential": {"id": "x", "secret": "y"}}}});
         assert_eq!(m.auth(app_cred).await.status, StatusCode::UNAUTHORIZED);
+    }
+
+    #[tokio::test]
+    async fn application_credential_by_id_or_name_gives_a_project_token() {
+        let m = Mock::seeded(1);
+        let c = m.shared.config.clone();
+        let by_id = json!({"auth": {"identity": {"methods": ["application_credential"],
+            "application_credential": {"id": c.application_credential_id, "secret": c.application_credential_secret}}}});
+        let r = m.auth(by_id.clone()).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        assert_eq!(r.body["token"]["project"]["name"], "demo");
+        assert!(r.body["token"]["catalog"].is_array());
+        assert_eq!(
+            r.body["token"]["application_credential"]["restricted"],
+            true
+        );
+        let token = r.headers["x-subject-token"]
+            .to_str()
+            .expect("token")
+            .to_string();
+        assert_eq!(
+            m.get("/compute/v2.1/servers", &token).await.status,
+            StatusCode::OK
+        );
+
+        let by_name = json!({"auth": {"identity": {"methods": ["application_credential"],
+            "application_credential": {"name": c.application_credential_name,
+                "user": {"name": c.username, "domain": {"name": c.domain_name}},
+                "secret": c.application_credential_secret}}}});
+        assert_eq!(m.auth(by_name).await.status, StatusCode::CREATED);
+
+        let mut scoped = by_id.clone();
+        scoped["auth"]["scope"] =
+            json!({"project": {"name": "demo", "domain": {"name": "Default"}}});
+        assert_eq!(m.auth(scoped).await.status, StatusCode::UNAUTHORIZED);
+        let mut wrong = by_id;
+        wrong["auth"]["identity"]["application_credential"]["secret"] = json!("nope");
+        assert_eq!(m.auth(wrong).await.status, StatusCode::UNAUTHORIZED);
+        let missing = json!({"auth": {"identity": {"methods": ["application_credential"],
+            "application_credential": {"id": "x"}}}});
+        assert_eq!(m.auth(missing).await.status, StatusCode::BAD_REQUEST);
     }
 
     #[tokio::test]

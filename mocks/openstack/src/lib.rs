@@ -10,6 +10,40 @@
 //! through `PENDING_*` by a lifecycle mode set on the admin API, and `/admin/leaks` lists
 //! what the cloud APIs created that still exists. ACTIVE load balancers carry real traffic:
 //! their listeners bind the VIP and proxy to the members (`dataplane`).
+//!
+//! # Control API (`/admin`), by example
+//!
+//! ```text
+//! # Every request, in order (service, method, path, query, status, fault id):
+//! curl $ADMIN/journal?since=0
+//! # Fault rules (full JSON in mock_cloud::faults). Throttle the second node's lookups
+//! # twice (OpenStack's 429 + Retry-After), then hide new load balancers for 2 reads:
+//! curl -X POST $ADMIN/faults -d '{"service":"compute","operation":"GET servers/{id}",
+//!      "resource":"<server id>","kind":"throttle","count":2}'
+//! curl -X POST $ADMIN/faults -d '{"service":"load-balancer",
+//!      "kind":"not_found_after_create","window_reads":2}'
+//! curl -X POST $ADMIN/faults -d '{"kind":"reset","probability":0.1}'   # drop 10%
+//! curl -X PUT  $ADMIN/faults/seed -d '{"seed":42}'                    # deterministic
+//! # What the cloud APIs created and still exists, by type:
+//! curl $ADMIN/leaks        # {"total":0,"by_type":{}}
+//! curl -X POST $ADMIN/reset
+//! ```
+//!
+//! Fault rules see `service` = `identity|compute|network|load-balancer`, `operation` = the
+//! method and the path after the service prefix, versions dropped and ids as `{id}`
+//! (`"GET servers/{id}"`, `"POST lbaas/loadbalancers"`, `"PUT routers/{id}/add_extraroutes"`),
+//! and `resource` = the last id in the path. Errors use each service's envelope (Keystone
+//! `error`, Nova fault names, `NeutronError`, Octavia `faultstring`); a reset drops the
+//! connection and is journaled with status 0.
+//!
+//! # Seed files, TLS, credentials
+//!
+//! [`Config::seed`] (`ccm-conformance mock openstack --seed FILE`) adds servers
+//! ([`SeedState`]), fault rules and Octavia lifecycle modes, all restored by reset; the
+//! format is in `mock_cloud::seed`. [`Config::tls`] (`--tls`) serves HTTPS with a CA made at
+//! start, written to the ready info's `ca_file`. Keystone takes the password of
+//! [`Config::username`] and the user's application credential (by id, or by name and
+//! user; requesting a scope with it is a 401, as in Keystone).
 #![forbid(unsafe_code)]
 
 mod admin_api;
@@ -29,6 +63,7 @@ mod util;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -71,10 +106,37 @@ pub struct Config {
     pub default_az: String,
     /// Lifetime of issued tokens; an expired token gets a 401 (clients re-authenticate).
     pub token_ttl: Duration,
+    /// The user's one application credential (Keystone `application_credential` auth,
+    /// by id, or by name plus user); the secret is random by default.
+    pub application_credential_id: String,
+    pub application_credential_name: String,
+    pub application_credential_secret: String,
     /// Which /24 of each 127.x.0.0/16 address pool (fixed, floating, VIP) to allocate from
     /// first; give each mock running at the same time its own block.
     pub address_block: u8,
+    /// Serve HTTPS with a CA generated at start (its PEM goes to `ca_file`, named in the
+    /// ready file); plain HTTP otherwise.
+    pub tls: bool,
+    /// Where to write the CA when `tls` is on; `None` = a file in the temp directory.
+    pub ca_file: Option<PathBuf>,
+    /// Extra state, fault rules and lifecycle modes (a seed file; see [`SeedState`]).
+    /// Reset puts all of it back.
+    pub seed: SeedFile,
 }
+
+/// The OpenStack `state` of a seed file: servers created after the `nodes` ones, e.g.
+/// `{"servers": [{"name": "node-a", "az": "az-1", "metadata": {"k": "v"}}]}` (fields as
+/// for `POST /admin/servers`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedState {
+    #[serde(default)]
+    pub servers: Vec<ServerSpec>,
+}
+
+/// A seed file for this mock (format in `mock_cloud::seed`; lifecycle types are
+/// [`LIFECYCLE_TYPES`]).
+pub type SeedFile = mock_cloud::SeedFile<SeedState>;
 
 impl Default for Config {
     fn default() -> Self {
@@ -90,7 +152,13 @@ impl Default for Config {
             domain_name: "Default".to_string(),
             default_az: "nova".to_string(),
             token_ttl: Duration::from_secs(3600),
+            application_credential_id: uuid::Uuid::new_v4().simple().to_string(),
+            application_credential_name: "ccm".to_string(),
+            application_credential_secret: uuid::Uuid::new_v4().simple().to_string(),
             address_block: 0,
+            tls: false,
+            ca_file: None,
+            seed: SeedFile::default(),
         }
     }
 }
@@ -102,6 +170,17 @@ pub enum Error {
     Serve(#[from] ServeError),
     #[error("seeding server {name:?}: {source}")]
     Seed { name: String, source: AdminError },
+    #[error("seed file: {0}")]
+    SeedFile(#[from] mock_cloud::SeedError),
+    #[error("seed file fault rules: {0}")]
+    SeedFaults(#[from] mock_cloud::FaultError),
+    #[error("setting up TLS: {0}")]
+    Tls(#[from] mock_cloud::tls::TlsError),
+    #[error("writing the CA file {path}: {source}")]
+    CaFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// What a client needs to reach the mock (the ready-file object of DESIGN.md "Contracts").
@@ -115,6 +194,11 @@ pub struct ReadyInfo {
     pub domain_name: String,
     pub region: String,
     pub admin_url: String,
+    /// An application credential of the same user (Keystone `v3applicationcredential`).
+    pub application_credential_id: String,
+    pub application_credential_secret: String,
+    /// The CA to trust (PEM file) when the mock serves HTTPS; `null` for plain HTTP.
+    pub ca_file: Option<String>,
 }
 
 /// Ids of the single user, project and domain the mock knows.
@@ -235,6 +319,10 @@ impl Admin {
     fn reset_cloud(&self) {
         let seed = self.shared.seed.clone();
         *self.shared.cloud() = seed;
+        // The seed file's rules were checked at start, so this cannot fail.
+        if let Err(e) = self.shared.config.seed.apply_faults(&self.shared.faults) {
+            tracing::warn!(error = %e, "re-applying the seed's fault rules");
+        }
     }
 }
 
@@ -373,6 +461,56 @@ impl Admin {
         Ok(())
     }
 
+    /// Creates a load balancer as if a tool before the CCM under test had made it (an
+    /// in-tree cloud provider, a previous CCM version), so upgrade cases can start from that
+    /// state. `body` is Octavia's fully-populated create request (the `loadbalancer`
+    /// object: name, listeners with default pools and members); `vip_subnet_id` defaults to
+    /// the tenant subnet. The load balancer is ACTIVE at once whatever the lifecycle mode,
+    /// the call is not journaled (it is not a client call), and it is not part of the seed:
+    /// it shows in [`Self::leaks`] until deleted. Returns the load balancer as Octavia shows
+    /// it.
+    pub fn seed_load_balancer(
+        &self,
+        mut body: serde_json::Value,
+    ) -> Result<serde_json::Value, AdminError> {
+        let invalid = |reason: String| AdminError::Invalid {
+            field: "loadbalancer",
+            reason,
+        };
+        let id = {
+            let mut cloud = self.shared.cloud();
+            let subnet = cloud.subnets[0].id.clone();
+            let object = body
+                .as_object_mut()
+                .ok_or_else(|| invalid("expected a JSON object".into()))?;
+            object
+                .entry("vip_subnet_id")
+                .or_insert(serde_json::Value::String(subnet));
+            let id = cloud
+                .create_lb(object.clone())
+                .map_err(|e| invalid(e.to_string()))?;
+            // Finish the create now: an id override to immediate, settle, drop the override.
+            let policies = &mut cloud.lbaas.policies;
+            let previous = policies.by_id.insert(id.clone(), LifecycleMode::Immediate);
+            cloud.lbaas.apply_override(&id);
+            cloud.settle_lb(&id, false);
+            match previous {
+                Some(mode) => cloud.lbaas.policies.by_id.insert(id.clone(), mode),
+                None => cloud.lbaas.policies.by_id.remove(&id),
+            };
+            id
+        };
+        self.shared.dataplane_wake.notify_one();
+        let project = &self.shared.identity.project_id;
+        let cloud = self.shared.cloud();
+        let lb = cloud
+            .lbaas
+            .lbs
+            .get(&id)
+            .ok_or_else(|| AdminError::NotFound(format!("load balancer {id}")))?;
+        Ok(cloud.lbaas.lb_json(lb, project))
+    }
+
     /// Every resource created through the cloud APIs since the seed that still exists.
     pub fn leaks(&self) -> Leaks {
         let mut cloud = self.shared.cloud();
@@ -386,6 +524,8 @@ pub struct OpenStackMock {
     shared: Arc<Shared>,
     server: ServerHandle,
     dataplane: dataplane::DataPlane,
+    /// The CA file written for TLS (removed at shutdown).
+    ca_file: Option<PathBuf>,
 }
 
 impl OpenStackMock {
@@ -393,14 +533,48 @@ impl OpenStackMock {
     /// data plane (listeners bind their VIPs once ACTIVE).
     pub async fn start(config: Config) -> Result<OpenStackMock, Error> {
         let bound = mock_cloud::bind(config.listen).await?;
-        let shared = Arc::new(build_shared(config, bound.base_url())?);
-        let server = bound.serve(router(shared.clone()));
+        let tls = if config.tls {
+            mock_cloud::tls::install_ring_provider();
+            let ca = mock_cloud::tls::TestCa::generate("mock-openstack CA")?;
+            let server_config = ca.server_config(
+                mock_cloud::tls::LOCAL_SANS,
+                mock_cloud::tls::ClientAuth::None,
+            )?;
+            let path = config.ca_file.clone().unwrap_or_else(|| {
+                std::env::temp_dir().join(format!(
+                    "mock-openstack-{}-{}-ca.pem",
+                    std::process::id(),
+                    bound.local_addr().port()
+                ))
+            });
+            ca.write_ca_file(&path).map_err(|source| Error::CaFile {
+                path: path.clone(),
+                source,
+            })?;
+            Some((server_config, path))
+        } else {
+            None
+        };
+        let base = if tls.is_some() {
+            bound.base_url_https()
+        } else {
+            bound.base_url()
+        };
+        let shared = Arc::new(build_shared(config, base)?);
+        let (server, ca_file) = match tls {
+            Some((server_config, path)) => (
+                bound.serve_tls(router(shared.clone()), server_config),
+                Some(path),
+            ),
+            None => (bound.serve(router(shared.clone())), None),
+        };
         let dataplane = dataplane::DataPlane::start(shared.clone());
         tracing::info!(base = %shared.base, "mock OpenStack serving");
         Ok(OpenStackMock {
             shared,
             server,
             dataplane,
+            ca_file,
         })
     }
 
@@ -418,6 +592,9 @@ impl OpenStackMock {
             domain_name: c.domain_name.clone(),
             region: c.region.clone(),
             admin_url: format!("{}/admin", self.shared.base),
+            application_credential_id: c.application_credential_id.clone(),
+            application_credential_secret: c.application_credential_secret.clone(),
+            ca_file: self.ca_file.as_ref().map(|p| p.display().to_string()),
         }
     }
 
@@ -431,6 +608,9 @@ impl OpenStackMock {
     pub async fn shutdown(self) {
         self.dataplane.shutdown().await;
         self.server.shutdown().await;
+        if let Some(path) = &self.ca_file {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -456,6 +636,17 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
             })
             .map_err(|source| Error::Seed { name, source })?;
     }
+    for spec in &config.seed.state.servers {
+        cloud
+            .create_server(spec.clone())
+            .map_err(|source| Error::Seed {
+                name: spec.name.clone(),
+                source,
+            })?;
+    }
+    cloud.lbaas.policies = config.seed.lifecycle.policies(LIFECYCLE_TYPES)?;
+    let faults = Faults::for_cloud("openstack");
+    config.seed.apply_faults(&faults)?;
     let catalog = keystone::catalog(&base, &config.region);
     Ok(Shared {
         host_id: format!("{}{}", new_hex_id(), &new_hex_id()[..24]),
@@ -465,7 +656,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         cloud: Mutex::new(cloud),
         tokens: Mutex::new(HashMap::new()),
         journal: Journal::new(),
-        faults: Faults::new(),
+        faults,
         dataplane_wake: tokio::sync::Notify::new(),
         base,
         config,
@@ -495,3 +686,51 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
+mod seed_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn seeded_load_balancers_are_active_unjournaled_and_validated() {
+        let mock = OpenStackMock::start(Config::default())
+            .await
+            .expect("start");
+        let admin = mock.admin();
+        // Even with a slow lifecycle the seeded load balancer is ACTIVE at once.
+        admin
+            .set_lifecycle(
+                LifecycleTarget::Default,
+                Some(LifecycleMode::Reads { n: 5 }),
+            )
+            .expect("lifecycle");
+        let lb = admin
+            .seed_load_balancer(json!({
+                "name": "kube_service_c_default_web",
+                "listeners": [{"protocol": "TCP", "protocol_port": 8080,
+                    "default_pool": {"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                        "members": [{"address": "127.10.0.10", "protocol_port": 30080}]}}]
+            }))
+            .expect("seed");
+        assert_eq!(lb["provisioning_status"], "ACTIVE");
+        assert_eq!(lb["name"], "kube_service_c_default_web");
+        let all = admin.load_balancers();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0]["provisioning_status"], "ACTIVE");
+        assert_eq!(admin.journal().count(|e| e.service == "load-balancer"), 0);
+        assert_eq!(admin.leaks().by_type["loadbalancers"].len(), 1);
+        // The override is gone: later creates follow the configured mode again.
+        assert!(admin.lifecycle().by_id.is_empty());
+        assert!(admin.seed_load_balancer(json!("not an object")).is_err());
+        assert!(
+            admin
+                .seed_load_balancer(json!({"listeners": [{"protocol": "FTP", "protocol_port": 1}]}))
+                .is_err()
+        );
+        mock.shutdown().await;
+    }
+}

@@ -113,6 +113,25 @@ pub(crate) fn opt_str<'a>(
     }
 }
 
+/// A Neutron list of resources that need nothing but the attribute filters and paging:
+/// `all` renders every resource (under the cloud lock) as `(id, json)`.
+pub(crate) fn filtered_list(
+    s: &Shared,
+    key: &str,
+    query: Pairs,
+    all: impl FnOnce(&Cloud) -> Vec<(String, Value)>,
+) -> Response {
+    let pairs = match pairs(query) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let items: Vec<(String, Value)> = all(&s.cloud())
+        .into_iter()
+        .filter(|(_, v)| passes(v, &pairs))
+        .collect();
+    page(s, key, &pairs, items).unwrap_or_else(|r| r)
+}
+
 /// Whether a listed resource passes the query's attribute filters (string/number/bool
 /// equality on top-level fields; repeated keys OR-ed, different keys AND-ed).
 pub(crate) fn passes(item: &Value, pairs: &[(String, String)]) -> bool {
@@ -346,21 +365,11 @@ fn create_fip_inner(s: &Shared, body: &Map<String, Value>) -> Reply {
 }
 
 async fn list_fips(State(s): State<Arc<Shared>>, query: Pairs) -> Response {
-    let pairs = match pairs(query) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let items: Vec<(String, Value)> = {
-        let cloud = s.cloud();
-        cloud
-            .l3
-            .floatingips
-            .values()
-            .map(|f| (f.id.clone(), fip_json(&s, &cloud, f)))
-            .filter(|(_, v)| passes(v, &pairs))
+    filtered_list(&s, "floatingips", query, |cloud| {
+        let fips = cloud.l3.floatingips.values();
+        fips.map(|f| (f.id.clone(), fip_json(&s, cloud, f)))
             .collect()
-    };
-    page(&s, "floatingips", &pairs, items).unwrap_or_else(|r| r)
+    })
 }
 
 async fn show_fip(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
@@ -522,19 +531,12 @@ fn parse_routes(router: &RouterRes, value: &Value) -> Result<Vec<Route>, Respons
 }
 
 async fn list_routers(State(s): State<Arc<Shared>>, query: Pairs) -> Response {
-    let pairs = match pairs(query) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let items: Vec<(String, Value)> = s
-        .cloud()
-        .l3
-        .routers
-        .values()
-        .map(|r| (r.id.clone(), router_json(&s, r)))
-        .filter(|(_, v)| passes(v, &pairs))
-        .collect();
-    page(&s, "routers", &pairs, items).unwrap_or_else(|r| r)
+    filtered_list(&s, "routers", query, |cloud| {
+        let routers = cloud.l3.routers.values();
+        routers
+            .map(|r| (r.id.clone(), router_json(&s, r)))
+            .collect()
+    })
 }
 
 async fn show_router(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
@@ -656,20 +658,7 @@ mod tests {
     use axum::body::Body;
 
     use super::*;
-    use crate::testing::{Mock, Reply};
-
-    async fn call(m: &Mock, method: &str, uri: &str, token: &str, body: Value) -> Reply {
-        m.send(
-            method,
-            uri,
-            &[
-                ("x-auth-token", token),
-                ("content-type", "application/json"),
-            ],
-            Body::from(body.to_string()),
-        )
-        .await
-    }
+    use crate::testing::Mock;
 
     fn public(m: &Mock) -> String {
         m.shared.cloud().networks[1].id.clone()
@@ -681,14 +670,14 @@ mod tests {
         let token = m.token().await;
         let port = m.shared.cloud().ports.keys().next().cloned().expect("port");
         let fips = "/network/v2.0/floatingips";
-        let r = call(
-            &m,
-            "POST",
-            fips,
-            &token,
-            json!({"floatingip": {"floating_network_id": public(&m), "port_id": port}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "POST",
+                fips,
+                &token,
+                json!({"floatingip": {"floating_network_id": public(&m), "port_id": port}}),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
         let fip = r.body["floatingip"].clone();
         // The seeded server already holds 127.20.0.10.
@@ -697,14 +686,14 @@ mod tests {
         assert_eq!(fip["status"], "ACTIVE");
         assert!(fip["router_id"].is_string());
         let id = fip["id"].as_str().expect("id").to_string();
-        let r = call(
-            &m,
-            "POST",
-            fips,
-            &token,
-            json!({"floatingip": {"floating_network_id": public(&m), "port_id": port}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "POST",
+                fips,
+                &token,
+                json!({"floatingip": {"floating_network_id": public(&m), "port_id": port}}),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::CONFLICT);
         assert_eq!(
             r.body["NeutronError"]["type"],
@@ -727,60 +716,60 @@ mod tests {
         assert_eq!(r.body["floatingips"].as_array().map(Vec::len), Some(0));
 
         // Disassociate, then associate again by PUT.
-        let r = call(
-            &m,
-            "PUT",
-            &format!("{fips}/{id}"),
-            &token,
-            json!({"floatingip": {"port_id": null}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "PUT",
+                &format!("{fips}/{id}"),
+                &token,
+                json!({"floatingip": {"port_id": null}}),
+            )
+            .await;
         assert_eq!(r.body["floatingip"]["status"], "DOWN");
         assert!(r.body["floatingip"]["fixed_ip_address"].is_null());
-        let r = call(
-            &m,
-            "PUT",
-            &format!("{fips}/{id}"),
-            &token,
-            json!({"floatingip": {"port_id": port}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "PUT",
+                &format!("{fips}/{id}"),
+                &token,
+                json!({"floatingip": {"port_id": port}}),
+            )
+            .await;
         assert_eq!(r.body["floatingip"]["port_id"], port);
-        let r = call(
-            &m,
-            "PUT",
-            &format!("{fips}/{id}"),
-            &token,
-            json!({"floatingip": {"port_id": "nope"}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "PUT",
+                &format!("{fips}/{id}"),
+                &token,
+                json!({"floatingip": {"port_id": "nope"}}),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::NOT_FOUND);
         assert_eq!(r.body["NeutronError"]["type"], "PortNotFound");
-        let r = call(
-            &m,
-            "PUT",
-            &format!("{fips}/{id}"),
-            &token,
-            json!({"floatingip": {"floating_ip_address": "1.2.3.4"}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "PUT",
+                &format!("{fips}/{id}"),
+                &token,
+                json!({"floatingip": {"floating_ip_address": "1.2.3.4"}}),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST);
 
         // An explicit address: taken -> 409, free -> used.
-        let r = call(&m, "POST", fips, &token, json!({"floatingip": {"floating_network_id": public(&m), "floating_ip_address": "127.20.0.10"}})).await;
+        let r = m.call("POST", fips, &token, json!({"floatingip": {"floating_network_id": public(&m), "floating_ip_address": "127.20.0.10"}})).await;
         assert_eq!(r.body["NeutronError"]["type"], "IpAddressAlreadyAllocated");
-        let r = call(&m, "POST", fips, &token, json!({"floatingip": {"floating_network_id": public(&m), "floating_ip_address": "127.20.9.9"}})).await;
+        let r = m.call("POST", fips, &token, json!({"floatingip": {"floating_network_id": public(&m), "floating_ip_address": "127.20.9.9"}})).await;
         assert_eq!(r.status, StatusCode::CREATED);
         let other = r.body["floatingip"]["id"].as_str().expect("id").to_string();
         let private = m.shared.cloud().networks[0].id.clone();
-        let r = call(
-            &m,
-            "POST",
-            fips,
-            &token,
-            json!({"floatingip": {"floating_network_id": private}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "POST",
+                fips,
+                &token,
+                json!({"floatingip": {"floating_network_id": private}}),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST);
         let r = m
             .send("POST", fips, &[("x-auth-token", &token)], "{nope")
@@ -804,7 +793,7 @@ mod tests {
         assert_eq!(r.body["NeutronError"]["type"], "FloatingIPNotFound");
         assert_eq!(m.admin().leaks().total, 0);
         // Released addresses can be taken again.
-        let r = call(&m, "POST", fips, &token, json!({"floatingip": {"floating_network_id": public(&m), "floating_ip_address": "127.20.9.9"}})).await;
+        let r = m.call("POST", fips, &token, json!({"floatingip": {"floating_network_id": public(&m), "floating_ip_address": "127.20.9.9"}})).await;
         assert_eq!(r.status, StatusCode::CREATED);
     }
 
@@ -820,22 +809,20 @@ mod tests {
         let add = format!("/network/v2.0/routers/{id}/add_extraroutes");
         let routes = json!({"router": {"routes": [{"destination": "10.244.0.0/24", "nexthop": "127.10.0.10"},
             {"destination": "10.244.1.0/24", "nexthop": "127.10.0.11"}]}});
-        let r = call(&m, "PUT", &add, &token, routes.clone()).await;
+        let r = m.call("PUT", &add, &token, routes.clone()).await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.body);
         assert_eq!(r.body["router"]["routes"].as_array().map(Vec::len), Some(2));
         // Adding again is a no-op.
-        let r = call(&m, "PUT", &add, &token, routes).await;
+        let r = m.call("PUT", &add, &token, routes).await;
         assert_eq!(r.body["router"]["routes"].as_array().map(Vec::len), Some(2));
         assert_eq!(m.admin().leaks().by_type["extra_routes"].len(), 2);
-        let r = call(&m, "PUT", &format!("/network/v2.0/routers/{id}/remove_extraroutes"), &token,
+        let r = m.call("PUT", &format!("/network/v2.0/routers/{id}/remove_extraroutes"), &token,
             json!({"router": {"routes": [{"destination": "10.244.0.0/24", "nexthop": "127.10.0.10"}]}})).await;
         assert_eq!(
             r.body["router"]["routes"],
             json!([{"destination": "10.244.1.0/24", "nexthop": "127.10.0.11"}])
         );
-        let r = call(
-            &m,
-            "PUT",
+        let r = m.call("PUT",
             &add,
             &token,
             json!({"router": {"routes": [{"destination": "10.244.0.0/24", "nexthop": "8.8.8.8"}]}}),
@@ -843,38 +830,38 @@ mod tests {
         .await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST);
         assert_eq!(r.body["NeutronError"]["type"], "InvalidRoutes");
-        let r = call(
-            &m,
-            "PUT",
-            &add,
-            &token,
-            json!({"router": {"routes": [{"destination": "bogus", "nexthop": "127.10.0.1"}]}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "PUT",
+                &add,
+                &token,
+                json!({"router": {"routes": [{"destination": "bogus", "nexthop": "127.10.0.1"}]}}),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST);
         // A full update replaces the routes.
-        let r = call(
-            &m,
-            "PUT",
-            &format!("/network/v2.0/routers/{id}"),
-            &token,
-            json!({"router": {"routes": [], "name": "r"}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "PUT",
+                &format!("/network/v2.0/routers/{id}"),
+                &token,
+                json!({"router": {"routes": [], "name": "r"}}),
+            )
+            .await;
         assert_eq!(r.body["router"]["routes"], json!([]));
         assert_eq!(r.body["router"]["name"], "r");
         assert_eq!(m.admin().leaks().total, 0);
         let r = m.get("/network/v2.0/routers/nope", &token).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND);
         assert_eq!(r.body["NeutronError"]["type"], "RouterNotFound");
-        let r = call(
-            &m,
-            "PUT",
-            "/network/v2.0/routers/nope/add_extraroutes",
-            &token,
-            json!({"router": {"routes": []}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "PUT",
+                "/network/v2.0/routers/nope/add_extraroutes",
+                &token,
+                json!({"router": {"routes": []}}),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::NOT_FOUND);
     }
 

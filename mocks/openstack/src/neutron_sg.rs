@@ -20,8 +20,8 @@ use serde_json::{Map, Value, json};
 use crate::Shared;
 use crate::envelope::neutron_error;
 use crate::model::new_id;
-use crate::neutron::{Pairs, bad_request, page, pairs};
-use crate::neutron_l3::{neutron_body, opt_str, parse_cidr, passes};
+use crate::neutron::{Pairs, bad_request};
+use crate::neutron_l3::{filtered_list, neutron_body, opt_str, parse_cidr};
 use crate::util::{iso_seconds, json};
 
 #[derive(Debug, Clone)]
@@ -187,21 +187,12 @@ fn rule_not_found(id: &str) -> Response {
 }
 
 async fn list_groups(State(s): State<Arc<Shared>>, query: Pairs) -> Response {
-    let pairs = match pairs(query) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let items: Vec<(String, Value)> = {
-        let cloud = s.cloud();
-        cloud
-            .secgroups
-            .groups
-            .values()
+    filtered_list(&s, "security_groups", query, |cloud| {
+        let groups = cloud.secgroups.groups.values();
+        groups
             .map(|g| (g.id.clone(), group_json(&s, &cloud.secgroups, g)))
-            .filter(|(_, v)| passes(v, &pairs))
             .collect()
-    };
-    page(&s, "security_groups", &pairs, items).unwrap_or_else(|r| r)
+    })
 }
 
 async fn create_group(
@@ -458,19 +449,10 @@ async fn create_rule(
 }
 
 async fn list_rules(State(s): State<Arc<Shared>>, query: Pairs) -> Response {
-    let pairs = match pairs(query) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let items: Vec<(String, Value)> = s
-        .cloud()
-        .secgroups
-        .rules
-        .values()
-        .map(|r| (r.id.clone(), rule_json(&s, r)))
-        .filter(|(_, v)| passes(v, &pairs))
-        .collect();
-    page(&s, "security_group_rules", &pairs, items).unwrap_or_else(|r| r)
+    filtered_list(&s, "security_group_rules", query, |cloud| {
+        let rules = cloud.secgroups.rules.values();
+        rules.map(|r| (r.id.clone(), rule_json(&s, r))).collect()
+    })
 }
 
 async fn show_rule(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
@@ -516,20 +498,7 @@ mod tests {
     use axum::body::Body;
 
     use super::*;
-    use crate::testing::{Mock, Reply};
-
-    async fn call(m: &Mock, method: &str, uri: &str, token: &str, body: Value) -> Reply {
-        m.send(
-            method,
-            uri,
-            &[
-                ("x-auth-token", token),
-                ("content-type", "application/json"),
-            ],
-            Body::from(body.to_string()),
-        )
-        .await
-    }
+    use crate::testing::Mock;
 
     #[tokio::test]
     async fn groups_and_rules_crud() {
@@ -544,14 +513,14 @@ mod tests {
                 .map(Vec::len),
             Some(4)
         );
-        let r = call(
-            &m,
-            "POST",
-            "/network/v2.0/security-groups",
-            &token,
-            json!({"security_group": {"name": "lb-sg"}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "POST",
+                "/network/v2.0/security-groups",
+                &token,
+                json!({"security_group": {"name": "lb-sg"}}),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
         let sg = r.body["security_group"]["id"]
             .as_str()
@@ -567,7 +536,7 @@ mod tests {
         let rules = "/network/v2.0/security-group-rules";
         let rule = json!({"security_group_rule": {"security_group_id": sg, "direction": "ingress",
             "protocol": "tcp", "port_range_min": 30000, "port_range_max": 30000, "remote_ip_prefix": "127.30.0.10"}});
-        let r = call(&m, "POST", rules, &token, rule.clone()).await;
+        let r = m.call("POST", rules, &token, rule.clone()).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
         assert_eq!(
             r.body["security_group_rule"]["remote_ip_prefix"],
@@ -578,7 +547,7 @@ mod tests {
             .as_str()
             .expect("id")
             .to_string();
-        let r = call(&m, "POST", rules, &token, rule).await;
+        let r = m.call("POST", rules, &token, rule).await;
         assert_eq!(r.status, StatusCode::CONFLICT);
         assert_eq!(r.body["NeutronError"]["type"], "SecurityGroupRuleExists");
         for bad in [
@@ -589,20 +558,18 @@ mod tests {
             json!({"security_group_id": sg, "direction": "ingress", "remote_ip_prefix": "nope"}),
             json!({"security_group_id": sg, "direction": "ingress", "protocol": "bogus"}),
         ] {
-            let r = call(
-                &m,
-                "POST",
-                rules,
-                &token,
-                json!({"security_group_rule": bad.clone()}),
-            )
-            .await;
+            let r = m
+                .call(
+                    "POST",
+                    rules,
+                    &token,
+                    json!({"security_group_rule": bad.clone()}),
+                )
+                .await;
             assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}");
             assert!(r.body["NeutronError"]["type"].is_string());
         }
-        let r = call(
-            &m,
-            "POST",
+        let r = m.call("POST",
             rules,
             &token,
             json!({"security_group_rule": {"security_group_id": "nope", "direction": "ingress"}}),
@@ -620,14 +587,14 @@ mod tests {
             r.body["security_group_rules"].as_array().map(Vec::len),
             Some(1)
         );
-        let r = call(
-            &m,
-            "PUT",
-            &format!("/network/v2.0/security-groups/{sg}"),
-            &token,
-            json!({"security_group": {"description": "d"}}),
-        )
-        .await;
+        let r = m
+            .call(
+                "PUT",
+                &format!("/network/v2.0/security-groups/{sg}"),
+                &token,
+                json!({"security_group": {"description": "d"}}),
+            )
+            .await;
         assert_eq!(r.body["security_group"]["description"], "d");
         let leaks = m.admin().leaks();
         assert_eq!(leaks.by_type["security_groups"].len(), 1);

@@ -42,21 +42,12 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
                 get(show_lb).put(update_lb).delete(delete_lb),
             )
             .route("/lbaas/loadbalancers/{id}/status", get(lb_status))
-            .route(
-                "/lbaas/listeners",
-                get(list_listeners).post(create_listener),
-            )
-            .route(
-                "/lbaas/listeners/{id}",
-                get(show_listener)
-                    .put(update_listener)
-                    .delete(delete_listener),
-            )
-            .route("/lbaas/pools", get(list_pools).post(create_pool))
-            .route(
-                "/lbaas/pools/{id}",
-                get(show_pool).put(update_pool).delete(delete_pool),
-            )
+            .merge(top_level_child_routes(Kind::Listener, "/lbaas/listeners"))
+            .merge(top_level_child_routes(Kind::Pool, "/lbaas/pools"))
+            .merge(top_level_child_routes(
+                Kind::Monitor,
+                "/lbaas/healthmonitors",
+            ))
             .route(
                 "/lbaas/pools/{id}/members",
                 get(list_members).post(create_member).put(batch_members),
@@ -64,14 +55,6 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
             .route(
                 "/lbaas/pools/{pool}/members/{id}",
                 get(show_member).put(update_member).delete(delete_member),
-            )
-            .route(
-                "/lbaas/healthmonitors",
-                get(list_monitors).post(create_monitor),
-            )
-            .route(
-                "/lbaas/healthmonitors/{id}",
-                get(show_monitor).put(update_monitor).delete(delete_monitor),
             )
             .with_state(shared.clone())
     };
@@ -438,48 +421,31 @@ fn delete_child(s: &Shared, kind: Kind, id: &str) -> Response {
     }
 }
 
-async fn list_listeners(
-    State(s): State<Arc<Shared>>,
-    OriginalUri(uri): OriginalUri,
-    q: Pairs,
-) -> Response {
-    list_children(&s, Kind::Listener, uri.path(), q, None)
-}
-async fn create_listener(State(s): State<Arc<Shared>>, body: Body) -> Response {
-    create_child(&s, Kind::Listener, None, body)
-}
-async fn show_listener(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    show_child(&s, Kind::Listener, &id, None)
-}
-async fn update_listener(
-    State(s): State<Arc<Shared>>,
-    Path(id): Path<String>,
-    body: Body,
-) -> Response {
-    update_child(&s, Kind::Listener, &id, body)
-}
-async fn delete_listener(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    delete_child(&s, Kind::Listener, &id)
-}
-
-async fn list_pools(
-    State(s): State<Arc<Shared>>,
-    OriginalUri(uri): OriginalUri,
-    q: Pairs,
-) -> Response {
-    list_children(&s, Kind::Pool, uri.path(), q, None)
-}
-async fn create_pool(State(s): State<Arc<Shared>>, body: Body) -> Response {
-    create_child(&s, Kind::Pool, None, body)
-}
-async fn show_pool(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    show_child(&s, Kind::Pool, &id, None)
-}
-async fn update_pool(State(s): State<Arc<Shared>>, Path(id): Path<String>, body: Body) -> Response {
-    update_child(&s, Kind::Pool, &id, body)
-}
-async fn delete_pool(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    delete_child(&s, Kind::Pool, &id)
+/// `collection` and `collection/{id}` for a child kind that is addressed on its own
+/// (listeners, pools, health monitors; members live under their pool): one set of
+/// handlers, parameterised by the kind, instead of five functions per kind.
+fn top_level_child_routes(kind: Kind, collection: &str) -> Router<Arc<Shared>> {
+    let list = move |State(s): State<Arc<Shared>>, OriginalUri(uri): OriginalUri, q: Pairs| async move {
+        list_children(&s, kind, uri.path(), q, None)
+    };
+    let create = move |State(s): State<Arc<Shared>>, body: Body| async move {
+        create_child(&s, kind, None, body)
+    };
+    let show = move |State(s): State<Arc<Shared>>, Path(id): Path<String>| async move {
+        show_child(&s, kind, &id, None)
+    };
+    let update = move |State(s): State<Arc<Shared>>, Path(id): Path<String>, body: Body| async move {
+        update_child(&s, kind, &id, body)
+    };
+    let delete = move |State(s): State<Arc<Shared>>, Path(id): Path<String>| async move {
+        delete_child(&s, kind, &id)
+    };
+    Router::new()
+        .route(collection, get(list).post(create))
+        .route(
+            &format!("{collection}/{{id}}"),
+            get(show).put(update).delete(delete),
+        )
 }
 
 async fn list_members(
@@ -555,30 +521,6 @@ async fn batch_members(
     }
 }
 
-async fn list_monitors(
-    State(s): State<Arc<Shared>>,
-    OriginalUri(uri): OriginalUri,
-    q: Pairs,
-) -> Response {
-    list_children(&s, Kind::Monitor, uri.path(), q, None)
-}
-async fn create_monitor(State(s): State<Arc<Shared>>, body: Body) -> Response {
-    create_child(&s, Kind::Monitor, None, body)
-}
-async fn show_monitor(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    show_child(&s, Kind::Monitor, &id, None)
-}
-async fn update_monitor(
-    State(s): State<Arc<Shared>>,
-    Path(id): Path<String>,
-    body: Body,
-) -> Response {
-    update_child(&s, Kind::Monitor, &id, body)
-}
-async fn delete_monitor(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
-    delete_child(&s, Kind::Monitor, &id)
-}
-
 #[cfg(test)]
 mod tests {
     use axum::body::Body;
@@ -586,32 +528,6 @@ mod tests {
 
     use super::*;
     use crate::testing::{BASE, Mock};
-
-    impl Mock {
-        async fn call(
-            &self,
-            method: &str,
-            uri: &str,
-            token: &str,
-            body: Value,
-        ) -> crate::testing::Reply {
-            let body = if body.is_null() {
-                Body::empty()
-            } else {
-                Body::from(body.to_string())
-            };
-            self.send(
-                method,
-                uri,
-                &[
-                    ("x-auth-token", token),
-                    ("content-type", "application/json"),
-                ],
-                body,
-            )
-            .await
-        }
-    }
 
     fn subnet(m: &Mock) -> String {
         m.shared.cloud().subnets[0].id.clone()

@@ -88,6 +88,25 @@ impl Mock {
         }
     }
 
+    /// A JSON call with a token, as the services' tests make them (`Value::Null` = no body).
+    pub async fn call(&self, method: &str, uri: &str, token: &str, body: Value) -> Reply {
+        let body = if body.is_null() {
+            Body::empty()
+        } else {
+            Body::from(body.to_string())
+        };
+        self.send(
+            method,
+            uri,
+            &[
+                ("x-auth-token", token),
+                ("content-type", "application/json"),
+            ],
+            body,
+        )
+        .await
+    }
+
     pub async fn get(&self, uri: &str, token: &str) -> Reply {
         self.send("GET", uri, &[("x-auth-token", token)], Body::empty())
             .await

@@ -27,6 +27,15 @@ struct Cli {
 impl Cli {
     /// Starts a mock with `nodes` servers; `None` (after printing why) without the CLI.
     async fn start(nodes: usize) -> Option<Cli> {
+        Self::start_with(Config {
+            nodes,
+            ..Config::default()
+        })
+        .await
+    }
+
+    /// Starts a mock with `config`; `None` (after printing why) without the CLI.
+    async fn start_with(config: Config) -> Option<Cli> {
         let Some(exe) = find_cli() else {
             eprintln!(
                 "skipping: the `openstack` CLI is not on PATH \
@@ -34,12 +43,7 @@ impl Cli {
             );
             return None;
         };
-        let mock = OpenStackMock::start(Config {
-            nodes,
-            ..Config::default()
-        })
-        .await
-        .expect("mock starts");
+        let mock = OpenStackMock::start(config).await.expect("mock starts");
         let home = tempfile::tempdir().expect("tempdir");
         Some(Cli { exe, mock, home })
     }
@@ -48,6 +52,10 @@ impl Cli {
     async fn run(&self, args: &[&str]) -> Result<String> {
         let info = self.mock.ready_info();
         let mut cmd = tokio::process::Command::new(&self.exe);
+        // Over TLS the CLI trusts exactly the mock's CA, as a user would point it.
+        if let Some(ca) = &info.ca_file {
+            cmd.args(["--os-cacert", ca]);
+        }
         cmd.args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -134,6 +142,27 @@ async fn cli_reads_token_servers_and_ports() -> Result<()> {
     assert_eq!(ports.len(), 1);
     let fixed = ports[0]["Fixed IP Addresses"].to_string();
     assert!(fixed.contains(&seeded.internal_ips[0]), "{fixed}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_works_over_tls_with_os_cacert() -> Result<()> {
+    let Some(cli) = Cli::start_with(Config {
+        nodes: 1,
+        tls: true,
+        ..Config::default()
+    })
+    .await
+    else {
+        return Ok(());
+    };
+    assert!(cli.mock.ready_info().auth_url.starts_with("https://"));
+    let token = cli.json(&["token", "issue"]).await?;
+    assert!(!field(&token, "id").is_empty(), "{token}");
+    let servers = cli.json(&["server", "list"]).await?;
+    assert_eq!(servers.as_array().map(Vec::len), Some(1), "{servers}");
+    let lbs = cli.json(&["loadbalancer", "list"]).await?;
+    assert_eq!(lbs.as_array().map(Vec::len), Some(0), "{lbs}");
     Ok(())
 }
 

@@ -264,6 +264,7 @@ pub async fn reconcile<R: Routes>(
 ) -> Result<(), String> {
     let nodes_api: Api<Node> = Api::all(client.clone());
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    crate::metrics::global().route_sync_total.inc();
     let routes = cloud
         .list_routes(&opts.cluster_name)
         .await

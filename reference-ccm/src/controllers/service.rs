@@ -282,7 +282,7 @@ impl<L: LoadBalancer> ServiceController<L> {
             synced: Notify::new(),
             cache: Mutex::new(HashMap::new()),
             last_synced_nodes: Mutex::new(HashMap::new()),
-            queue: WorkQueue::new(BACKOFF_BASE, BACKOFF_MAX),
+            queue: WorkQueue::named("service", BACKOFF_BASE, BACKOFF_MAX),
             node_sync: Notify::new(),
         })
     }
@@ -588,6 +588,7 @@ impl<L: LoadBalancer> ServiceController<L> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key_of(service), nodes.clone());
+        crate::metrics::global().loadbalancer_sync_total.inc();
         let status = match self
             .cloud
             .ensure_load_balancer(cluster, service, &nodes)
@@ -635,11 +636,20 @@ impl<L: LoadBalancer> ServiceController<L> {
         }
         let cluster = &self.opts.cluster_name;
         tracing::info!(service = %key, nodes = new_nodes.len(), "Updating backends for load balancer");
-        match self
+        let metrics = crate::metrics::global();
+        metrics.loadbalancer_sync_total.inc();
+        let started = std::time::Instant::now();
+        let result = self
             .cloud
             .update_load_balancer(cluster, service, &new_nodes)
-            .await
-        {
+            .await;
+        metrics
+            .update_loadbalancer_host_latency_seconds
+            .observe(started.elapsed().as_secs_f64());
+        if matches!(&result, Err(e) if !matches!(e, LbError::ImplementedElsewhere)) {
+            metrics.nodesync_error_total.inc();
+        }
+        match result {
             Ok(()) => {
                 if new_nodes.is_empty() {
                     self.event(
@@ -698,6 +708,7 @@ impl<L: LoadBalancer> ServiceController<L> {
             .cloned()
             .collect();
         let workers = self.opts.workers.max(1);
+        let started = std::time::Instant::now();
         let retry: Vec<String> = futures::stream::iter(services)
             .map(|s| {
                 let this = Arc::clone(self);
@@ -707,6 +718,9 @@ impl<L: LoadBalancer> ServiceController<L> {
             .filter_map(|k| async move { k })
             .collect()
             .await;
+        crate::metrics::global()
+            .nodesync_latency_seconds
+            .observe(started.elapsed().as_secs_f64());
         for key in retry {
             self.queue.add(&key);
         }

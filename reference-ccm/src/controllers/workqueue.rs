@@ -28,11 +28,19 @@ pub struct WorkQueue {
     notify: Notify,
     base_delay: Duration,
     max_delay: Duration,
+    /// `name` label of the `workqueue_*` metrics; empty = not recorded.
+    name: &'static str,
 }
 
 impl WorkQueue {
     pub fn new(base_delay: Duration, max_delay: Duration) -> Arc<Self> {
+        Self::named("", base_delay, max_delay)
+    }
+
+    /// A queue whose adds, depth and retries show as `workqueue_*{name="<name>"}`.
+    pub fn named(name: &'static str, base_delay: Duration, max_delay: Duration) -> Arc<Self> {
         Arc::new(Self {
+            name,
             state: Mutex::new(State::default()),
             notify: Notify::new(),
             base_delay,
@@ -54,8 +62,23 @@ impl WorkQueue {
             return; // re-queued by done()
         }
         s.queue.push_back(key.to_owned());
+        let depth = s.queue.len();
         drop(s);
+        self.record_depth(depth);
+        if !self.name.is_empty() {
+            crate::metrics::global()
+                .workqueue_adds_total
+                .inc_with(self.name);
+        }
         self.notify.notify_one();
+    }
+
+    fn record_depth(&self, depth: usize) {
+        if !self.name.is_empty() {
+            crate::metrics::global()
+                .workqueue_depth
+                .set_with(self.name, depth as f64);
+        }
     }
 
     /// Queues `key` after `delay`.
@@ -77,6 +100,11 @@ impl WorkQueue {
             *failures = failures.saturating_add(1);
             delay
         };
+        if !self.name.is_empty() {
+            crate::metrics::global()
+                .workqueue_retries_total
+                .inc_with(self.name);
+        }
         self.add_after(key, delay);
         delay
     }
@@ -100,6 +128,7 @@ impl WorkQueue {
                 if let Some(key) = s.queue.pop_front() {
                     s.dirty.remove(&key);
                     s.processing.insert(key.clone());
+                    self.record_depth(s.queue.len());
                     if !s.queue.is_empty() {
                         self.notify.notify_one();
                     }

@@ -192,6 +192,30 @@ impl OpenStackClient {
         query: &[(&str, &str)],
         body: Option<&Value>,
     ) -> Result<(String, bytes::Bytes), ClientError> {
+        // cloud-provider-openstack pkg/metrics: one observation per API call, labelled
+        // `<resource>_<verb>`, errors counted apart.
+        let label = request_label(&method, path);
+        let started = std::time::Instant::now();
+        let result = self.send_once(method, service, path, query, body).await;
+        let metrics = crate::metrics::global();
+        metrics
+            .openstack_api_request_duration_seconds
+            .observe_with(&label, started.elapsed().as_secs_f64());
+        metrics.openstack_api_requests_total.inc_with(&label);
+        if result.is_err() {
+            metrics.openstack_api_request_errors_total.inc_with(&label);
+        }
+        result
+    }
+
+    async fn send_once(
+        &self,
+        method: reqwest::Method,
+        service: Service,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<(String, bytes::Bytes), ClientError> {
         let method_name = method_name(&method);
         let mut reauthed = false;
         loop {
@@ -273,6 +297,37 @@ impl OpenStackClient {
         *self.session.write().await = Arc::new(fresh);
         Ok(())
     }
+}
+
+/// `<resource>_<verb>` for a request path, in the spirit of cloud-provider-openstack's
+/// metric labels (`server_get`, `loadbalancer_create`, ...): the last collection name in
+/// the path, singular, then `get` (one item) / `list` / `create` / `update` / `delete`.
+pub fn request_label(method: &reqwest::Method, path: &str) -> String {
+    let path = path.split('?').next().unwrap_or_default();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let is_collection = |s: &str| {
+        s.len() > 1
+            && s.ends_with('s')
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c == '_' || c == '-')
+    };
+    let pos = segments.iter().rposition(|s| is_collection(s));
+    let (resource, item) = match pos {
+        Some(i) => (
+            segments[i].trim_end_matches('s').replace('-', "_"),
+            segments.get(i + 1).is_some_and(|s| *s != "detail"),
+        ),
+        None => ("other".to_owned(), false),
+    };
+    let verb = match *method {
+        reqwest::Method::GET if item => "get",
+        reqwest::Method::GET => "list",
+        reqwest::Method::POST => "create",
+        reqwest::Method::PUT | reqwest::Method::PATCH => "update",
+        reqwest::Method::DELETE => "delete",
+        _ => "other",
+    };
+    format!("{resource}_{verb}")
 }
 
 fn method_name(method: &reqwest::Method) -> &'static str {
@@ -534,4 +589,31 @@ async fn authenticate(
         network,
         load_balancer,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_labels() {
+        use reqwest::Method;
+        assert_eq!(request_label(&Method::GET, "/servers/abc"), "server_get");
+        assert_eq!(
+            request_label(&Method::GET, "/servers/detail"),
+            "server_list"
+        );
+        assert_eq!(
+            request_label(&Method::POST, "/v2/lbaas/loadbalancers"),
+            "loadbalancer_create"
+        );
+        assert_eq!(
+            request_label(&Method::PUT, "/v2/lbaas/pools/p1/members"),
+            "member_update"
+        );
+        assert_eq!(
+            request_label(&Method::DELETE, "/v2.0/floatingips/f"),
+            "floatingip_delete"
+        );
+    }
 }

@@ -32,6 +32,7 @@ use super::client::{ClientError, Service as Endpoint};
 use super::instances::instance_id_from_provider_id;
 use crate::address::{EXTERNAL_IP, INTERNAL_IP};
 use crate::cloud::{LbError, LoadBalancer};
+use crate::options::LbNameScheme;
 
 /// Prefix of every load balancer name this CCM creates.
 pub const NAME_PREFIX: &str = "kube_service_";
@@ -47,11 +48,35 @@ impl From<ClientError> for LbError {
     }
 }
 
+/// The naming scheme of this process (`--testing-lb-name-scheme`, set once at startup).
+static NAME_SCHEME: std::sync::OnceLock<LbNameScheme> = std::sync::OnceLock::new();
+
+/// Sets the process's load-balancer naming scheme; only the first call counts.
+pub fn use_name_scheme(scheme: LbNameScheme) {
+    let _ = NAME_SCHEME.set(scheme);
+}
+
 /// `kube_service_<cluster>_<namespace>_<name>`, cut to 255 bytes on a char boundary
-/// (CPO `utils.GetLoadBalancerName`).
+/// (CPO `utils.GetLoadBalancerName`), or the test-only v2 name when the process was started
+/// with `--testing-lb-name-scheme=v2`.
 pub fn load_balancer_name(cluster: &str, service: &Service) -> String {
+    load_balancer_name_in(
+        NAME_SCHEME.get().copied().unwrap_or_default(),
+        cluster,
+        service,
+    )
+}
+
+/// [`load_balancer_name`] for an explicit scheme. `V2` is deliberately different from any
+/// upstream name (`kube_service_v2_...`): a CCM running it no longer finds the load
+/// balancers an earlier version made, which is what the upgrade suite must catch.
+pub fn load_balancer_name_in(scheme: LbNameScheme, cluster: &str, service: &Service) -> String {
+    let version = match scheme {
+        LbNameScheme::Legacy => "",
+        LbNameScheme::V2 => "v2_",
+    };
     let mut name = format!(
-        "{NAME_PREFIX}{cluster}_{}_{}",
+        "{NAME_PREFIX}{version}{cluster}_{}_{}",
         service.metadata.namespace.as_deref().unwrap_or("default"),
         service.metadata.name.as_deref().unwrap_or_default()
     );
@@ -1084,6 +1109,14 @@ mod tests {
         assert_eq!(legacy_name(&s).as_deref(), Some("a1234abcd5678"));
         let long = "x".repeat(300);
         assert_eq!(load_balancer_name(&long, &s).len(), 255);
+        assert_eq!(
+            load_balancer_name_in(LbNameScheme::V2, "kubernetes", &s),
+            "kube_service_v2_kubernetes_prod_web"
+        );
+        assert_eq!(
+            load_balancer_name_in(LbNameScheme::Legacy, "kubernetes", &s),
+            load_balancer_name("kubernetes", &s)
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod config;
 pub mod instances;
 pub mod loadbalancer;
 pub mod routes;
+pub mod secret;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -31,6 +32,8 @@ pub enum OpenStackError {
     Config(#[from] config::ConfigError),
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error(transparent)]
+    Secret(#[from] secret::SecretConfigError),
 }
 
 /// The OpenStack cloud: one authenticated client plus the parsed config.
@@ -63,6 +66,17 @@ impl OpenStack {
     /// for the caller to log once logging is up.
     pub async fn new(cloud_config_path: &str) -> Result<(Self, Vec<String>), OpenStackError> {
         let (config, mut warnings) = CloudConfig::load(cloud_config_path)?;
+        let cloud = Self::from_config(config).await?;
+        warnings.extend(cloud.notes.iter().cloned());
+        Ok((cloud, warnings))
+    }
+
+    /// Like [`OpenStack::new`] for a config already loaded (e.g. with a Secret applied by
+    /// [`secret::load_config`]); `warnings` are returned with the provider's notes added.
+    pub async fn with_config(
+        config: CloudConfig,
+        mut warnings: Vec<String>,
+    ) -> Result<(Self, Vec<String>), OpenStackError> {
         let cloud = Self::from_config(config).await?;
         warnings.extend(cloud.notes.iter().cloned());
         Ok((cloud, warnings))

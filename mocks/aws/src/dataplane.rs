@@ -1,0 +1,318 @@
+//! The ELB classic data plane: what the load balancer nodes would do. Every listener of a
+//! classic load balancer binds `vip:LoadBalancerPort` (the VIP is what its `DNSName`
+//! resolves to through [`crate::Admin::resolve`]) and proxies TCP to the registered,
+//! running instances' `privateIp:InstancePort` with [`mock_cloud::Proxy`]. The load
+//! balancer's security groups decide who may connect: the CIDRs of their TCP ingress
+//! rules covering the port (no group: everyone), as AWS filters at the ELB's groups. The
+//! health check target (`TCP:port`, `HTTP:port/path`) probes each instance, and an
+//! unhealthy instance gets no traffic (`DescribeInstanceHealth` still answers from the
+//! instance state).
+//!
+//! ELBv2 network load balancers are served the same way once `active`: each TCP listener
+//! binds `vip:port` and forwards to its target group's registered instances
+//! `privateIp:port`, probed with the target group's health check (no security groups:
+//! everyone may connect, as for an NLB without them).
+//!
+//! A reconciler task reads the model after every request and every
+//! [`RECONCILE_PERIOD`], starts, updates and stops proxies to match. Approximations: the
+//! probe interval is fixed and short (not the configured 5–300 s), SSL/HTTPS listeners are
+//! served as plain TCP.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mock_cloud::{Backend, Cidr, ExpectedCodes, HealthCheck, Probe, Protocol, Proxy, ProxyConfig};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::Shared;
+use crate::elb::ClassicLb;
+use crate::model::{Cloud, InstanceState};
+
+/// How often the reconciler runs when no request wakes it.
+pub(crate) const RECONCILE_PERIOD: Duration = Duration::from_millis(100);
+
+/// One listener as the data plane serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListenerPlan {
+    pub listen: SocketAddr,
+    pub backends: Vec<Backend>,
+    pub allowed: Vec<Cidr>,
+    pub health: Option<HealthCheck>,
+}
+
+/// `TCP:30080` / `HTTP:31000/healthz` as a probe on each instance's private IP.
+fn health_of(target: &str) -> Option<(Probe, u16)> {
+    let (proto, rest) = target.split_once(':')?;
+    let (port, path) = match rest.split_once('/') {
+        Some((port, path)) => (port, format!("/{path}")),
+        None => (rest, "/".to_string()),
+    };
+    let port: u16 = port.parse().ok()?;
+    let probe = match proto.to_ascii_uppercase().as_str() {
+        "TCP" | "SSL" => Probe::Tcp,
+        "HTTP" | "HTTPS" => Probe::Http {
+            path,
+            expected: ExpectedCodes::parse("200").ok()?,
+        },
+        _ => return None,
+    };
+    Some((probe, port))
+}
+
+fn allowed_cidrs(cloud: &Cloud, lb: &ClassicLb, port: i64) -> Vec<Cidr> {
+    if lb.security_groups.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for g in cloud
+        .security_groups
+        .iter()
+        .filter(|g| lb.security_groups.contains(&g.id))
+    {
+        for perm in &g.ingress {
+            let proto_ok = perm.protocol == "tcp" || perm.protocol == "-1" || perm.protocol == "6";
+            let covers = perm.protocol == "-1"
+                || (perm.from_port.unwrap_or(0) <= port && port <= perm.to_port.unwrap_or(65535));
+            if proto_ok && covers {
+                out.extend(perm.cidrs.iter().filter_map(|c| Cidr::parse(c).ok()));
+            }
+        }
+    }
+    if out.is_empty() {
+        // Groups that admit nobody: a prefix no client address falls in.
+        out.extend(Cidr::parse("255.255.255.255/32").ok());
+    }
+    out
+}
+
+/// What should be served now.
+pub(crate) fn plan(cloud: &mut Cloud) -> Vec<ListenerPlan> {
+    // Looking does not count as a read of the lifecycle (as the admin API's view).
+    let active: Vec<String> = cloud
+        .elbv2
+        .lbs
+        .values_mut()
+        .filter_map(|lb| {
+            let done = lb.lifecycle.peek() == mock_cloud::Phase::Done;
+            (lb.kind == "network" && done).then(|| lb.arn.clone())
+        })
+        .collect();
+    let cloud = &*cloud;
+    let mut out = Vec::new();
+    for lb in cloud.elbs.values() {
+        let health = health_of(&lb.health_check.target);
+        for l in &lb.listeners {
+            let (Ok(port), Ok(instance_port)) =
+                (u16::try_from(l.port), u16::try_from(l.instance_port))
+            else {
+                continue;
+            };
+            let backends = lb
+                .instances
+                .iter()
+                .filter_map(|id| cloud.instance(id))
+                .filter(|i| i.state == InstanceState::Running)
+                .map(|i| Backend {
+                    address: SocketAddr::new(IpAddr::V4(i.private_ip), instance_port),
+                    monitor: health
+                        .as_ref()
+                        .map(|(_, p)| SocketAddr::new(IpAddr::V4(i.private_ip), *p)),
+                })
+                .collect();
+            out.push(ListenerPlan {
+                listen: SocketAddr::new(IpAddr::V4(lb.vip), port),
+                backends,
+                allowed: allowed_cidrs(cloud, lb, l.port),
+                health: health.as_ref().map(|(probe, _)| HealthCheck {
+                    probe: probe.clone(),
+                    interval: Duration::from_millis(200),
+                    timeout: Duration::from_millis(500),
+                    rise: 1,
+                    fall: 1,
+                }),
+            });
+        }
+    }
+    for lb in cloud.elbv2.lbs.values() {
+        if !active.contains(&lb.arn) {
+            continue;
+        }
+        for l in cloud
+            .elbv2
+            .listeners
+            .values()
+            .filter(|l| l.lb_arn == lb.arn)
+        {
+            let Ok(port) = u16::try_from(l.port) else {
+                continue;
+            };
+            let Some(tg) = l
+                .actions
+                .iter()
+                .find_map(|(_, arn)| cloud.elbv2.target_groups.get(arn))
+            else {
+                continue;
+            };
+            let probe = match tg.health.protocol.to_ascii_uppercase().as_str() {
+                "HTTP" | "HTTPS" => ExpectedCodes::parse("200")
+                    .ok()
+                    .map(|expected| Probe::Http {
+                        path: tg.health.path.clone().unwrap_or_else(|| "/".into()),
+                        expected,
+                    }),
+                _ => Some(Probe::Tcp),
+            };
+            let backends = tg
+                .targets
+                .iter()
+                .filter_map(|(id, p)| Some((cloud.instance(id)?, u16::try_from(*p).ok()?)))
+                .filter(|(i, _)| i.state == InstanceState::Running)
+                .map(|(i, p)| {
+                    let hc_port = tg.health.port.parse::<u16>().unwrap_or(p);
+                    Backend {
+                        address: SocketAddr::new(IpAddr::V4(i.private_ip), p),
+                        monitor: Some(SocketAddr::new(IpAddr::V4(i.private_ip), hc_port)),
+                    }
+                })
+                .collect();
+            out.push(ListenerPlan {
+                listen: SocketAddr::new(IpAddr::V4(lb.vip), port),
+                backends,
+                allowed: Vec::new(),
+                health: probe.map(|probe| HealthCheck {
+                    probe,
+                    interval: Duration::from_millis(200),
+                    timeout: Duration::from_millis(500),
+                    rise: 1,
+                    fall: 1,
+                }),
+            });
+        }
+    }
+    out
+}
+
+struct Running {
+    plan: ListenerPlan,
+    proxy: Proxy,
+}
+
+/// The reconciler task; stopping (or dropping) it stops every proxy.
+pub(crate) struct DataPlane {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl DataPlane {
+    pub fn start(shared: Arc<Shared>) -> DataPlane {
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(run(shared, stopped));
+        DataPlane {
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the reconciler and every proxy; their sockets are closed when this returns.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for DataPlane {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+async fn run(shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
+    let mut running: HashMap<SocketAddr, Running> = HashMap::new();
+    let mut failures: HashMap<SocketAddr, String> = HashMap::new();
+    let mut tick = tokio::time::interval(RECONCILE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut stopped => break,
+            _ = tick.tick() => {}
+            _ = shared.dataplane_wake.notified() => {}
+        }
+        let wanted: HashMap<SocketAddr, ListenerPlan> = plan(&mut shared.cloud())
+            .into_iter()
+            .map(|p| (p.listen, p))
+            .collect();
+        let gone: Vec<SocketAddr> = running
+            .keys()
+            .filter(|k| !wanted.contains_key(*k))
+            .copied()
+            .collect();
+        for k in gone {
+            if let Some(r) = running.remove(&k) {
+                tracing::info!(listen = %k, "elb data plane: listener stopped");
+                r.proxy.stop().await;
+            }
+        }
+        failures.retain(|k, _| wanted.contains_key(k));
+        for (k, p) in wanted {
+            match running.get_mut(&k) {
+                Some(r) if r.plan == p => {}
+                Some(r) => {
+                    r.proxy.update(&p.backends, &p.allowed);
+                    r.proxy.set_health_check(p.health.clone());
+                    r.plan = p;
+                }
+                None => {
+                    let config = ProxyConfig {
+                        protocol: Protocol::Tcp,
+                        listen: p.listen,
+                        backends: p.backends.clone(),
+                        allowed_cidrs: p.allowed.clone(),
+                        health: p.health.clone(),
+                    };
+                    match Proxy::start(config).await {
+                        Ok(proxy) => {
+                            tracing::info!(listen = %k, "elb data plane: listener serving");
+                            failures.remove(&k);
+                            running.insert(k, Running { plan: p, proxy });
+                        }
+                        Err(e) => {
+                            let message = e.to_string();
+                            if failures.get(&k) != Some(&message) {
+                                tracing::warn!(listen = %k, error = %message, "elb data plane: cannot serve listener; retrying");
+                                failures.insert(k, message);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (_, r) in running.drain() {
+        r.proxy.stop().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_targets() {
+        assert_eq!(health_of("TCP:30080").map(|h| h.1), Some(30080));
+        let Some((Probe::Http { path, .. }, 31000)) = health_of("HTTP:31000/healthz") else {
+            panic!("http target");
+        };
+        assert_eq!(path, "/healthz");
+        assert!(health_of("bogus").is_none());
+        assert!(health_of("TCP:x").is_none());
+    }
+}

@@ -1,0 +1,643 @@
+//! A mock vCenter that unmodified vSphere clients — govmomi in cloud-provider-vsphere,
+//! pyvmomi, our reference CCM — talk to over HTTPS, so CCM conformance cases run with no
+//! vCenter. Where vcsim (govmomi's simulator) is the usual stand-in, this mock adds what a
+//! CCM needs and vcsim lacks: first-class guest hostName/IPs and BIOS UUIDs matching the
+//! simulated nodes, `SearchIndex` scoped to the datacenter, idle session expiry, `/api/session`,
+//! and the shared fault/journal/leak engine (`mock-cloud`).
+//!
+//! One HTTPS listener (vSphere clients insist on TLS), a CA generated at start and written
+//! to `ca.pem` in [`Config::ca_dir`] (a temporary directory by default):
+//! - `POST /sdk`: vim25 SOAP (see [`METHODS`]); `GET /sdk/vimServiceVersions.xml` and a
+//!   minimal `GET /sdk/vimService.wsdl` (service `VimService` at `/sdk`).
+//! - `/rest/com/vmware/cis/...` and `/api/...`: vAPI sessions and tagging.
+//! - `/admin`: our control API (journal, faults, reset from `mock-cloud`; VMs, tags, leaks).
+//!
+//! Journal and faults speak vSphere terms: a SOAP call is journaled with service `vim`,
+//! method `POST` and path `/sdk/<Method>` (e.g. `/sdk/FindByUuid`), so a fault rule
+//! `{"service":"vim","path":"FindByUuid","status":404}` fails that method only. For the
+//! fault engine (`Faults::for_cloud("vsphere")`) a call's `operation` is the SOAP method
+//! and its `resource` the MoRef id it is about (`_this`, or for the PropertyCollector the
+//! first `obj` of the spec). A fired rule answers a vim25 fault (HTTP 500, as vCenter
+//! does): a `code` naming `NotAuthenticated`, `ManagedObjectNotFound`, `InvalidArgument` or
+//! `SystemError` picks that fault (kind `throttle` names `NotAuthenticated`); otherwise
+//! 401/403 -> `NotAuthenticated`, 404 -> `ManagedObjectNotFound` (of `_this`), 400 ->
+//! `InvalidArgument`, others -> `SystemError`. Kind `reset` drops the connection (journal
+//! status 0); `not_found_after_create` answers `ManagedObjectNotFound` for reads of a VM
+//! made by [`Admin::create_vm`] within the window. vAPI calls are journaled as service
+//! `vapi` with their real path, and a fired rule answers the vAPI error envelope with the
+//! rule's status.
+//!
+//! [`Config::seed`] (`ccm-conformance mock vsphere --seed FILE`) adds VMs, tag categories,
+//! tags and attachments ([`VsphereState`]), fault rules and power-task lifecycle modes
+//! (types [`LIFECYCLE_TYPES`]), all restored by reset. Power tasks follow the shared
+//! lifecycle engine (`mock_cloud::lifecycle`): `immediate` (default) finishes before the
+//! call returns; `reads`, `seconds`, `error`, `stuck` leave the task `running` and set the
+//! VM's power state only when it succeeds; [`Admin::set_task_policies`] changes the modes
+//! at run time. `WaitForUpdates[Ex]` blocks until a filtered object changes or
+//! `maxWaitSeconds` passes.
+//!
+//! Deliberate simplifications (each documented where it lives): an already-reached power
+//! state fails the task at once (`InvalidPowerState`); `WaitForUpdates[Ex]` reports whole
+//! objects (every selected property) and only tells a first call from later ones by
+//! version, and blocks at most a minute; property filters and
+//! `RetrievePropertiesEx` pages are not tied to the session that made them; an unknown
+//! top-level property is `InvalidProperty`, an unknown path below a known one is unset.
+//! Differences from vcsim, checked by `tests/pyvmomi.rs`, are listed there.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), mock_vsphere::Error> {
+//! let mock = mock_vsphere::VsphereMock::start(mock_vsphere::Config::default()).await?;
+//! let admin = mock.admin();
+//! let vm = admin.vm_by_name("node-0").expect("seeded");
+//! admin.update_vm(&vm.id, mock_vsphere::VmPatch { ips: Some(vec!["127.60.0.99".into()]), ..Default::default() })
+//!     .expect("patch");
+//! admin.faults().add(mock_cloud::FaultRule { service: Some("vim".into()), path: Some("FindByUuid".into()), status: 401, count: Some(1), ..Default::default() });
+//! println!("{}", serde_json::to_string(&mock.ready_info()).expect("json"));
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+
+mod admin_api;
+mod model;
+mod props;
+mod seed;
+mod soap;
+mod vapi;
+mod xml;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use mock_cloud::lifecycle::Policies;
+use mock_cloud::tls::{ClientAuth, LOCAL_SANS, TestCa, TlsError};
+use mock_cloud::{Faults, Journal, ServeError, ServerHandle};
+use serde::{Deserialize, Serialize};
+
+pub use model::{AdminError, Category, Nic, PowerState, Tag, VmInfo, VmPatch, VmSpec};
+pub use seed::{AttachmentSeed, CategorySeed, LIFECYCLE_TYPES, SeedFile, TagSeed, VsphereState};
+pub use soap::{API_VERSION, METHODS, SESSION_COOKIE};
+pub use vapi::SESSION_HEADER;
+
+use crate::model::Inventory;
+use crate::soap::Sessions;
+
+/// SOAP bodies larger than this get an `InvalidRequest` fault (HTTP 500).
+pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
+
+/// How the mock starts.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen; port 0 picks a free port.
+    pub listen: SocketAddr,
+    pub username: String,
+    pub password: String,
+    /// Datacenter names; each gets a cluster with `hosts` hosts.
+    pub datacenters: Vec<String>,
+    pub hosts: usize,
+    /// VMs created at start (and restored by reset), in the first datacenter: name and
+    /// `guest.hostName` `{node_name_prefix}{i}`, IP `127.60.{address_block}.{10+i}`.
+    pub nodes: usize,
+    pub node_name_prefix: String,
+    pub address_block: u8,
+    /// SOAP and vAPI sessions unused this long are dropped (`NotAuthenticated` / 401).
+    pub session_idle_timeout: Duration,
+    /// Where `ca.pem` is written; a temporary directory (removed on drop) when `None`.
+    pub ca_dir: Option<PathBuf>,
+    /// Zone/region tagging as the vSphere CCM's `labels{zone,region}` expect: when set,
+    /// categories `k8s-region` and `k8s-zone` exist, the region tag is attached to every
+    /// datacenter and zone tags to hosts round robin.
+    pub zones: Option<ZoneSeed>,
+    /// Extra VMs, tags, fault rules and task lifecycle modes (a seed file; see
+    /// [`VsphereState`]), added after `nodes` and `zones`. Reset puts all of it back.
+    pub seed: SeedFile,
+}
+
+/// Zone and region tags to seed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZoneSeed {
+    pub region_category: String,
+    pub zone_category: String,
+    pub region: String,
+    pub zones: Vec<String>,
+}
+
+impl Default for ZoneSeed {
+    fn default() -> Self {
+        ZoneSeed {
+            region_category: "k8s-region".into(),
+            zone_category: "k8s-zone".into(),
+            region: "region-a".into(),
+            zones: vec!["zone-a".into(), "zone-b".into()],
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            username: "administrator@vsphere.local".into(),
+            // Random, so a client that ignores its configuration cannot pass by luck.
+            password: format!("Pw-{}", uuid::Uuid::new_v4().simple()),
+            datacenters: vec!["DC0".into()],
+            hosts: 2,
+            nodes: 3,
+            node_name_prefix: "node-".into(),
+            address_block: 0,
+            session_idle_timeout: Duration::from_secs(30 * 60),
+            ca_dir: None,
+            zones: Some(ZoneSeed::default()),
+            seed: SeedFile::default(),
+        }
+    }
+}
+
+/// Failure to start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("starting mock vSphere: {0}")]
+    Serve(#[from] ServeError),
+    #[error("mock vSphere TLS: {0}")]
+    Tls(#[from] TlsError),
+    #[error("writing the CA file {path}: {source}")]
+    CaFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("seeding {what}: {source}")]
+    Seed { what: String, source: AdminError },
+    #[error("mock vSphere config: {0}")]
+    Config(String),
+    #[error("seed file: {0}")]
+    SeedFile(#[from] mock_cloud::SeedError),
+    #[error("seed file fault rules: {0}")]
+    SeedFaults(#[from] mock_cloud::FaultError),
+}
+
+/// What a client needs (the ready-file object of DESIGN.md "Contracts").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadyInfo {
+    /// `https://127.0.0.1:PORT/sdk`.
+    pub url: String,
+    pub username: String,
+    pub password: String,
+    /// Always false: the CA in `ca_file` verifies the serving certificate.
+    pub insecure: bool,
+    pub ca_file: Option<String>,
+    pub admin_url: String,
+}
+
+/// Everything the handlers share.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub base: String,
+    pub instance_uuid: String,
+    inventory: Mutex<Inventory>,
+    seed: Inventory,
+    sessions: Mutex<Sessions>,
+    pub journal: Journal,
+    pub faults: Faults,
+    /// Which lifecycle mode a new power task gets.
+    policies: Mutex<Policies>,
+}
+
+impl Shared {
+    /// The inventory. Callers hold it briefly and never across an await.
+    pub fn inventory(&self) -> MutexGuard<'_, Inventory> {
+        self.inventory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn sessions(&self) -> MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn policies(&self) -> MutexGuard<'_, Policies> {
+        self.policies.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The control side of a running mock: same operations as the HTTP admin API.
+#[derive(Clone)]
+pub struct Admin {
+    shared: Arc<Shared>,
+}
+
+impl Admin {
+    /// All VMs, by MoRef id.
+    pub fn vms(&self) -> Vec<VmInfo> {
+        let inv = self.shared.inventory();
+        let mut ids: Vec<&String> = inv.vms().map(|(o, _)| &o.id).collect();
+        ids.sort_by_key(|id| {
+            id.trim_start_matches("vm-")
+                .parse::<u64>()
+                .unwrap_or(u64::MAX)
+        });
+        ids.into_iter().filter_map(|id| inv.vm_info(id)).collect()
+    }
+
+    pub fn vm(&self, id: &str) -> Option<VmInfo> {
+        self.shared.inventory().vm_info(id)
+    }
+
+    /// The oldest VM with this inventory name.
+    pub fn vm_by_name(&self, name: &str) -> Option<VmInfo> {
+        self.vms().into_iter().find(|v| v.name == name)
+    }
+
+    pub fn create_vm(&self, spec: VmSpec) -> Result<VmInfo, AdminError> {
+        let mut inv = self.shared.inventory();
+        let id = inv.create_vm(spec)?;
+        // For `not_found_after_create` rules: reads of this VM may miss for a while.
+        self.shared.faults.note_created(&id);
+        inv.vm_info(&id).ok_or(AdminError::NotFound(id))
+    }
+
+    pub fn update_vm(&self, id: &str, patch: VmPatch) -> Result<VmInfo, AdminError> {
+        let mut inv = self.shared.inventory();
+        inv.update_vm(id, patch)?;
+        inv.vm_info(id)
+            .ok_or_else(|| AdminError::NotFound(id.to_string()))
+    }
+
+    /// Removes the VM: lookups then miss and reads get `ManagedObjectNotFound`.
+    pub fn delete_vm(&self, id: &str) -> Result<(), AdminError> {
+        self.shared.inventory().delete_vm(id)
+    }
+
+    /// Creates a tag category (`cardinality` `SINGLE` or `MULTIPLE`); returns its id.
+    pub fn create_category(
+        &self,
+        name: &str,
+        cardinality: &str,
+        associable_types: Vec<String>,
+    ) -> Result<String, AdminError> {
+        if !matches!(cardinality, "SINGLE" | "MULTIPLE") {
+            return Err(AdminError::Invalid {
+                field: "cardinality",
+                reason: format!("{cardinality:?} is not SINGLE or MULTIPLE"),
+            });
+        }
+        self.shared
+            .inventory()
+            .add_category(name, cardinality, associable_types)
+    }
+
+    pub fn create_tag(&self, category_id: &str, name: &str) -> Result<String, AdminError> {
+        self.shared.inventory().add_tag(category_id, name)
+    }
+
+    /// Attaches a tag to any inventory object by MoRef id (VM, host, cluster, datacenter).
+    pub fn attach_tag(&self, tag_id: &str, object_id: &str) -> Result<(), AdminError> {
+        self.shared.inventory().attach(tag_id, object_id)
+    }
+
+    pub fn categories(&self) -> Vec<Category> {
+        self.shared.inventory().categories.clone()
+    }
+
+    pub fn tags(&self) -> Vec<Tag> {
+        self.shared.inventory().tags.clone()
+    }
+
+    /// Tag ids attached to an object.
+    pub fn attached_tags(&self, object_id: &str) -> Vec<String> {
+        self.shared.inventory().attached(object_id)
+    }
+
+    /// MoRef ids of the datacenters and of their hosts, in order: `(datacenter, hosts)`.
+    pub fn datacenters(&self) -> Vec<(String, Vec<String>)> {
+        self.shared
+            .inventory()
+            .datacenters
+            .iter()
+            .map(|d| (d.id.clone(), d.hosts.clone()))
+            .collect()
+    }
+
+    /// What exists now and did not at the seed, as `"<kind> <id>"` lines: VMs, tags,
+    /// categories, tag attachments, open container views and property filters.
+    pub fn leaks(&self) -> Vec<String> {
+        let inv = self.shared.inventory();
+        let seed = &self.shared.seed;
+        let mut out = Vec::new();
+        for (o, _) in inv.vms() {
+            if seed.get(&o.id).is_none() {
+                out.push(format!("vm {}", o.id));
+            }
+        }
+        for o in inv.objects.values() {
+            if o.kind == model::Kind::ContainerView {
+                out.push(format!("container-view {}", o.id));
+            }
+        }
+        out.extend(
+            self.shared
+                .sessions()
+                .filters
+                .keys()
+                .map(|f| format!("property-filter {f}")),
+        );
+        for c in &inv.categories {
+            if !seed.categories.contains(c) {
+                out.push(format!("category {}", c.id));
+            }
+        }
+        for t in &inv.tags {
+            if !seed.tags.contains(t) {
+                out.push(format!("tag {}", t.id));
+            }
+        }
+        for a in &inv.attachments {
+            if !seed.attachments.contains(a) {
+                out.push(format!("tag-association {} {}", a.0, a.2));
+            }
+        }
+        out
+    }
+
+    pub fn journal(&self) -> Journal {
+        self.shared.journal.clone()
+    }
+
+    pub fn faults(&self) -> Faults {
+        self.shared.faults.clone()
+    }
+
+    /// Drops every SOAP and vAPI session (clients then get `NotAuthenticated` / 401).
+    pub fn expire_sessions(&self) {
+        let mut s = self.shared.sessions();
+        s.soap.clear();
+        s.vapi.clear();
+        s.pages.clear();
+    }
+
+    /// Clears the journal, fault rules and sessions, and puts the inventory back to the seed.
+    pub fn reset(&self) {
+        self.shared.faults.clear();
+        self.shared.journal.clear();
+        self.reset_cloud();
+    }
+
+    /// Sets how power tasks started from now on end (by VM id, then by type: `poweron`,
+    /// `poweroff`, `task`, then the default); tasks already running keep their mode.
+    pub fn set_task_policies(&self, policies: Policies) {
+        *self.shared.policies() = policies;
+    }
+
+    /// The power-task lifecycle modes in force.
+    pub fn task_policies(&self) -> Policies {
+        self.shared.policies().clone()
+    }
+
+    fn reset_cloud(&self) {
+        *self.shared.inventory() = self.shared.seed.clone();
+        self.expire_sessions();
+        let seed = &self.shared.config.seed;
+        // Both were checked at start, so neither can fail here.
+        match seed.lifecycle.policies(LIFECYCLE_TYPES) {
+            Ok(p) => *self.shared.policies() = p,
+            Err(e) => tracing::warn!(error = %e, "re-applying the seed's lifecycle modes"),
+        }
+        if let Err(e) = seed.apply_faults(&self.shared.faults) {
+            tracing::warn!(error = %e, "re-applying the seed's fault rules");
+        }
+    }
+}
+
+/// A running mock vCenter.
+pub struct VsphereMock {
+    shared: Arc<Shared>,
+    server: ServerHandle,
+    ca_file: PathBuf,
+    /// Keeps the temporary CA directory alive.
+    _ca_dir: Option<tempfile::TempDir>,
+}
+
+impl VsphereMock {
+    /// Generates the CA, binds, seeds and starts serving HTTPS.
+    pub async fn start(config: Config) -> Result<VsphereMock, Error> {
+        let ca = TestCa::generate("ccm-conformance mock vSphere CA")?;
+        let (dir, temp) = match &config.ca_dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                let t = tempfile::tempdir().map_err(|source| Error::CaFile {
+                    path: std::env::temp_dir(),
+                    source,
+                })?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let ca_file = dir.join("ca.pem");
+        ca.write_ca_file(&ca_file).map_err(|source| Error::CaFile {
+            path: ca_file.clone(),
+            source,
+        })?;
+        let tls = ca.server_config(LOCAL_SANS, ClientAuth::None)?;
+        let bound = mock_cloud::bind(config.listen).await?;
+        let base = bound.base_url_https();
+        let shared = Arc::new(build_shared(config, base)?);
+        let server = bound.serve_tls(router(shared.clone()), tls);
+        tracing::info!(base = %shared.base, "mock vSphere serving");
+        Ok(VsphereMock {
+            shared,
+            server,
+            ca_file,
+            _ca_dir: temp,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    pub fn ca_file(&self) -> &std::path::Path {
+        &self.ca_file
+    }
+
+    pub fn ready_info(&self) -> ReadyInfo {
+        let c = &self.shared.config;
+        ReadyInfo {
+            url: format!("{}/sdk", self.shared.base),
+            username: c.username.clone(),
+            password: c.password.clone(),
+            insecure: false,
+            ca_file: Some(self.ca_file.display().to_string()),
+            admin_url: format!("{}/admin", self.shared.base),
+        }
+    }
+
+    pub fn admin(&self) -> Admin {
+        Admin {
+            shared: self.shared.clone(),
+        }
+    }
+
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
+    }
+}
+
+/// Starts the mock and writes its [`ReadyInfo`] as JSON to `ready_file` (atomically:
+/// a sibling temporary file renamed into place): `ccm-conformance mock vsphere` in a call.
+pub async fn start_with_ready_file(
+    config: Config,
+    ready_file: &std::path::Path,
+) -> Result<VsphereMock, Error> {
+    let mock = VsphereMock::start(config).await?;
+    let json =
+        serde_json::to_vec_pretty(&mock.ready_info()).map_err(|e| Error::Config(e.to_string()))?;
+    let tmp = ready_file.with_extension("tmp");
+    std::fs::write(&tmp, json)
+        .and_then(|()| std::fs::rename(&tmp, ready_file))
+        .map_err(|source| Error::CaFile {
+            path: ready_file.to_path_buf(),
+            source,
+        })?;
+    Ok(mock)
+}
+
+pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error> {
+    if config.datacenters.is_empty() {
+        return Err(Error::Config("at least one datacenter is needed".into()));
+    }
+    let mut inv = Inventory::new(&config.datacenters, config.hosts);
+    for i in 0..config.nodes {
+        let name = format!("{}{i}", config.node_name_prefix);
+        let spec = VmSpec {
+            name: name.clone(),
+            host_name: Some(name.clone()),
+            ips: vec![format!(
+                "127.60.{}.{}",
+                config.address_block,
+                10 + (i % 240)
+            )],
+            ..Default::default()
+        };
+        inv.create_vm(spec)
+            .map_err(|source| Error::Seed { what: name, source })?;
+    }
+    if let Some(z) = &config.zones {
+        seed_zones(&mut inv, z).map_err(|source| Error::Seed {
+            what: "zone tags".into(),
+            source,
+        })?;
+    }
+    seed::apply(&mut inv, &config.seed.state)
+        .map_err(|(what, source)| Error::Seed { what, source })?;
+    let policies = config.seed.lifecycle.policies(LIFECYCLE_TYPES)?;
+    let faults = Faults::for_cloud("vsphere");
+    config.seed.apply_faults(&faults)?;
+    Ok(Shared {
+        seed: inv.clone(),
+        inventory: Mutex::new(inv),
+        sessions: Mutex::new(Sessions::default()),
+        journal: Journal::new(),
+        faults,
+        policies: Mutex::new(policies),
+        instance_uuid: model::new_uuid(),
+        base,
+        config,
+    })
+}
+
+fn seed_zones(inv: &mut Inventory, z: &ZoneSeed) -> Result<(), AdminError> {
+    let region_cat = inv.add_category(&z.region_category, "SINGLE", vec!["Datacenter".into()])?;
+    let zone_cat = inv.add_category(
+        &z.zone_category,
+        "SINGLE",
+        vec!["HostSystem".into(), "ClusterComputeResource".into()],
+    )?;
+    let region = inv.add_tag(&region_cat, &z.region)?;
+    let mut zone_tags = Vec::new();
+    for zone in &z.zones {
+        zone_tags.push(inv.add_tag(&zone_cat, zone)?);
+    }
+    let dcs = inv.datacenters.clone();
+    let mut n = 0;
+    for dc in dcs {
+        inv.attach(&region, &dc.id)?;
+        for host in &dc.hosts {
+            if !zone_tags.is_empty() {
+                inv.attach(&zone_tags[n % zone_tags.len()], host)?;
+                n += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Journals vAPI calls (service `vapi`) and applies fault rules to them.
+async fn vapi_gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let fired = shared.faults.check("vapi", &method, &path);
+    let mut response = None;
+    if let Some(f) = &fired {
+        if let Some(d) = f.latency {
+            tokio::time::sleep(d).await;
+        }
+        if f.action == mock_cloud::FaultAction::Reset {
+            // A dropped connection has no status; the journal says 0.
+            shared
+                .journal
+                .record("vapi", &method, &path, &query, 0, Some(f.rule_id));
+            return mock_cloud::connection_reset();
+        }
+        if let Some(status) = f.status {
+            let status = axum::http::StatusCode::from_u16(status)
+                .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+            let msg = f.message.clone().unwrap_or_else(|| "injected fault".into());
+            response = Some((status, axum::Json(serde_json::json!({"type": "com.vmware.vapi.std.errors.service_unavailable", "value": {"messages": [{"default_message": msg}]}}))).into_response());
+        }
+    }
+    let response = match response {
+        Some(r) => r,
+        None => next.run(req).await,
+    };
+    shared.journal.record(
+        "vapi",
+        &method,
+        &path,
+        &query,
+        response.status().as_u16(),
+        fired.map(|f| f.rule_id),
+    );
+    response
+}
+
+/// The whole HTTP surface.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let admin = Admin {
+        shared: shared.clone(),
+    };
+    let reset_target = admin.clone();
+    let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
+    let control = mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
+        .merge(admin_api::routes(admin))
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            admin_api::journal_admin,
+        ));
+    let vapi = vapi::routes(shared.clone()).layer(axum::middleware::from_fn_with_state(
+        shared.clone(),
+        vapi_gate,
+    ));
+    Router::new()
+        .route("/sdk", post(soap::endpoint))
+        .route("/sdk/vimServiceVersions.xml", get(soap::service_versions))
+        .route("/sdk/vimService.wsdl", get(soap::wsdl))
+        .with_state(shared)
+        .merge(vapi)
+        .nest("/admin", control)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,311 @@
+//! The vSphere cloud config: upstream's `vsphere.conf`, YAML first, legacy INI second.
+//!
+//! Exists because the harness and real deployments hand the CCM the file
+//! `kubernetes/cloud-provider-vsphere` reads (`pkg/common/config/types_yaml.go` and the
+//! legacy `types_ini_legacy.go`): `global` credentials/port/`insecureFlag`/`caFile`, one
+//! `vcenter.<name>` entry per vCenter with its `server` and `datacenters`, and `labels`
+//! naming the tag categories for zone and region. Only one vCenter is supported here.
+
+use serde::Deserialize;
+
+/// Why the config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading vSphere cloud config {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("vSphere cloud config is neither YAML ({yaml}) nor INI ({ini})")]
+    Syntax { yaml: String, ini: String },
+    #[error("vSphere cloud config: {0}")]
+    Invalid(String),
+}
+
+/// The resolved settings for the one vCenter the provider talks to.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VsphereConfig {
+    /// `server`: host name or IP of the vCenter.
+    pub server: String,
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+    pub insecure: bool,
+    pub ca_file: String,
+    /// Datacenter names FindByUuid & co. are scoped to; empty = the whole inventory.
+    pub datacenters: Vec<String>,
+    pub zone_category: String,
+    pub region_category: String,
+}
+
+impl VsphereConfig {
+    /// `https://server:port/sdk`.
+    pub fn sdk_url(&self) -> String {
+        format!("{}/sdk", self.base_url())
+    }
+
+    pub fn base_url(&self) -> String {
+        if self.server.contains(':') && !self.server.starts_with('[') {
+            format!("https://[{}]:{}", self.server, self.port)
+        } else {
+            format!("https://{}:{}", self.server, self.port)
+        }
+    }
+
+    pub fn load(path: &str) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        Self::parse(&text)
+    }
+
+    /// YAML first (upstream tries YAML, then falls back to INI, `config.go` `ReadConfig`).
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        match serde_saphyr::from_str::<YamlConfig>(text) {
+            Ok(y) if y.vcenter.is_some() || y.global.is_some() => from_yaml(y),
+            Ok(_) => parse_ini(text).map_err(|ini| ConfigError::Syntax {
+                yaml: "no global or vcenter section".into(),
+                ini,
+            }),
+            Err(yaml) => parse_ini(text).map_err(|ini| ConfigError::Syntax {
+                yaml: yaml.to_string(),
+                ini,
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Names {
+    List(Vec<String>),
+    Csv(String),
+}
+
+impl Names {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Names::List(v) => v,
+            Names::Csv(s) => split_csv(&s),
+        }
+    }
+}
+
+fn split_csv(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct YamlCommon {
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    port: Option<u16>,
+    #[serde(default)]
+    insecure_flag: Option<bool>,
+    #[serde(default)]
+    ca_file: Option<String>,
+    #[serde(default)]
+    datacenters: Option<Names>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+struct YamlLabels {
+    #[serde(default)]
+    zone: Option<String>,
+    #[serde(default)]
+    region: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+struct YamlConfig {
+    #[serde(default)]
+    global: Option<YamlCommon>,
+    #[serde(default)]
+    vcenter: Option<std::collections::BTreeMap<String, YamlCommon>>,
+    #[serde(default)]
+    labels: Option<YamlLabels>,
+}
+
+fn from_yaml(y: YamlConfig) -> Result<VsphereConfig, ConfigError> {
+    let global = y.global.unwrap_or_default();
+    let mut vcs = y.vcenter.unwrap_or_default().into_iter();
+    let (name, vc) = match (vcs.next(), vcs.next()) {
+        (Some(one), None) => one,
+        (None, _) => return Err(ConfigError::Invalid("no vcenter entry".into())),
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::Invalid(
+                "more than one vcenter entry is not supported".into(),
+            ));
+        }
+    };
+    let labels = y.labels.unwrap_or_default();
+    let config = VsphereConfig {
+        // An entry without `server` uses its key (upstream `types_yaml.go` validateConfig).
+        server: vc.server.unwrap_or(name),
+        port: vc.port.or(global.port).unwrap_or(443),
+        user: vc.user.or(global.user).unwrap_or_default(),
+        password: vc.password.or(global.password).unwrap_or_default(),
+        insecure: vc.insecure_flag.or(global.insecure_flag).unwrap_or(false),
+        ca_file: vc.ca_file.or(global.ca_file).unwrap_or_default(),
+        datacenters: vc
+            .datacenters
+            .or(global.datacenters)
+            .map(Names::into_vec)
+            .unwrap_or_default(),
+        zone_category: labels.zone.unwrap_or_default(),
+        region_category: labels.region.unwrap_or_default(),
+    };
+    validate(config)
+}
+
+fn validate(c: VsphereConfig) -> Result<VsphereConfig, ConfigError> {
+    if c.server.is_empty() {
+        return Err(ConfigError::Invalid("vcenter server is empty".into()));
+    }
+    if c.user.is_empty() {
+        return Err(ConfigError::Invalid("no user for the vcenter".into()));
+    }
+    Ok(c)
+}
+
+/// Legacy INI: `[Global]`, `[VirtualCenter "server"]`, `[Labels]` (gcfg syntax).
+fn parse_ini(text: &str) -> Result<VsphereConfig, String> {
+    let mut section = String::new();
+    let mut global = YamlCommon::default();
+    let mut vc: Option<(String, YamlCommon)> = None;
+    let mut labels = YamlLabels::default();
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(head) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let head = head.trim();
+            if let Some(rest) = head
+                .strip_prefix("VirtualCenter")
+                .or_else(|| head.strip_prefix("virtualcenter"))
+            {
+                let server = rest.trim().trim_matches('"').to_owned();
+                if vc.is_some() {
+                    return Err("more than one VirtualCenter section is not supported".into());
+                }
+                vc = Some((server, YamlCommon::default()));
+                section = "vc".into();
+            } else {
+                section = head.to_ascii_lowercase();
+            }
+            continue;
+        }
+        let (k, v) = line
+            .split_once('=')
+            .ok_or_else(|| format!("line {}: expected key = value", n + 1))?;
+        let key = k.trim().to_ascii_lowercase();
+        let value = v.trim().trim_matches('"').to_owned();
+        let target = match section.as_str() {
+            "global" => &mut global,
+            "vc" => match vc.as_mut() {
+                Some((_, c)) => c,
+                None => continue,
+            },
+            "labels" => {
+                match key.as_str() {
+                    "zone" => labels.zone = Some(value),
+                    "region" => labels.region = Some(value),
+                    _ => {}
+                }
+                continue;
+            }
+            "" => return Err(format!("line {}: key outside a section", n + 1)),
+            _ => continue,
+        };
+        match key.as_str() {
+            "user" => target.user = Some(value),
+            "password" => target.password = Some(value),
+            "port" => {
+                target.port = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("line {}: bad port {value:?}", n + 1))?,
+                )
+            }
+            "insecure-flag" => target.insecure_flag = Some(matches!(value.as_str(), "1" | "true")),
+            "ca-file" => target.ca_file = Some(value),
+            "datacenters" => target.datacenters = Some(Names::Csv(value)),
+            "server" => target.server = Some(value),
+            _ => {}
+        }
+    }
+    let (name, vc) = vc.ok_or("no VirtualCenter section")?;
+    let mut map = std::collections::BTreeMap::new();
+    map.insert(name, vc);
+    from_yaml(YamlConfig {
+        global: Some(global),
+        vcenter: Some(map),
+        labels: Some(labels),
+    })
+    .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_with_global_defaults() {
+        let c = VsphereConfig::parse(
+            "global:\n  user: admin\n  password: pw\n  port: 8443\n  insecureFlag: true\n\
+             vcenter:\n  vc1:\n    server: 127.0.0.1\n    datacenters:\n      - DC0\n      - DC1\n\
+             labels:\n  zone: k8s-zone\n  region: k8s-region\n",
+        )
+        .unwrap();
+        assert_eq!(c.server, "127.0.0.1");
+        assert_eq!(c.port, 8443);
+        assert_eq!(c.user, "admin");
+        assert!(c.insecure);
+        assert_eq!(c.datacenters, vec!["DC0", "DC1"]);
+        assert_eq!(c.zone_category, "k8s-zone");
+        assert_eq!(c.sdk_url(), "https://127.0.0.1:8443/sdk");
+    }
+
+    #[test]
+    fn yaml_vcenter_overrides_and_csv_datacenters() {
+        let c = VsphereConfig::parse(
+            "global:\n  user: a\n  caFile: /g.pem\nvcenter:\n  vc.example:\n    user: b\n    caFile: /v.pem\n    datacenters: 'DC0, DC1'\n",
+        )
+        .unwrap();
+        assert_eq!(c.server, "vc.example");
+        assert_eq!(c.user, "b");
+        assert_eq!(c.ca_file, "/v.pem");
+        assert_eq!(c.port, 443);
+        assert_eq!(c.datacenters, vec!["DC0", "DC1"]);
+    }
+
+    #[test]
+    fn legacy_ini() {
+        let c = VsphereConfig::parse(
+            "[Global]\nuser = \"admin\"\npassword = \"pw\"\nport = \"9443\"\ninsecure-flag = \"1\"\n\n\
+             [VirtualCenter \"10.0.0.5\"]\ndatacenters = \"DC0\"\n\n[Labels]\nregion = k8s-region\nzone = k8s-zone\n",
+        )
+        .unwrap();
+        assert_eq!(c.server, "10.0.0.5");
+        assert_eq!(c.port, 9443);
+        assert!(c.insecure);
+        assert_eq!(c.datacenters, vec!["DC0"]);
+        assert_eq!(c.region_category, "k8s-region");
+    }
+
+    #[test]
+    fn rejects_garbage_and_missing_vcenter() {
+        assert!(VsphereConfig::parse("not = [valid").is_err());
+        assert!(VsphereConfig::parse("global:\n  user: a\n").is_err());
+        assert!(VsphereConfig::parse("[Global]\nuser = a\n").is_err());
+    }
+}

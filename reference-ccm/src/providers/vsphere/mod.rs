@@ -1,0 +1,433 @@
+//! The vSphere provider: upstream's `vsphere.conf`, a hand-written vim25 SOAP + vAPI
+//! client, and `InstancesV2` with zones/regions from tags. No load balancer and no
+//! routes: cloud-provider-vsphere only has them through NSX-T, which is out of scope,
+//! and [`Vsphere::capabilities`] says so.
+//!
+//! Behaviour follows `kubernetes/cloud-provider-vsphere` `pkg/cloudprovider/vsphere`
+//! (`instances.go`, `nodemanager.go`, `zones.go`): providerID `vsphere://<bios-uuid>`;
+//! a node is found by its SystemUUID with `SearchIndex.FindByUuid` (BIOS uuid, VMs only)
+//! in each configured datacenter, else by its name with `FindAllByDnsName`, else by its
+//! IPs with `FindByIp`; the VM exists while found, is shut down when not `poweredOn`;
+//! addresses come from `guest.net` (NICs with `deviceConfigId != -1`), each usable IP
+//! as both InternalIP and ExternalIP, plus `guest.hostName` as Hostname; zone and region
+//! are the tags in the `labels.zone` / `labels.region` categories on the VM's host or
+//! its nearest ancestor carrying one.
+
+pub mod client;
+pub mod config;
+pub mod xml;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
+
+use crate::address::{EXTERNAL_IP, HOSTNAME, INTERNAL_IP, addr};
+use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
+use client::{ClientError, MoRef, VsphereClient};
+use config::VsphereConfig;
+use xml::Element;
+
+/// `ProviderName()` of the vSphere cloud provider.
+pub const PROVIDER_NAME: &str = "vsphere";
+const PROVIDER_PREFIX: &str = "vsphere://";
+/// Upper bound on parent hops when reading a VM's ancestry.
+const MAX_ANCESTRY: usize = 16;
+
+/// Startup failures of the provider.
+#[derive(Debug, thiserror::Error)]
+pub enum VsphereError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("datacenter {0:?} from the cloud config is not in the inventory")]
+    UnknownDatacenter(String),
+}
+
+impl From<ClientError> for CloudError {
+    fn from(e: ClientError) -> Self {
+        CloudError::Other(e.to_string())
+    }
+}
+
+/// The vSphere cloud.
+#[derive(Debug)]
+pub struct Vsphere {
+    client: VsphereClient,
+    config: VsphereConfig,
+    /// Datacenters lookups are scoped to; empty = unscoped.
+    datacenters: Vec<MoRef>,
+}
+
+/// The VM properties the provider reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VmInfo {
+    pub moref: Option<MoRef>,
+    pub uuid: String,
+    pub power_state: String,
+    pub host_name: String,
+    /// IPs of NICs with `deviceConfigId != -1`, in NIC order.
+    pub ips: Vec<String>,
+    pub num_cpu: u32,
+    pub memory_mb: u64,
+    pub guest_id: String,
+    pub host: Option<MoRef>,
+}
+
+impl Vsphere {
+    /// Reads the config file, connects and resolves the configured datacenters.
+    pub async fn new(cloud_config_path: &str) -> Result<(Self, Vec<String>), VsphereError> {
+        let config = VsphereConfig::load(cloud_config_path)?;
+        Self::connect(config, Duration::from_secs(60)).await
+    }
+
+    pub async fn connect(
+        config: VsphereConfig,
+        timeout: Duration,
+    ) -> Result<(Self, Vec<String>), VsphereError> {
+        let client = VsphereClient::connect(&config, timeout).await?;
+        Self::with_client(config, client).await
+    }
+
+    pub async fn with_client(
+        config: VsphereConfig,
+        client: VsphereClient,
+    ) -> Result<(Self, Vec<String>), VsphereError> {
+        let mut warnings = Vec::new();
+        let mut datacenters = Vec::new();
+        if !config.datacenters.is_empty() {
+            let known = client.datacenters().await?;
+            for name in &config.datacenters {
+                let dc = known
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, r)| r.clone())
+                    .ok_or_else(|| VsphereError::UnknownDatacenter(name.clone()))?;
+                datacenters.push(dc);
+            }
+        }
+        if config.zone_category.is_empty() && config.region_category.is_empty() {
+            warnings.push(
+                "no labels.zone/labels.region in vsphere.conf: nodes get no topology labels"
+                    .to_owned(),
+            );
+        }
+        Ok((
+            Self {
+                client,
+                config,
+                datacenters,
+            },
+            warnings,
+        ))
+    }
+
+    pub fn config(&self) -> &VsphereConfig {
+        &self.config
+    }
+
+    pub fn client(&self) -> &VsphereClient {
+        &self.client
+    }
+
+    /// No load balancer, no routes (both need NSX-T upstream).
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            load_balancer: false,
+            routes: false,
+        }
+    }
+
+    fn scopes(&self) -> Vec<Option<&MoRef>> {
+        if self.datacenters.is_empty() {
+            vec![None]
+        } else {
+            self.datacenters.iter().map(Some).collect()
+        }
+    }
+
+    async fn find_one(
+        &self,
+        method: &str,
+        arg_name: &str,
+        arg: &str,
+    ) -> Result<Option<MoRef>, CloudError> {
+        for dc in self.scopes() {
+            let found = self.client.find_vms(method, dc, arg_name, arg).await?;
+            if let Some(vm) = found.into_iter().next() {
+                return Ok(Some(vm));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The VM behind a node, `None` when vSphere does not know it.
+    pub async fn find_vm(&self, node: &Node) -> Result<Option<MoRef>, CloudError> {
+        let provider_id = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or("");
+        let uuid = if !provider_id.is_empty() {
+            provider_id
+                .strip_prefix(PROVIDER_PREFIX)
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    CloudError::Other(format!("providerID {provider_id:?} is not a vsphere:// ID"))
+                })?
+        } else {
+            node.status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.system_uuid.clone())
+                .unwrap_or_default()
+        };
+        for candidate in uuid_candidates(&uuid) {
+            if let Some(vm) = self.find_one("FindByUuid", "uuid", &candidate).await? {
+                return Ok(Some(vm));
+            }
+        }
+        if !provider_id.is_empty() {
+            // A providerID names the VM; when its uuid is gone, so is the VM.
+            return Ok(None);
+        }
+        let name = node.metadata.name.as_deref().unwrap_or("");
+        if !name.is_empty()
+            && let Some(vm) = self.find_one("FindAllByDnsName", "dnsName", name).await?
+        {
+            return Ok(Some(vm));
+        }
+        for ip in node_ips(node) {
+            if let Some(vm) = self.find_one("FindByIp", "ip", &ip).await? {
+                return Ok(Some(vm));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads the VM's properties; `Ok(None)` when it vanished meanwhile.
+    pub async fn vm_info(&self, vm: &MoRef) -> Result<Option<VmInfo>, CloudError> {
+        let props = match self
+            .client
+            .properties(
+                vm,
+                &[
+                    "summary.config.uuid",
+                    "summary.config.numCpu",
+                    "summary.config.memorySizeMB",
+                    "summary.config.guestId",
+                    "runtime.powerState",
+                    "runtime.host",
+                    "guest.hostName",
+                    "guest.net",
+                ],
+            )
+            .await
+        {
+            Ok(p) => p,
+            Err(e) if e.fault() == Some("ManagedObjectNotFound") => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut info = VmInfo {
+            moref: Some(vm.clone()),
+            ..VmInfo::default()
+        };
+        for (name, val) in &props {
+            let text = val.text.trim();
+            match name.as_str() {
+                "summary.config.uuid" => info.uuid = text.to_ascii_lowercase(),
+                "summary.config.numCpu" => info.num_cpu = text.parse().unwrap_or(0),
+                "summary.config.memorySizeMB" => info.memory_mb = text.parse().unwrap_or(0),
+                "summary.config.guestId" => info.guest_id = text.to_owned(),
+                "runtime.powerState" => info.power_state = text.to_owned(),
+                "runtime.host" => info.host = MoRef::from_element(val),
+                "guest.hostName" => info.host_name = text.to_owned(),
+                "guest.net" => info.ips = guest_ips(val),
+                _ => {}
+            }
+        }
+        Ok(Some(info))
+    }
+
+    /// Zone and region from tags on the host and its ancestors (nearest wins).
+    async fn zone_region(&self, info: &VmInfo) -> Result<(String, String), CloudError> {
+        let (zc, rc) = (&self.config.zone_category, &self.config.region_category);
+        let (mut zone, mut region) = (String::new(), String::new());
+        if zc.is_empty() && rc.is_empty() {
+            return Ok((zone, region));
+        }
+        let mut chain: Vec<MoRef> = info.moref.iter().cloned().collect();
+        let mut next = info.host.clone();
+        while let Some(obj) = next.take() {
+            if chain.len() > MAX_ANCESTRY {
+                break;
+            }
+            let props = self.client.properties(&obj, &["parent"]).await?;
+            next = props
+                .iter()
+                .find(|(n, _)| n == "parent")
+                .and_then(|(_, v)| MoRef::from_element(v));
+            chain.push(obj);
+        }
+        for obj in &chain {
+            for (category, tag) in self.client.attached_tags(obj).await? {
+                if zone.is_empty() && !zc.is_empty() && &category == zc {
+                    zone = tag.clone();
+                }
+                if region.is_empty() && !rc.is_empty() && &category == rc {
+                    region = tag;
+                }
+            }
+            if (zone.is_empty() == zc.is_empty()) && (region.is_empty() == rc.is_empty()) {
+                break;
+            }
+        }
+        Ok((zone, region))
+    }
+
+    async fn info_for(&self, node: &Node) -> Result<Option<VmInfo>, CloudError> {
+        match self.find_vm(node).await? {
+            Some(vm) => self.vm_info(&vm).await,
+            None => Ok(None),
+        }
+    }
+}
+
+/// The uuid as given (lower-case), then its byte-swapped SMBIOS form when it parses
+/// (cloud-provider-vsphere `pkg/common/vclib/utils.go` `ConvertK8sUUIDtoNormal` handles
+/// the first three fields being little-endian in the node's SystemUUID).
+pub fn uuid_candidates(uuid: &str) -> Vec<String> {
+    let u = uuid.trim().to_ascii_lowercase();
+    if u.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![u.clone()];
+    let parts: Vec<&str> = u.split('-').collect();
+    if parts.len() == 5 && parts[..3].iter().all(|p| p.len() % 2 == 0) {
+        let swap = |p: &str| -> String {
+            let bytes: Vec<&str> = (0..p.len())
+                .step_by(2)
+                .filter_map(|i| p.get(i..i + 2))
+                .collect();
+            bytes.into_iter().rev().collect()
+        };
+        let swapped = format!(
+            "{}-{}-{}-{}-{}",
+            swap(parts[0]),
+            swap(parts[1]),
+            swap(parts[2]),
+            parts[3],
+            parts[4]
+        );
+        if swapped != u {
+            out.push(swapped);
+        }
+    }
+    out
+}
+
+/// The node's own IPs to try with `FindByIp`: status addresses, then the kubelet's
+/// provided-node-ip annotation.
+fn node_ips(node: &Node) -> Vec<String> {
+    let mut ips: Vec<String> = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|a| a.type_ == INTERNAL_IP || a.type_ == EXTERNAL_IP)
+        .map(|a| a.address.clone())
+        .collect();
+    if let Some(v) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("alpha.kubernetes.io/provided-node-ip"))
+    {
+        ips.extend(v.split(',').map(|s| s.trim().to_owned()));
+    }
+    ips.retain(|ip| ip.parse::<IpAddr>().is_ok());
+    ips.dedup();
+    ips
+}
+
+/// IPs of `guest.net` NICs that are VM devices (`deviceConfigId != -1`).
+fn guest_ips(val: &Element) -> Vec<String> {
+    val.children
+        .iter()
+        .filter(|nic| nic.text_at(&["deviceConfigId"]) != "-1")
+        .flat_map(|nic| nic.all("ipAddress"))
+        .map(|ip| ip.text.trim().to_owned())
+        .filter(|ip| {
+            ip.parse::<IpAddr>().is_ok_and(|a| match a {
+                IpAddr::V4(v4) => !v4.is_link_local() && !v4.is_unspecified(),
+                IpAddr::V6(v6) => {
+                    !v6.is_loopback()
+                        && !v6.is_unspecified()
+                        && (v6.segments()[0] & 0xffc0) != 0xfe80
+                }
+            })
+        })
+        .collect()
+}
+
+/// Node addresses: every usable IP as InternalIP and ExternalIP, then the hostname.
+pub fn node_addresses(info: &VmInfo) -> Vec<NodeAddress> {
+    let mut out = Vec::new();
+    for ip in &info.ips {
+        out.push(addr(INTERNAL_IP, ip));
+        out.push(addr(EXTERNAL_IP, ip));
+    }
+    if !info.host_name.is_empty() {
+        out.push(addr(HOSTNAME, &info.host_name));
+    }
+    out
+}
+
+/// `vsphere-vm.cpu-N.mem-Ggb.os-<guest>` (cloud-apis.md §2 table, CPV `instances.go`).
+pub fn instance_type(info: &VmInfo) -> String {
+    let os = info.guest_id.split("Guest").next().unwrap_or("");
+    format!(
+        "vsphere-vm.cpu-{}.mem-{}gb.os-{}",
+        info.num_cpu,
+        info.memory_mb / 1024,
+        os
+    )
+}
+
+impl Instances for Vsphere {
+    async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
+        Ok(self.find_vm(node).await?.is_some())
+    }
+
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
+        match self.info_for(node).await? {
+            Some(info) => Ok(info.power_state == "poweredOff"),
+            None => Err(CloudError::InstanceNotFound),
+        }
+    }
+
+    async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+        let Some(info) = self.info_for(node).await? else {
+            return Err(CloudError::InstanceNotFound);
+        };
+        if info.host_name.is_empty() && info.ips.is_empty() {
+            return Err(CloudError::Other(
+                "VM has no guest hostName and no usable guest.net IP yet".into(),
+            ));
+        }
+        let (zone, region) = self.zone_region(&info).await?;
+        Ok(Some(InstanceMetadata {
+            provider_id: format!("{PROVIDER_PREFIX}{}", info.uuid),
+            instance_type: instance_type(&info),
+            node_addresses: node_addresses(&info),
+            zone,
+            region,
+            additional_labels: Default::default(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,603 @@
+//! Process: the CCM as an operator runs it (ccm-behaviour.md §1.1 and §2, cases OP-*):
+//! HTTPS `/healthz` and `/metrics` on `--secure-port`, `--controllers`, startup errors as
+//! one line and a non-zero exit, configuration from a Secret, leader election on the Lease
+//! `kube-system/cloud-controller-manager` (fail-over, exit on loss) and leader migration.
+//! Leader-election cases shorten the lease (upstream 15 s/10 s/2 s) with the upstream flags
+//! so a fail-over takes seconds. Every case ends with the cloud's leak report empty.
+
+use std::time::{Duration, Instant};
+
+use ccm_harness::case::CaseMetrics;
+use ccm_harness::env::NodeOptions;
+use ccm_harness::probe::{https_get, lease_holder, secure_port};
+use ccm_harness::{Case, CaseError, Environment, Probe, Tag, ensure, eventually, holds_for};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::json;
+
+use crate::common::{INIT_TIMEOUT, initialized_node};
+
+const LEASE_NAMESPACE: &str = "kube-system";
+const LEASE_NAME: &str = "cloud-controller-manager";
+const MIGRATION_LEASE: &str = "cloud-provider-extraction-migration";
+/// Upstream's lease settings scaled down (15 s/10 s/2 s → 3 s/2 s/0.5 s).
+const LEADER_FLAGS: &[&str] = &[
+    "--leader-elect=true",
+    "--leader-elect-lease-duration=3s",
+    "--leader-elect-renew-deadline=2s",
+    "--leader-elect-retry-period=500ms",
+];
+const LEASE_DURATION: Duration = Duration::from_secs(3);
+/// client-go logs this when it becomes leader; our CCM uses the same words.
+const ACQUIRED: &str = "successfully acquired lease";
+const SVC: &str = "web";
+
+macro_rules! case {
+    ($id:literal, $title:literal, $tags:expr, $start:expr, $body:ident) => {
+        Case {
+            id: $id,
+            suite: "Process",
+            title: $title,
+            tags: $tags,
+            ccm_args: &[],
+            start_ccm: $start,
+            run: |env| Box::pin($body(env)),
+        }
+    };
+}
+
+pub fn cases() -> Vec<Case> {
+    use Tag::*;
+    vec![
+        case!(
+            "OP-01",
+            "serves /healthz and /metrics with the upstream metric names over HTTPS",
+            &[Conformance],
+            true,
+            op01
+        ),
+        case!(
+            "OP-02",
+            "refuses unknown --controllers entries and runs only the enabled controllers",
+            &[Mock],
+            false,
+            op02
+        ),
+        case!(
+            "OP-03",
+            "fails over to the standby replica when the lease holder is killed",
+            &[Mock],
+            false,
+            op03
+        ),
+        case!(
+            "OP-04",
+            "exits when its leader lease is taken by another holder",
+            &[Mock],
+            false,
+            op04
+        ),
+        case!(
+            "OP-06",
+            "exits non-zero with one line on a malformed cloud config or missing provider",
+            &[Mock],
+            false,
+            op06
+        ),
+        case!(
+            "OP-07",
+            "reads credentials from the Secret its cloud config names",
+            &[Mock],
+            false,
+            op07
+        ),
+        case!(
+            "OP-08",
+            "runs migrated controllers only while holding the migration lease",
+            &[Mock],
+            false,
+            op08
+        ),
+        case!(
+            "OP-05",
+            "initializes nodes that are all uninitialized and NotReady",
+            &[Mock],
+            false,
+            op05
+        ),
+    ]
+}
+
+fn lb_service() -> Result<Service, CaseError> {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": SVC},
+        "spec": {"type": "LoadBalancer", "selector": {"app": SVC},
+                 "ports": [{"name": "http", "port": 8080, "targetPort": 8080, "protocol": "TCP"}]}
+    }))
+    .map_err(|e| CaseError::infra("building Service", e))
+}
+
+/// The leak report, without the instances behind the case's own nodes: a CCM never
+/// creates instances, the harness does.
+fn no_leaks(env: &Environment) -> Result<(), CaseError> {
+    let leaks: Vec<String> = env
+        .cloud()
+        .leaks()
+        .into_iter()
+        .filter(|l| !l.starts_with("instance "))
+        .collect();
+    ensure!(
+        leaks.is_empty(),
+        "expected no cloud resources left, observed {leaks:?}"
+    );
+    Ok(())
+}
+
+/// Deletes the test Service and waits until it and every cloud load balancer are gone.
+async fn delete_service_and_wait(env: &Environment) -> Result<(), CaseError> {
+    let _ = env.services().delete(SVC, &DeleteParams::default()).await;
+    eventually(
+        "the Service and its load balancer gone",
+        INIT_TIMEOUT,
+        || async {
+            let svc = env
+                .services()
+                .get_opt(SVC)
+                .await
+                .map_err(|e| CaseError::infra("getting Service", e))?;
+            let lbs = env.cloud().load_balancers();
+            Ok(if svc.is_none() && lbs.is_empty() {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!(
+                    "Service present {}, cloud LBs {}",
+                    svc.is_some(),
+                    lbs.len()
+                ))
+            })
+        },
+    )
+    .await
+}
+
+async fn op01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let port = secure_port(env, "ccm.log")
+        .ok_or_else(|| CaseError::failed("no --secure-port on the CCM command line"))?;
+    let (status, _) = https_get(port, "/healthz").await?;
+    ensure!(
+        status == 200,
+        "expected /healthz 200 over HTTPS, observed {status}"
+    );
+    // Node metrics are observed once a node is initialized; the service controller's are
+    // registered when it starts (cloud-provider controllers/{node,service}/metrics.go).
+    let names = [
+        "node_controller_cloud_provider_taint_removal_delay_seconds",
+        "node_controller_initial_node_sync_delay_seconds",
+        "service_controller_loadbalancer_sync_total",
+        "service_controller_nodesync_error_total",
+        "service_controller_nodesync_latency_seconds",
+        "service_controller_update_loadbalancer_host_latency_seconds",
+    ];
+    let body = eventually("the named metrics on /metrics", INIT_TIMEOUT, || async {
+        let (status, body) = https_get(port, "/metrics").await?;
+        let missing: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| !body.lines().any(|l| l.starts_with(n)))
+            .collect();
+        Ok(if status == 200 && missing.is_empty() {
+            Probe::Done(body)
+        } else {
+            Probe::Pending(format!("status {status}, missing {missing:?}"))
+        })
+    })
+    .await?;
+    ensure!(
+        body.lines().any(|l| l
+            .starts_with("node_controller_cloud_provider_taint_removal_delay_seconds_count")
+            && !l.ends_with(" 0")),
+        "expected the taint-removal histogram to count the initialized node"
+    );
+    no_leaks(env)?;
+    Ok(vec![])
+}
+
+/// A startup that must fail: returns the failure message.
+async fn failing_start(env: &mut Environment, extra: &[&str]) -> Result<String, CaseError> {
+    match env.start_ccm_with(extra).await {
+        Ok(()) => {
+            env.stop_ccm().await;
+            Err(CaseError::failed(format!(
+                "expected the CCM to exit with {extra:?}, it became healthy"
+            )))
+        }
+        Err(CaseError::Failed { message, .. }) => Ok(message),
+        Err(other) => Err(other),
+    }
+}
+
+async fn op02(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let message = failing_start(env, &["--controllers=*,bogus-controller"]).await?;
+    ensure!(
+        message.contains("exited") && !message.contains("exit status: 0"),
+        "expected a non-zero exit for an unknown controller, observed: {message}"
+    );
+    ensure!(
+        message.contains("bogus-controller"),
+        "expected the exit reason to name the unknown controller, observed: {message}"
+    );
+    env.start_ccm_with(&["--controllers=*,-service-lb-controller"])
+        .await?;
+    initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let calls = env.cloud().load_balancer_calls();
+    env.services()
+        .create(&PostParams::default(), &lb_service()?)
+        .await
+        .map_err(|e| CaseError::infra("creating Service", e))?;
+    let services = env.services();
+    let env: &Environment = env;
+    holds_for(
+        "no finalizer and no load-balancer call with the service controller disabled",
+        Duration::from_secs(3),
+        || {
+            let services = services.clone();
+            async move {
+                let s = services
+                    .get(SVC)
+                    .await
+                    .map_err(|e| CaseError::infra("getting Service", e))?;
+                let now = env.cloud().load_balancer_calls();
+                Ok(
+                    if s.metadata.finalizers.unwrap_or_default().is_empty() && now == calls {
+                        Probe::Done(())
+                    } else {
+                        Probe::Pending(format!("{} load-balancer calls", now - calls))
+                    },
+                )
+            }
+        },
+    )
+    .await?;
+    delete_service_and_wait(env).await?;
+    no_leaks(env)?;
+    Ok(vec![])
+}
+
+/// Which replica logged that it acquired the lease.
+fn leader_among(env: &Environment, names: &[&str]) -> Option<String> {
+    names
+        .iter()
+        .find(|n| env.replica_log_tail(n, 400).contains(ACQUIRED))
+        .map(|n| n.to_string())
+}
+
+async fn wait_holder(env: &Environment, lease: &str) -> Result<String, CaseError> {
+    eventually(
+        &format!("a holder of lease {LEASE_NAMESPACE}/{lease}"),
+        INIT_TIMEOUT,
+        || async {
+            Ok(match lease_holder(env, LEASE_NAMESPACE, lease).await? {
+                Some(h) => Probe::Done(h),
+                None => Probe::Pending("no holder".into()),
+            })
+        },
+    )
+    .await
+}
+
+async fn op03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.start_replica("a", None, LEADER_FLAGS).await?;
+    env.start_replica("b", None, LEADER_FLAGS).await?;
+    let holder = wait_holder(env, LEASE_NAME).await?;
+    // Upstream identity: `<hostname>_<uuid>`.
+    let uuid_part = holder.rsplit('_').next().unwrap_or_default();
+    ensure!(
+        holder.contains('_') && uuid_part.len() == 36,
+        "expected a holder identity <hostname>_<uuid>, observed {holder:?}"
+    );
+    let leader = eventually("a replica logging that it leads", INIT_TIMEOUT, || async {
+        Ok(match leader_among(env, &["a", "b"]) {
+            Some(l) => Probe::Done(l),
+            None => Probe::Pending("no replica logged the acquisition".into()),
+        })
+    })
+    .await?;
+    let standby = if leader == "a" { "b" } else { "a" };
+    ensure!(
+        !env.replica_log_tail(standby, 400).contains(ACQUIRED),
+        "expected exactly one leader, both replicas logged {ACQUIRED:?}"
+    );
+    initialized_node(env, "node-a", NodeOptions::default()).await?;
+    env.kill_replica(&leader).await;
+    let killed = Instant::now();
+    // Takeover within the lease duration plus a few retry periods (upstream: ≤ ~17 s).
+    let limit = LEASE_DURATION * 3;
+    let new_holder = eventually("the standby to take the lease", limit, || async {
+        Ok(
+            match lease_holder(env, LEASE_NAMESPACE, LEASE_NAME).await? {
+                Some(h) if h != holder => Probe::Done(h),
+                other => Probe::Pending(format!("holder {other:?}")),
+            },
+        )
+    })
+    .await?;
+    let failover = killed.elapsed();
+    ensure!(
+        env.replica_alive(standby),
+        "expected the standby to keep running, it exited: {}",
+        env.replica_log_tail(standby, 5)
+    );
+    ensure!(
+        new_holder != holder,
+        "expected a new holder identity, observed {new_holder:?}"
+    );
+    // The new leader runs the controllers: a node added now is initialized.
+    env.add_node("node-b", NodeOptions::default()).await?;
+    env.wait_initialized("node-b", INIT_TIMEOUT)
+        .await
+        .map_err(|e| with_replica_log(env, standby, e))?;
+    no_leaks(env)?;
+    Ok(vec![(
+        "failover-seconds".into(),
+        format!("{:.3}", failover.as_secs_f64()),
+    )])
+}
+
+fn with_replica_log(env: &Environment, name: &str, err: CaseError) -> CaseError {
+    match err {
+        CaseError::Failed { message, detail } => CaseError::Failed {
+            message,
+            detail: format!(
+                "{detail}\n--- replica {name} log (tail) ---\n{}",
+                env.replica_log_tail(name, 30)
+            ),
+        },
+        other => other,
+    }
+}
+
+async fn op04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.start_replica("a", None, LEADER_FLAGS).await?;
+    wait_holder(env, LEASE_NAME).await?;
+    let leases: Api<Lease> = Api::namespaced(env.client(), LEASE_NAMESPACE);
+    let mut lease = leases
+        .get(LEASE_NAME)
+        .await
+        .map_err(|e| CaseError::infra("getting the lease", e))?;
+    // Another holder takes the lease (what a partitioned leader finds when it comes back).
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    spec.holder_identity = Some("thief_00000000-0000-0000-0000-000000000000".into());
+    spec.lease_duration_seconds = Some(60);
+    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    leases
+        .replace(LEASE_NAME, &PostParams::default(), &lease)
+        .await
+        .map_err(|e| CaseError::infra("taking the lease", e))?;
+    let limit = LEASE_DURATION * 3;
+    let started = Instant::now();
+    loop {
+        if !env.replica_alive("a") {
+            break;
+        }
+        if started.elapsed() > limit {
+            return Err(CaseError::with_detail(
+                format!("expected the CCM to exit within {limit:?} of losing its lease"),
+                env.replica_log_tail("a", 30),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = env.replica_log_tail("a", 20);
+    ensure!(
+        log.contains("leaderelection lost") || log.contains("lost"),
+        "expected the CCM to log that it lost the lease, observed:\n{log}"
+    );
+    no_leaks(env)?;
+    Ok(vec![])
+}
+
+async fn op06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let bad = env.dir().join("malformed-cloud.conf");
+    std::fs::write(&bad, "[Global\nauth-url = x\n")
+        .map_err(|e| CaseError::infra("writing a malformed cloud config", e))?;
+    let flag = format!("--cloud-config={}", bad.display());
+    let message = failing_start(env, &[&flag]).await?;
+    ensure!(
+        message.contains("exit status: 1"),
+        "expected exit status 1 for a malformed cloud config, observed: {message}"
+    );
+    let tail = ccm_harness::ccm::tail_of(&env.dir().join("ccm.log"), 200);
+    let errors: Vec<&str> = tail
+        .lines()
+        .skip_while(|l| !l.starts_with("==> ") || !l.contains("malformed-cloud.conf"))
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    ensure!(
+        errors.len() == 1,
+        "expected the malformed config reported in one line, observed {} lines: {errors:?}",
+        errors.len()
+    );
+    let message = failing_start(env, &["--cloud-provider="]).await?;
+    ensure!(
+        message.contains("exited") && !message.contains("exit status: 0"),
+        "expected a non-zero exit without --cloud-provider, observed: {message}"
+    );
+    no_leaks(env)?;
+    Ok(vec![])
+}
+
+async fn op07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    if env.provider.name() != "openstack" {
+        return Err(CaseError::Skipped(
+            "[Global] secret-name is an OpenStack cloud.conf setting".into(),
+        ));
+    }
+    let secret_name = "openstack-cloud-config";
+    let config = env.dir().join("cloud-secret.conf");
+    std::fs::write(
+        &config,
+        format!("[Global]\nsecret-name = {secret_name}\nsecret-namespace = {LEASE_NAMESPACE}\n"),
+    )
+    .map_err(|e| CaseError::infra("writing cloud config", e))?;
+    let flag = format!("--cloud-config={}", config.display());
+    // Without the Secret the CCM cannot start, and says which Secret it missed.
+    let message = failing_start(env, &[&flag]).await?;
+    ensure!(
+        message.contains(secret_name),
+        "expected the startup error to name the Secret, observed: {message}"
+    );
+    let secrets: Api<Secret> = Api::namespaced(env.client(), LEASE_NAMESPACE);
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": secret_name, "namespace": LEASE_NAMESPACE},
+        "stringData": {"clouds.conf": env.cloud().cloud_config()}
+    }))
+    .map_err(|e| CaseError::infra("building Secret", e))?;
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .map_err(|e| CaseError::infra("creating Secret", e))?;
+    env.start_ccm_with(&[&flag]).await?;
+    initialized_node(env, "node-a", NodeOptions::default()).await?;
+    no_leaks(env)?;
+    Ok(vec![])
+}
+
+async fn op08(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    // Another component (a kube-controller-manager) holds the migration lease.
+    let leases: Api<Lease> = Api::namespaced(env.client(), LEASE_NAMESPACE);
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let foreign = Lease {
+        metadata: ObjectMeta {
+            name: Some(MIGRATION_LEASE.into()),
+            namespace: Some(LEASE_NAMESPACE.into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("kube-controller-manager_simulated".into()),
+            lease_duration_seconds: Some(600),
+            renew_time: Some(now.clone()),
+            acquire_time: Some(now),
+            ..Default::default()
+        }),
+    };
+    leases
+        .create(&PostParams::default(), &foreign)
+        .await
+        .map_err(|e| CaseError::infra("creating the migration lease", e))?;
+    let mut flags = LEADER_FLAGS.to_vec();
+    flags.extend(["--enable-leader-migration", "--node-monitor-period=500ms"]);
+    env.start_replica("a", None, &flags).await?;
+    wait_holder(env, LEASE_NAME).await?;
+    // cloud-node is never migrated: it runs under the main lease.
+    let instance = env
+        .add_node("node-a", NodeOptions::default())
+        .await?
+        .ok_or_else(|| CaseError::failed("node options created no instance"))?;
+    env.wait_initialized("node-a", INIT_TIMEOUT)
+        .await
+        .map_err(|e| with_replica_log(env, "a", e))?;
+    // cloud-node-lifecycle is migrated (default config): while the other component holds
+    // the migration lease, a NotReady node whose instance is gone is left alone.
+    env.stop_kubelet("node-a").await?;
+    env.cloud().delete_instance(&instance.id)?;
+    env.node_holds(
+        "node-a",
+        "no deletion while another component holds the migration lease",
+        Duration::from_secs(3),
+        |_| Ok(()),
+    )
+    .await?;
+    // The other component steps down: the CCM takes the migration lease and the lifecycle
+    // controller starts.
+    leases
+        .delete(MIGRATION_LEASE, &DeleteParams::default())
+        .await
+        .map_err(|e| CaseError::infra("releasing the migration lease", e))?;
+    let holder = eventually(
+        "the CCM to hold the migration lease",
+        INIT_TIMEOUT,
+        || async {
+            Ok(
+                match lease_holder(env, LEASE_NAMESPACE, MIGRATION_LEASE).await? {
+                    Some(h) if !h.starts_with("kube-controller-manager") => Probe::Done(h),
+                    other => Probe::Pending(format!("holder {other:?}")),
+                },
+            )
+        },
+    )
+    .await?;
+    let main = lease_holder(env, LEASE_NAMESPACE, LEASE_NAME).await?;
+    ensure!(
+        main.as_deref() == Some(holder.as_str()),
+        "expected one identity on both leases, observed main {main:?}, migration {holder:?}"
+    );
+    let nodes = env.nodes();
+    eventually(
+        "node-a deleted by the lifecycle controller",
+        INIT_TIMEOUT,
+        || {
+            let nodes = nodes.clone();
+            async move {
+                Ok(
+                    match nodes
+                        .get_opt("node-a")
+                        .await
+                        .map_err(|e| CaseError::infra("getting node", e))?
+                    {
+                        None => Probe::Done(()),
+                        Some(_) => Probe::Pending("node-a still there".into()),
+                    },
+                )
+            }
+        },
+    )
+    .await
+    .map_err(|e| with_replica_log(env, "a", e))?;
+    no_leaks(env)?;
+    Ok(vec![])
+}
+
+/// OP-05 (ccm-behaviour.md §6 item 17, the Kubernetes blog of 2025-02-14): a CCM must not
+/// wait for a Ready node; in a fresh cluster every node is tainted uninitialized and
+/// NotReady until it runs. (Where the CCM runs as a Pod its tolerations decide whether it
+/// can be scheduled at all; the harness runs it as a process, so this case covers the part
+/// the CCM itself owns: it initializes them all, and none has to become Ready first.)
+async fn op05(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
+    for name in NODES {
+        env.add_node(name, NodeOptions::default()).await?;
+        env.set_node_ready(name, false).await?;
+    }
+    env.start_ccm().await?;
+    let started = Instant::now();
+    for name in NODES {
+        let node = env.wait_initialized(name, INIT_TIMEOUT).await?;
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone());
+        ensure!(
+            ready.as_deref() != Some("True"),
+            "expected {name} still NotReady when initialized (the case must not pass by readiness), observed Ready={ready:?}"
+        );
+        ensure!(
+            node.spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_ref())
+                .is_some(),
+            "expected {name} to get a providerID"
+        );
+    }
+    Ok(vec![(
+        "init_all_seconds".into(),
+        format!("{:.3}", started.elapsed().as_secs_f64()),
+    )])
+}
