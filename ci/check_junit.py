@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Parses a JUnit file strictly (junitparser + the XML parser) and checks that the counts in
-the attributes match the test cases, as TestGrid would read them. Exit 1 on any mismatch.
+"""Parses a JUnit file strictly (junitparser, and lxml with recovery off, which refuses what
+libxml2 refuses) and checks that the counts in the attributes match the test cases, as
+TestGrid would read them, and that both parsers count the same cases. Exit 1 on any mismatch.
 
 usage: check_junit.py FILE [--expect-tests N]
 """
@@ -8,6 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import junitparser
+from lxml import etree
 
 
 def main() -> int:
@@ -19,6 +21,8 @@ def main() -> int:
         return 1
     xml = junitparser.JUnitXml.fromfile(path)
     problems = []
+    strict = etree.parse(path, etree.XMLParser(recover=False, huge_tree=False)).getroot()
+    lxml_cases = len(strict.findall("./testsuite/testcase"))
     total = 0
     for suite in xml:
         cases = list(suite)
@@ -37,6 +41,8 @@ def main() -> int:
                 if isinstance(r, junitparser.Failure) and "\n" in (r.message or ""):
                     problems.append(f"{c.name}: failure message spans lines")
         total += len(cases)
+    if lxml_cases != total:
+        problems.append(f"lxml counts {lxml_cases} testcases, junitparser {total}")
     if expect is not None and total != expect:
         problems.append(f"expected {expect} testcases, found {total}")
     for p in problems:

@@ -3,7 +3,7 @@
 # sudo on a Debian machine.
 #   kubectl                  the API server's tests drive it
 #   openssl                  test keys for the GCS upload tests
-#   junitparser              CI parses the JUnit file strictly
+#   junitparser, lxml        CI parses the JUnit file strictly, with two parsers
 #   PyYAML                   the TestGrid config test loads the generated YAML
 #   python-openstackclient   the mock OpenStack is judged by the real openstack CLI
 #   boto3, awscli, moto      the mock AWS is judged by them, side by side with moto
@@ -31,6 +31,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 python3 -c 'import junitparser' 2>/dev/null || python3 -m pip install --quiet 'junitparser>=3,<5'
+python3 -c 'import lxml' 2>/dev/null || python3 -m pip install --quiet 'lxml==6.0.2'
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet pyyaml
 command -v openstack >/dev/null 2>&1 || python3 -m pip install --quiet python-openstackclient python-octaviaclient
 python3 -c 'import boto3, moto' 2>/dev/null && command -v aws >/dev/null 2>&1 \
