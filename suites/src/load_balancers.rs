@@ -689,40 +689,19 @@ async fn lb14(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         },
     )
     .await?;
-    eventually(
-        "UpdatedLoadBalancer after a node joined",
-        LB_TIMEOUT,
-        || async {
-            let n = updated(&reasons(env).await?);
-            Ok(if n >= 1 {
-                Probe::Done(())
-            } else {
-                Probe::Pending("no UpdatedLoadBalancer".into())
-            })
-        },
-    )
-    .await?;
+    wait_more_events(env, "UpdatedLoadBalancer", 0, " after a node joined").await?;
     ensure!(
         env.cloud().load_balancer_writes() > writes,
         "expected the backends to be written to the cloud"
     );
     let before = updated(&reasons(env).await?);
     let exclude = json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}}});
-    env.nodes()
-        .patch("node-c", &PatchParams::default(), &Patch::Merge(&exclude))
-        .await
-        .map_err(|e| CaseError::infra("labelling node", e))?;
-    eventually(
-        "UpdatedLoadBalancer after the exclusion label",
-        LB_TIMEOUT,
-        || async {
-            let n = updated(&reasons(env).await?);
-            Ok(if n > before {
-                Probe::Done(())
-            } else {
-                Probe::Pending(format!("{n} updates"))
-            })
-        },
+    patch_node(env, "node-c", &exclude, "labelling node").await?;
+    wait_more_events(
+        env,
+        "UpdatedLoadBalancer",
+        before,
+        " after the exclusion label",
     )
     .await?;
     delete_and_check_leaks(env).await?;
@@ -804,15 +783,40 @@ fn count_reason(reasons: &[String], reason: &str) -> usize {
 
 /// Waits for one more `EnsuredLoadBalancer` than `before`.
 async fn wait_ensured_after(env: &Environment, before: usize) -> Result<(), CaseError> {
-    eventually("one more EnsuredLoadBalancer", LB_TIMEOUT, || async {
-        let n = count_reason(&reasons(env).await?, "EnsuredLoadBalancer");
+    wait_more_events(env, "EnsuredLoadBalancer", before, "").await
+}
+
+/// Waits until the Service has more than `before` events with `reason`; `after` names
+/// what should have caused it (for the failure message).
+async fn wait_more_events(
+    env: &Environment,
+    reason: &str,
+    before: usize,
+    after: &str,
+) -> Result<(), CaseError> {
+    eventually(&format!("one more {reason}{after}"), LB_TIMEOUT, || async {
+        let n = count_reason(&reasons(env).await?, reason);
         Ok(if n > before {
             Probe::Done(())
         } else {
-            Probe::Pending(format!("{n} EnsuredLoadBalancer events"))
+            Probe::Pending(format!("{n} {reason} events"))
         })
     })
     .await
+}
+
+/// Merge-patches a node as an operator (or another controller) would.
+async fn patch_node(
+    env: &Environment,
+    name: &str,
+    patch: &serde_json::Value,
+    what: &str,
+) -> Result<(), CaseError> {
+    env.nodes()
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| CaseError::infra(what, e))
 }
 
 fn first_node_port(s: &Service) -> Option<i32> {
@@ -1058,10 +1062,7 @@ async fn lb17(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     initialized_node(env, "node-a", NodeOptions::default()).await?;
     let env: &Environment = env;
     let exclude = json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}}});
-    env.nodes()
-        .patch("node-a", &PatchParams::default(), &Patch::Merge(&exclude))
-        .await
-        .map_err(|e| CaseError::infra("labelling node", e))?;
+    patch_node(env, "node-a", &exclude, "labelling node").await?;
     create(env, &service(SVC, json!({}))?).await?;
     wait_reason(env, "UnAvailableLoadBalancer").await?;
     // Upstream still calls EnsureLoadBalancer with zero hosts: the provider then builds a
@@ -1143,10 +1144,7 @@ async fn lb15(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     // KEP-3458: readiness is not a node-sync trigger; the NotReady node stays a backend.
     env.set_node_ready("node-b", false).await?;
     let taint = json!({"spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}]}});
-    env.nodes()
-        .patch("node-b", &PatchParams::default(), &Patch::Merge(&taint))
-        .await
-        .map_err(|e| CaseError::infra("tainting node", e))?;
+    patch_node(env, "node-b", &taint, "tainting node").await?;
     let env_ro: &Environment = env;
     let before = updated(&reasons(env_ro).await?);
     holds_for(
@@ -1424,21 +1422,12 @@ async fn lb16(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     // one of the node updates that trigger a node sync.
     let (name, pid) = &provider_ids[0];
     let patch = json!({"spec": {"providerID": pid}});
-    env.nodes()
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| CaseError::infra("setting providerID", e))?;
-    eventually(
-        "UpdatedLoadBalancer after a providerID change",
-        LB_TIMEOUT,
-        || async {
-            let n = updated(&reasons(env).await?);
-            Ok(if n > settled {
-                Probe::Done(())
-            } else {
-                Probe::Pending(format!("{n} UpdatedLoadBalancer events"))
-            })
-        },
+    patch_node(env, name, &patch, "setting providerID").await?;
+    wait_more_events(
+        env,
+        "UpdatedLoadBalancer",
+        settled,
+        " after a providerID change",
     )
     .await?;
     delete_and_check_leaks(env).await?;

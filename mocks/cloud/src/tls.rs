@@ -34,6 +34,10 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
     #[error("building the client-certificate verifier: {0}")]
     Verifier(String),
+    #[error(
+        "a client certificate can carry at most one group here (got {0}): rcgen's distinguished name holds one organization"
+    )]
+    TooManyGroups(usize),
 }
 
 /// A certificate and its private key, PEM and DER.
@@ -133,9 +137,14 @@ impl TestCa {
         self.sign(params)
     }
 
-    /// A client certificate: subject CN = `user`, O = each of `groups` (how the Kubernetes
-    /// API server maps client certificates to users and groups).
+    /// A client certificate: subject CN = `user`, O = the group (how the Kubernetes API
+    /// server maps client certificates to users and groups). At most one group: rcgen's
+    /// distinguished name keeps one value per attribute type, so a second would silently
+    /// replace the first; more than one is refused instead.
     pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<Issued, TlsError> {
+        if groups.len() > 1 {
+            return Err(TlsError::TooManyGroups(groups.len()));
+        }
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, user);
@@ -276,6 +285,10 @@ mod tests {
             .issue_client("alice", &["system:masters"])
             .expect("client");
         assert_ne!(client.cert_der, server.cert_der);
+        assert!(matches!(
+            ca.issue_client("alice", &["a", "b"]),
+            Err(TlsError::TooManyGroups(2))
+        ));
         ca.server_config(LOCAL_SANS, ClientAuth::Optional)
             .expect("config with client auth");
     }

@@ -209,8 +209,8 @@ impl ApiServer {
         self.client_cert_in(user, &[ADMIN_GROUP])
     }
 
-    /// A client certificate (CN = `user`, O = each group) and key, PEM. A certificate
-    /// in [`crate::auth::READONLY_GROUP`] is read-only.
+    /// A client certificate (CN = `user`, O = the group; at most one) and key, PEM. A
+    /// certificate in [`crate::auth::READONLY_GROUP`] is read-only.
     pub fn client_cert_in(&self, user: &str, groups: &[&str]) -> Result<(String, String), Error> {
         let ca = self.ca.as_ref().ok_or(Error::NotTls)?;
         let issued = ca.issue_client(user, groups)?;
