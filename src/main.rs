@@ -180,7 +180,7 @@ struct RunArgs {
 
 #[derive(Args)]
 struct ClusterArgs {
-    /// Mock cloud to start beside the API server (openstack).
+    /// Mock cloud to start beside the API server: openstack, aws or vsphere.
     #[arg(long)]
     cloud: Option<String>,
     /// Simulated kubelets to register (with instances named like them when --cloud is set).
@@ -583,6 +583,7 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
                 .create_instance(ccm_harness::InstanceSpec::named(&name))
                 .map_err(|e| anyhow::anyhow!("{e:?}"))?;
             config.node_ip = instance.internal_ips.first().cloned();
+            config.system_uuid = instance.system_uuid.clone();
         } else {
             config.external_cloud_provider = false;
         }
@@ -813,7 +814,12 @@ async fn bench(args: BenchArgs) -> Result<()> {
 
 /// `bench lb`: see ccm_harness::lb_bench.
 async fn bench_lb(args: BenchArgs) -> Result<()> {
+    use ccm_harness::lb_bench::{CHURN_NODES, LbBenchReport};
     let provider = Provider::parse(&args.provider).map_err(anyhow::Error::msg)?;
+    if provider == Provider::Vsphere {
+        println!("lb (vsphere): not applicable (no load balancers)");
+        return Ok(());
+    }
     let nodes = args.nodes.unwrap_or(50);
     let mut settings = Settings::new(reference_ccm()?);
     settings.set_ccm(&args.ccm);
@@ -836,40 +842,51 @@ async fn bench_lb(args: BenchArgs) -> Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         println!(
-            "run {run}: {} services on {} nodes ({})  ingress reachable p50 {:.3}s  p99 {:.3}s  max {:.3}s  all {:.3}s  |  per Service {:.1} LB calls, {:.1} writes  |  +{n} nodes: {} calls, {} writes ({:.2} writes/Service)  -{n} nodes: {} calls, {} writes ({:.2} writes/Service)",
+            "run {run}: {} services on {} nodes ({}, --concurrent-service-syncs={})  ingress reachable p50 {:.3}s  p99 {:.3}s  max {:.3}s  all {:.3}s  |  per Service {:.1} LB calls ({:.1} cloud calls), {:.1} writes  |  +{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)  -{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)",
             r.services,
             r.nodes,
             provider.name(),
+            r.concurrent_service_syncs,
             r.p50.as_secs_f64(),
             r.p99.as_secs_f64(),
             r.max.as_secs_f64(),
             r.total.as_secs_f64(),
             r.calls_per_service,
+            r.cloud_calls_per_service,
             r.writes_per_service,
             r.add_calls,
             r.add_writes,
-            r.add_writes as f64 / r.services.max(1) as f64,
+            r.add_updates,
+            r.updates_per_service(r.add_updates),
+            LbBenchReport::writes_per_update(r.add_writes, r.add_updates),
             r.remove_calls,
             r.remove_writes,
-            r.remove_writes as f64 / r.services.max(1) as f64,
-            n = ccm_harness::lb_bench::CHURN_NODES,
+            r.remove_updates,
+            r.updates_per_service(r.remove_updates),
+            LbBenchReport::writes_per_update(r.remove_writes, r.remove_updates),
+            n = CHURN_NODES,
         );
         reports.push(r);
     }
-    let median = |f: &dyn Fn(&ccm_harness::lb_bench::LbBenchReport) -> f64| {
+    let median = |f: &dyn Fn(&LbBenchReport) -> f64| {
         let mut v: Vec<f64> = reports.iter().map(f).collect();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
     println!(
-        "lb median of {} runs: p50 {:.3}s  p99 {:.3}s  {:.1} LB calls/Service  churn +{n}: {} calls  -{n}: {} calls",
+        "lb median of {} runs ({}, --concurrent-service-syncs={}): ingress p50 {:.3}s  p99 {:.3}s  |  {:.1} LB calls/Service, {:.1} cloud calls/Service (create)  |  writes per node change (per UpdateLoadBalancer): +{n} {:.2}  -{n} {:.2}  |  UpdateLoadBalancer/Service: +{n} {:.2}  -{n} {:.2}",
         reports.len(),
+        provider.name(),
+        reports.first().map_or(1, |r| r.concurrent_service_syncs),
         median(&|r| r.p50.as_secs_f64()),
         median(&|r| r.p99.as_secs_f64()),
         median(&|r| r.calls_per_service),
-        median(&|r| r.add_calls as f64),
-        median(&|r| r.remove_calls as f64),
-        n = ccm_harness::lb_bench::CHURN_NODES,
+        median(&|r| r.cloud_calls_per_service),
+        median(&|r| LbBenchReport::writes_per_update(r.add_writes, r.add_updates)),
+        median(&|r| LbBenchReport::writes_per_update(r.remove_writes, r.remove_updates)),
+        median(&|r| r.updates_per_service(r.add_updates)),
+        median(&|r| r.updates_per_service(r.remove_updates)),
+        n = CHURN_NODES,
     );
     Ok(())
 }

@@ -207,32 +207,45 @@ fn cluster_with_openstack_and_reference_ccm_initializes_nodes() {
 
 #[test]
 fn mock_openstack_writes_the_documented_ready_object() {
+    let (info, _dir) = mock_ready_object(
+        "openstack",
+        &[
+            "auth_url",
+            "username",
+            "password",
+            "project_name",
+            "domain_name",
+            "region",
+            "admin_url",
+        ],
+    );
+    assert!(info["auth_url"].as_str().unwrap().ends_with("/v3"));
+}
+
+/// Starts `mock <cloud> --nodes 2`, waits for its ready file and checks that every key in
+/// `keys` holds a non-empty string. The mock runs until the returned guard drops.
+fn mock_ready_object(
+    cloud: &str,
+    keys: &[&str],
+) -> (serde_json::Value, (tempfile::TempDir, Running)) {
     let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("os.json");
+    let ready = dir.path().join(format!("{cloud}.json"));
     let mut child = start(&[
         "mock",
-        "openstack",
+        cloud,
         "--nodes",
         "2",
         "--ready-file",
         ready.to_str().unwrap(),
     ]);
     let info = wait_ready(&ready, &mut child);
-    for key in [
-        "auth_url",
-        "username",
-        "password",
-        "project_name",
-        "domain_name",
-        "region",
-        "admin_url",
-    ] {
+    for key in keys {
         assert!(
             info[key].as_str().is_some_and(|v| !v.is_empty()),
-            "{key} missing in {info}"
+            "{cloud}: {key} missing in {info}"
         );
     }
-    assert!(info["auth_url"].as_str().unwrap().ends_with("/v3"));
+    (info, (dir, child))
 }
 
 #[test]
@@ -314,7 +327,7 @@ fn a_run_leaves_prow_files_and_publishes_to_a_file_bucket() {
     assert_eq!(finished["passed"], true);
     assert_eq!(finished["result"], "SUCCESS");
     // Every default provider, in run order.
-    assert_eq!(finished["metadata"]["provider"], "openstack,aws");
+    assert_eq!(finished["metadata"]["provider"], "openstack,aws,vsphere");
     let log = std::fs::read_to_string(artifacts.join("build-log.txt")).unwrap();
     assert!(log.contains("PASS") && log.contains("(NI-01)"), "{log}");
 
@@ -718,55 +731,26 @@ fn publish_uploads_to_a_gcs_emulator() {
 
 #[test]
 fn mock_aws_writes_the_documented_ready_object() {
-    let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("aws.json");
-    let mut child = start(&[
-        "mock",
+    mock_ready_object(
         "aws",
-        "--nodes",
-        "2",
-        "--ready-file",
-        ready.to_str().unwrap(),
-    ]);
-    let info = wait_ready(&ready, &mut child);
-    for key in [
-        "endpoint",
-        "region",
-        "access_key_id",
-        "secret_access_key",
-        "admin_url",
-    ] {
-        assert!(
-            info[key].as_str().is_some_and(|v| !v.is_empty()),
-            "{key} missing in {info}"
-        );
-    }
+        &[
+            "endpoint",
+            "region",
+            "access_key_id",
+            "secret_access_key",
+            "admin_url",
+        ],
+    );
 }
 
 #[test]
 fn mock_vsphere_writes_the_documented_ready_object_with_its_ca() {
-    let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("vsphere.json");
-    let mut child = start(&[
-        "mock",
-        "vsphere",
-        "--nodes",
-        "2",
-        "--ready-file",
-        ready.to_str().unwrap(),
-    ]);
-    let info = wait_ready(&ready, &mut child);
+    let (info, _mock) = mock_ready_object("vsphere", &["url", "username", "password", "admin_url"]);
     let url = info["url"].as_str().unwrap_or_default();
     assert!(
         url.starts_with("https://") && url.ends_with("/sdk"),
         "url {url:?} in {info}"
     );
-    for key in ["username", "password", "admin_url"] {
-        assert!(
-            info[key].as_str().is_some_and(|v| !v.is_empty()),
-            "{key} missing in {info}"
-        );
-    }
     assert_eq!(info["insecure"], false, "{info}");
     let ca = info["ca_file"].as_str().expect("ca_file is a path");
     let pem = std::fs::read_to_string(ca).expect("the CA file exists");

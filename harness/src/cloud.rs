@@ -2,7 +2,7 @@
 //! change and delete instances, inject faults, count the CCM's calls, and know what a
 //! provider's CCM should report (providerID format, region, config file).
 //!
-//! OpenStack and AWS so far; vSphere arrives with its mock (issue 4).
+//! OpenStack, AWS and vSphere (the vSphere translation lives in [`vsphere`]).
 
 use std::time::Duration;
 
@@ -10,16 +10,20 @@ use mock_openstack::{Config as OsConfig, OpenStackMock, ServerInfo, ServerPatch,
 
 use crate::case::CaseError;
 
+pub mod vsphere;
+pub use vsphere::VsphereCloud;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Provider {
     OpenStack,
     Aws,
+    Vsphere,
 }
 
 impl Provider {
     /// The providers run by default (`CCM_CONFORMANCE_PROVIDERS` / `--provider` pick others).
     pub fn all() -> &'static [Provider] {
-        &[Provider::OpenStack, Provider::Aws]
+        &[Provider::OpenStack, Provider::Aws, Provider::Vsphere]
     }
 
     /// The name used by `--cloud-provider`, in case names and on the command line.
@@ -27,6 +31,7 @@ impl Provider {
         match self {
             Provider::OpenStack => "openstack",
             Provider::Aws => "aws",
+            Provider::Vsphere => "vsphere",
         }
     }
 
@@ -34,11 +39,9 @@ impl Provider {
         match s.trim() {
             "openstack" => Ok(Provider::OpenStack),
             "aws" => Ok(Provider::Aws),
-            "vsphere" => Err(format!(
-                "provider {s:?} is not available yet (its mock is not built)"
-            )),
+            "vsphere" => Ok(Provider::Vsphere),
             other => Err(format!(
-                "unknown provider {other:?} (known: openstack, aws)"
+                "unknown provider {other:?} (known: openstack, aws, vsphere)"
             )),
         }
     }
@@ -103,6 +106,9 @@ pub struct Instance {
     /// DNS names the provider's CCM reports besides the IPs, as (type, name): AWS reports
     /// the private DNS name as InternalDNS and Hostname, the public one as ExternalDNS.
     pub dns_addresses: Vec<(String, String)>,
+    /// The machine's BIOS UUID as its kubelet reports it (`status.nodeInfo.systemUUID`);
+    /// the vSphere CCM finds the VM by it. Empty where the provider does not use it.
+    pub system_uuid: String,
 }
 
 impl Instance {
@@ -134,6 +140,17 @@ pub enum Feature {
     NoAddresses,
     /// IPv6 InternalIPs next to IPv4 ones (dual-stack node addresses).
     DualStackAddresses,
+    /// Cloud routes for IPv6 pod CIDRs next to IPv4 ones (dual-stack routes, RT-05).
+    DualStackRoutes,
+    /// UDP load balancers that carry traffic (LB-22).
+    UdpLoadBalancers,
+    /// Service load balancers at all (every LB case).
+    LoadBalancers,
+    /// Cloud routes for pod CIDRs at all (every RT case).
+    Routes,
+    /// An address the cloud reports as ExternalIP only, beside the InternalIPs (NA-01 adds
+    /// one and then expects no writes).
+    SeparateExternalAddresses,
 }
 
 /// A fault to inject into the cloud API the CCM uses.
@@ -180,6 +197,7 @@ fn next_address_block() -> u8 {
 pub enum CloudControl {
     OpenStack(OpenStackMock),
     Aws(AwsMock),
+    Vsphere(VsphereCloud),
 }
 
 impl CloudControl {
@@ -199,13 +217,31 @@ impl CloudControl {
             Provider::Aws => Ok(CloudControl::Aws(
                 AwsMock::start(seeded_nodes, next_address_block()).await?,
             )),
+            // Nodes are VMs the cases create; the mock seeds none.
+            Provider::Vsphere => Ok(CloudControl::Vsphere(
+                VsphereCloud::start(next_address_block()).await?,
+            )),
         }
     }
 
     /// Whether this cloud can express `feature`; `Err` says precisely why not.
     pub fn supports(&self, feature: Feature) -> Result<(), String> {
         match (self, feature) {
+            // mocks/openstack neutron_l3.rs parses route destinations and router subnets as
+            // IPv4 only (real Neutron takes IPv6 extraroutes).
+            (CloudControl::OpenStack(_), Feature::DualStackRoutes) => Err(
+                "the mock OpenStack router takes IPv4 extraroutes and IPv4 subnets only".into(),
+            ),
             (CloudControl::OpenStack(_), _) => Ok(()),
+            // kubernetes/cloud-provider-aws pkg/providers/v1/aws_routes.go sends every pod
+            // CIDR as DestinationCidrBlock (IPv4 only) and lists only DestinationCidrBlock.
+            (CloudControl::Aws(_), Feature::DualStackRoutes) => Err(
+                "upstream cloud-provider-aws cannot route an IPv6 pod CIDR (aws_routes.go sends it as DestinationCidrBlock, never DestinationIpv6CidrBlock)".into(),
+            ),
+            // The mock's data plane and the reference CCM's NLB code carry TCP only so far.
+            (CloudControl::Aws(_), Feature::UdpLoadBalancers) => {
+                Err("UDP on the AWS data plane is not built yet".into())
+            }
             // EC2 places every instance in a subnet, and every subnet in one zone.
             (CloudControl::Aws(_), Feature::NoZone) => Err(
                 "every EC2 instance has an availability zone (placement.availabilityZone)".into(),
@@ -216,11 +252,36 @@ impl CloudControl {
                 "an EC2 instance always has its primary private IP and private DNS name".into(),
             ),
             // cloud-provider-aws pkg/providers/v1/aws.go reports IPv6 addresses only with
-            // [Global] NodeIPFamilies including ipv6; the harness's config is IPv4-only
-            // because the reference CCM does not implement NodeIPFamilies yet.
-            (CloudControl::Aws(_), Feature::DualStackAddresses) => Err(
-                "the AWS CCM reports IPv6 node addresses only with NodeIPFamilies=ipv6, which the harness's AWS config does not set (the reference CCM does not implement it yet)".into(),
+            // [Global] NodeIPFamilies including ipv6, which the harness's config sets.
+            (CloudControl::Aws(_), Feature::DualStackAddresses) => Ok(()),
+            (
+                CloudControl::Aws(_),
+                Feature::LoadBalancers | Feature::Routes | Feature::SeparateExternalAddresses,
+            ) => Ok(()),
+            // kubernetes/cloud-provider-vsphere pkg/cloudprovider/vsphere/cloud.go: without
+            // NSX-T (not modelled here) LoadBalancer() and Routes() return false.
+            (
+                CloudControl::Vsphere(_),
+                Feature::LoadBalancers | Feature::UdpLoadBalancers,
+            ) => Err(
+                "the vSphere cloud provider implements no load balancer (cloud-provider-vsphere returns false from LoadBalancer())".into(),
             ),
+            (CloudControl::Vsphere(_), Feature::Routes | Feature::DualStackRoutes) => Err(
+                "the vSphere cloud provider implements no routes (cloud-provider-vsphere returns false from Routes())".into(),
+            ),
+            // pkg/cloudprovider/vsphere/nodemanager.go (no internal/external network subnets
+            // configured) reports every guest IP as InternalIP and ExternalIP, so a second IP
+            // makes two addresses of each type, which upstream's change detection
+            // (cloud-provider node_controller.go nodeAddressesChangeDetected) re-patches
+            // every period.
+            (CloudControl::Vsphere(_), Feature::SeparateExternalAddresses) => Err(
+                "cloud-provider-vsphere reports every guest IP as both InternalIP and ExternalIP, so an added external IP is a second InternalIP too and upstream's address change detection re-patches such nodes every period".into(),
+            ),
+            // A host without zone tag; a VM whose Tools report nothing; guest IPv6 addresses.
+            (
+                CloudControl::Vsphere(_),
+                Feature::NoZone | Feature::NoAddresses | Feature::DualStackAddresses,
+            ) => Ok(()),
         }
     }
 
@@ -246,6 +307,21 @@ impl CloudControl {
                 .free_private_ips(None, n)
                 .map(|ips| ips.into_iter().map(|ip| ip.to_string()).collect())
                 .map_err(|e| CaseError::infra("picking private IPs in mock AWS", e)),
+            CloudControl::Vsphere(m) => Ok(m.spare_internal_ips(n)),
+        }
+    }
+
+    /// A providerID naming `instance` in a form its provider accepts but its CCM would not
+    /// compute itself, where the generic `<name>://<region>/<id>` is not one (NI-07):
+    /// vSphere's BIOS UUID in upper case (cloud-provider-vsphere compares UUIDs without
+    /// case; `vsphere://<region>/...` is not a vSphere providerID).
+    pub fn alternate_provider_id(&self, instance: &Instance) -> Option<String> {
+        match self {
+            CloudControl::Vsphere(_) => Some(format!(
+                "vsphere://{}",
+                instance.system_uuid.to_ascii_uppercase()
+            )),
+            _ => None,
         }
     }
 
@@ -253,6 +329,7 @@ impl CloudControl {
         match self {
             CloudControl::OpenStack(_) => Provider::OpenStack,
             CloudControl::Aws(_) => Provider::Aws,
+            CloudControl::Vsphere(_) => Provider::Vsphere,
         }
     }
 
@@ -261,6 +338,9 @@ impl CloudControl {
         match self {
             CloudControl::OpenStack(m) => serde_json::to_value(m.ready_info()).unwrap_or_default(),
             CloudControl::Aws(m) => serde_json::to_value(m.mock.ready_info()).unwrap_or_default(),
+            CloudControl::Vsphere(m) => {
+                serde_json::to_value(m.mock.ready_info()).unwrap_or_default()
+            }
         }
     }
 
@@ -282,6 +362,7 @@ impl CloudControl {
                 conf
             }
             CloudControl::Aws(m) => m.cloud_config(),
+            CloudControl::Vsphere(m) => m.cloud_config(),
         }
     }
 
@@ -289,7 +370,7 @@ impl CloudControl {
     /// DNS names resolve to their data-plane VIP); `None` when unknown.
     pub fn resolve_ingress(&self, hostname: &str) -> Option<String> {
         match self {
-            CloudControl::OpenStack(_) => None,
+            CloudControl::OpenStack(_) | CloudControl::Vsphere(_) => None,
             CloudControl::Aws(m) => m.mock.admin().resolve(hostname).map(|ip| ip.to_string()),
         }
     }
@@ -298,7 +379,7 @@ impl CloudControl {
     /// credentials, as the AWS SDK's environment provider reads them).
     pub fn ccm_env(&self) -> Vec<(String, String)> {
         match self {
-            CloudControl::OpenStack(_) => Vec::new(),
+            CloudControl::OpenStack(_) | CloudControl::Vsphere(_) => Vec::new(),
             CloudControl::Aws(m) => m.ccm_env(),
         }
     }
@@ -307,6 +388,7 @@ impl CloudControl {
         match self {
             CloudControl::OpenStack(m) => m.ready_info().region,
             CloudControl::Aws(m) => m.mock.ready_info().region,
+            CloudControl::Vsphere(_) => vsphere::REGION.to_string(),
         }
     }
 
@@ -327,6 +409,7 @@ impl CloudControl {
                 Ok(self.instance(server))
             }
             CloudControl::Aws(m) => m.create_instance(spec),
+            CloudControl::Vsphere(m) => m.create_instance(spec),
         }
     }
 
@@ -353,6 +436,7 @@ impl CloudControl {
                 Ok(self.instance(server))
             }
             CloudControl::Aws(m) => m.update_instance(id, patch),
+            CloudControl::Vsphere(m) => m.update_instance(id, patch),
         }
     }
 
@@ -367,6 +451,7 @@ impl CloudControl {
                 .admin()
                 .delete_instance(id)
                 .map_err(|e| CaseError::infra("deleting instance in mock AWS", e)),
+            CloudControl::Vsphere(m) => m.delete_instance(id),
         }
     }
 
@@ -374,6 +459,7 @@ impl CloudControl {
         match self {
             CloudControl::OpenStack(m) => m.admin().server_by_name(name).map(|s| self.instance(s)),
             CloudControl::Aws(m) => m.mock.admin().instance_by_name(name).map(|i| m.instance(i)),
+            CloudControl::Vsphere(m) => m.instance_by_name(name),
         }
     }
 
@@ -392,12 +478,14 @@ impl CloudControl {
                 .into_iter()
                 .map(|i| m.instance(i))
                 .collect(),
+            CloudControl::Vsphere(m) => m.instances(),
         }
     }
 
     pub fn inject(&self, fault: FaultSpec) -> u64 {
         match (self, fault) {
             (CloudControl::Aws(m), fault) => m.inject(fault),
+            (CloudControl::Vsphere(m), fault) => m.inject(fault),
             (
                 CloudControl::OpenStack(m),
                 FaultSpec::InstanceLookup {
@@ -461,6 +549,7 @@ impl CloudControl {
                 .map(|r| r.routes)
                 .unwrap_or_default(),
             CloudControl::Aws(m) => m.routes(),
+            CloudControl::Vsphere(_) => Vec::new(),
         }
     }
 
@@ -479,6 +568,9 @@ impl CloudControl {
                     .map_err(|e| CaseError::infra("adding a route", e))
             }
             CloudControl::Aws(m) => m.add_route(destination, nexthop),
+            CloudControl::Vsphere(_) => Err(CaseError::Skipped(
+                "vsphere cannot express it: the vSphere cloud provider implements no routes".into(),
+            )),
         }
     }
 
@@ -491,6 +583,7 @@ impl CloudControl {
             CloudControl::Aws(m) => {
                 m.count_actions(&["CreateRoute", "DeleteRoute", "ReplaceRoute"])
             }
+            CloudControl::Vsphere(_) => 0,
         }
     }
 
@@ -517,6 +610,7 @@ impl CloudControl {
                 })
                 .collect(),
             CloudControl::Aws(m) => m.load_balancers(),
+            CloudControl::Vsphere(_) => Vec::new(),
         }
     }
 
@@ -539,6 +633,7 @@ impl CloudControl {
                 .into_iter()
                 .filter(|l| !l.starts_with("instance "))
                 .collect(),
+            CloudControl::Vsphere(m) => m.leaks(),
         }
     }
 
@@ -553,6 +648,7 @@ impl CloudControl {
                 .admin()
                 .journal()
                 .count(|e| e.service == "elb" || e.service == "elbv2"),
+            CloudControl::Vsphere(_) => 0,
         }
     }
 
@@ -564,6 +660,7 @@ impl CloudControl {
                 .journal()
                 .count(|e| e.service == "load-balancer" && e.method != "GET"),
             CloudControl::Aws(m) => m.load_balancer_writes(),
+            CloudControl::Vsphere(_) => 0,
         }
     }
 
@@ -571,6 +668,7 @@ impl CloudControl {
         match self {
             CloudControl::OpenStack(m) => m.admin().faults().clear(),
             CloudControl::Aws(m) => m.mock.admin().faults().clear(),
+            CloudControl::Vsphere(m) => m.mock.admin().faults().clear(),
         }
     }
 
@@ -588,6 +686,7 @@ impl CloudControl {
                 })
                 .count(),
             CloudControl::Aws(m) => m.count_actions(&["DescribeInstances"]),
+            CloudControl::Vsphere(m) => m.instance_lookups(),
         }
     }
 
@@ -609,6 +708,7 @@ impl CloudControl {
                 .iter()
                 .filter(|e| e.fault.is_some())
                 .count(),
+            CloudControl::Vsphere(m) => m.faulted_calls(),
         }
     }
 
@@ -636,6 +736,7 @@ impl CloudControl {
                     .collect::<Vec<_>>()
                     .join("\n")
             }
+            CloudControl::Vsphere(m) => m.journal_text(last),
         }
     }
 
@@ -651,6 +752,7 @@ impl CloudControl {
             internal_ips: s.internal_ips,
             external_ips: s.floating_ips,
             dns_addresses: Vec::new(),
+            system_uuid: String::new(),
         }
     }
 
@@ -660,6 +762,9 @@ impl CloudControl {
                 let _ = tokio::time::timeout(Duration::from_secs(5), m.shutdown()).await;
             }
             CloudControl::Aws(m) => {
+                let _ = tokio::time::timeout(Duration::from_secs(5), m.mock.shutdown()).await;
+            }
+            CloudControl::Vsphere(m) => {
                 let _ = tokio::time::timeout(Duration::from_secs(5), m.mock.shutdown()).await;
             }
         }
@@ -716,6 +821,9 @@ impl AwsMock {
             "[Global]\nZone = {zone}\nVPC = {}\nSubnetID = {subnet}\nKubernetesClusterID = {AWS_CLUSTER_ID}\n",
             admin.vpc_id()
         );
+        // Dual-stack node addresses (IPv4 first), so instances given IPv6 addresses report
+        // them; instances without any are unaffected.
+        conf.push_str("NodeIPFamilies = ipv4\nNodeIPFamilies = ipv6\n");
         for (i, service) in ["ec2", "elasticloadbalancing"].iter().enumerate() {
             conf.push_str(&format!(
                 "\n[ServiceOverride \"{}\"]\nService = {service}\nRegion = {region}\nURL = {url}\nSigningRegion = {region}\nSigningName = {service}\n",
@@ -901,15 +1009,17 @@ impl AwsMock {
             zone: i.zone,
             region,
             instance_type: i.instance_type,
-            // IPv4 only: the AWS CCM as configured here reports no IPv6 addresses
-            // (see Feature::DualStackAddresses).
+            // With NodeIPFamilies ipv4 then ipv6 the AWS CCM reports the private IPv4s, then
+            // the first IPv6 of the (one) ENI (aws.go extractIPv6NodeAddresses).
             internal_ips: std::iter::once(&i.private_ip)
                 .chain(&i.secondary_private_ips)
                 .map(|ip| ip.to_string())
+                .chain(i.ipv6_addresses.first().map(|ip| ip.to_string()))
                 .collect(),
             external_ips: i.public_ip.iter().map(|p| p.to_string()).collect(),
             provider_id: i.provider_id,
             dns_addresses,
+            system_uuid: String::new(),
         }
     }
 
@@ -1081,5 +1191,44 @@ fn public_dns_name(region: &str, ip: std::net::Ipv4Addr) -> String {
         format!("ec2-{dashed}.compute-1.amazonaws.com")
     } else {
         format!("ec2-{dashed}.{region}.compute.amazonaws.com")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vsphere_is_a_default_provider() {
+        assert_eq!(Provider::parse("vsphere"), Ok(Provider::Vsphere));
+        assert_eq!(Provider::Vsphere.name(), "vsphere");
+        assert_eq!(
+            Provider::all(),
+            &[Provider::OpenStack, Provider::Aws, Provider::Vsphere]
+        );
+        assert!(Provider::parse("gce").unwrap_err().contains("vsphere"));
+    }
+
+    #[tokio::test]
+    async fn vsphere_has_no_load_balancers_or_routes() {
+        crate::install_crypto_provider();
+        let cloud = CloudControl::start(Provider::Vsphere, 0).await.unwrap();
+        for f in [
+            Feature::LoadBalancers,
+            Feature::Routes,
+            Feature::DualStackRoutes,
+        ] {
+            let why = cloud.supports(f).unwrap_err();
+            assert!(
+                why.contains("cloud-provider-vsphere returns false"),
+                "{why}"
+            );
+        }
+        assert!(matches!(
+            cloud.require(Feature::LoadBalancers),
+            Err(CaseError::Skipped(_))
+        ));
+        cloud.supports(Feature::NoZone).unwrap();
+        cloud.shutdown().await;
     }
 }

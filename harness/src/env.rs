@@ -340,6 +340,10 @@ impl Environment {
             _ => None,
         };
         config.provider_id = options.kubelet_provider_id;
+        config.system_uuid = instance
+            .as_ref()
+            .map(|i| i.system_uuid.clone())
+            .unwrap_or_default();
         config.annotations = options.annotations;
         if let Some(p) = options.status_report_interval {
             config.status_report_interval = p;
@@ -369,6 +373,7 @@ impl Environment {
         config.external_cloud_provider = false;
         config.node_ip = instance.internal_ips.first().cloned();
         config.provider_id = Some(instance.provider_id.clone());
+        config.system_uuid = instance.system_uuid.clone();
         config.cloud_addresses = instance.cloud_addresses();
         config.labels = in_tree_labels(&instance);
         config.proxy = true;
@@ -575,6 +580,7 @@ impl Environment {
     /// Makes the cloud's load balancers slow: each change stays pending for `reads` status
     /// reads (Octavia's PENDING_* states), so a case can act while the CCM is mid-ensure.
     pub fn slow_load_balancers(&self, reads: u32) -> Result<(), CaseError> {
+        self.cloud().require(crate::cloud::Feature::LoadBalancers)?;
         #[allow(unreachable_patterns)]
         match self.cloud() {
             CloudControl::OpenStack(m) => m

@@ -263,10 +263,76 @@ impl CloudTap {
                     .count();
                 (creates, deletes)
             }
-            // The AWS Query API names the action in the body, which the journal does not
-            // keep: creates and deletes show only in the load-balancer snapshots.
-            CloudTap::Aws(_) => (0, 0),
+            // The mock journals each query-API call's form (`Action=...&Version=...`).
+            CloudTap::Aws(_) => {
+                let count = |wanted: &str| {
+                    entries
+                        .iter()
+                        .filter(|e| {
+                            (e.service == "elb" || e.service == "elbv2")
+                                && (200..300).contains(&e.status)
+                                && aws_action(&e.query) == wanted
+                        })
+                        .count()
+                };
+                (count("CreateLoadBalancer"), count("DeleteLoadBalancer"))
+            }
         }
+    }
+}
+
+/// The `Action` of an AWS query-API journal entry's form.
+fn aws_action(query: &str) -> &str {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("Action="))
+        .unwrap_or_default()
+}
+
+/// Makes the cloud hold every load-balancer create for `latency` before answering, so a
+/// case can act while the CCM is inside its ensure (AWS: `CreateLoadBalancer` of ELB and
+/// ELBv2, with the mock's latency fault; OpenStack has Octavia's PENDING states instead,
+/// `Environment::slow_load_balancers`). `None` for other clouds.
+pub fn hold_load_balancer_creates(cloud: &CloudControl, latency: Duration) -> Option<CreateHold> {
+    #[allow(unreachable_patterns)]
+    match cloud {
+        CloudControl::Aws(m) => {
+            let faults = m.admin().faults();
+            let rule = faults.add(mock_cloud::FaultRule {
+                service: None,
+                method: None,
+                path: Some("^/CreateLoadBalancer(/|$)".into()),
+                status: 0,
+                message: None,
+                count: None,
+                latency_ms: Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)),
+            });
+            Some(CreateHold { faults, rule })
+        }
+        _ => None,
+    }
+}
+
+/// A hold on load-balancer creates; see [`hold_load_balancer_creates`].
+pub struct CreateHold {
+    faults: mock_cloud::Faults,
+    rule: u64,
+}
+
+impl CreateHold {
+    /// How many creates have been held so far (the CCM is inside the first once this is 1).
+    pub fn held(&self) -> u64 {
+        self.faults
+            .list()
+            .iter()
+            .find(|r| r.id == self.rule)
+            .map(|r| r.fired)
+            .unwrap_or(0)
+    }
+
+    /// Lets later creates through at once (one already held still waits its time).
+    pub fn release(self) {
+        let _ = self.faults.remove(self.rule);
     }
 }
 

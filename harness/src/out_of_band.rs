@@ -1,7 +1,8 @@
 //! Changing the cloud behind the CCM's back the way an operator would: with the cloud's
 //! own API, as a client the journal records like any other, not through the mock's admin
 //! back door. Cases use it to check that a CCM notices (or, upstream-faithfully, does not
-//! notice) state it did not make (ccm-behaviour.md LB-21, LB-26).
+//! notice) state it did not make (ccm-behaviour.md LB-21, LB-26), and the upgrade suite
+//! uses the AWS form ([`AwsQuery`]) to make what an in-tree provider left behind.
 
 use std::time::Duration;
 
@@ -12,10 +13,24 @@ use crate::cloud::CloudControl;
 use crate::ensure;
 
 /// Deletes load balancer `id` with the cloud's own API (OpenStack: Keystone password auth,
-/// then Octavia `DELETE …?cascade=true`). Skips the case for clouds not supported yet.
+/// then Octavia `DELETE …?cascade=true`; AWS: `DeleteLoadBalancer`, of ELB classic for a
+/// name, of ELBv2 for an ARN, as `aws elb|elbv2 delete-load-balancer` would). Skips the
+/// case for clouds not supported yet.
 pub async fn delete_load_balancer(cloud: &CloudControl, id: &str) -> Result<(), CaseError> {
+    #[allow(unreachable_patterns)]
     match cloud {
         CloudControl::OpenStack(_) => octavia_delete(&cloud.ready_info(), id).await,
+        CloudControl::Aws(_) => {
+            let aws = AwsQuery::new(&cloud.ready_info())?;
+            let (api, key) = if id.starts_with("arn:") {
+                (AwsApi::Elbv2, "LoadBalancerArn")
+            } else {
+                (AwsApi::Elb, "LoadBalancerName")
+            };
+            aws.call(api, "DeleteLoadBalancer", &[(key.into(), id.into())])
+                .await
+                .map(|_| ())
+        }
         other => Err(CaseError::Skipped(format!(
             "the harness cannot delete a {} load balancer out of band yet",
             other.provider().name()
@@ -88,4 +103,252 @@ async fn octavia_delete(ready: &serde_json::Value, lb_id: &str) -> Result<(), Ca
         answer.status()
     );
     Ok(())
+}
+
+/// The AWS query APIs the mock answers on one endpoint, told apart by `Version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AwsApi {
+    Ec2,
+    Elb,
+    Elbv2,
+}
+
+impl AwsApi {
+    fn version(self) -> &'static str {
+        match self {
+            AwsApi::Ec2 => "2016-11-15",
+            AwsApi::Elb => "2012-06-01",
+            AwsApi::Elbv2 => "2015-12-01",
+        }
+    }
+
+    /// The SigV4 service name (ELB and ELBv2 share one).
+    fn signing_name(self) -> &'static str {
+        match self {
+            AwsApi::Ec2 => "ec2",
+            AwsApi::Elb | AwsApi::Elbv2 => "elasticloadbalancing",
+        }
+    }
+}
+
+/// A minimal AWS query-protocol client (form POST, SigV4-signed with the mock's static
+/// key), what the `aws` CLI would send: for out-of-band changes and in-tree seeding.
+pub struct AwsQuery {
+    http: reqwest::Client,
+    endpoint: String,
+    region: String,
+    access_key_id: String,
+    secret_access_key: String,
+}
+
+impl AwsQuery {
+    /// A client for the mock described by `ready` (the AWS mock's ready info).
+    pub fn new(ready: &serde_json::Value) -> Result<Self, CaseError> {
+        let text = |k: &str| {
+            ready
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let endpoint = text("endpoint");
+        if !endpoint.starts_with("http://") {
+            return Err(CaseError::Skipped(format!(
+                "the harness's AWS client speaks plain HTTP only; the mock is at {endpoint:?}"
+            )));
+        }
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| CaseError::infra("building HTTP client", e))?;
+        Ok(Self {
+            http,
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            region: text("region"),
+            access_key_id: text("access_key_id"),
+            secret_access_key: text("secret_access_key"),
+        })
+    }
+
+    /// Calls `action` with `params`; the response body on success, a failure naming the
+    /// AWS error otherwise.
+    pub async fn call(
+        &self,
+        api: AwsApi,
+        action: &str,
+        params: &[(String, String)],
+    ) -> Result<String, CaseError> {
+        let mut body = format!("Action={}&Version={}", uri_encode(action), api.version());
+        for (k, v) in params {
+            body.push_str(&format!("&{}={}", uri_encode(k), uri_encode(v)));
+        }
+        let host = self
+            .endpoint
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let amz_date = jiff::Timestamp::now()
+            .strftime("%Y%m%dT%H%M%SZ")
+            .to_string();
+        let content_type = "application/x-www-form-urlencoded; charset=utf-8";
+        let authorization = sigv4_authorization(
+            &SigV4Key {
+                access_key_id: &self.access_key_id,
+                secret_access_key: &self.secret_access_key,
+                region: &self.region,
+                service: api.signing_name(),
+            },
+            &amz_date,
+            &[
+                ("content-type", content_type),
+                ("host", &host),
+                ("x-amz-date", &amz_date),
+            ],
+            body.as_bytes(),
+        );
+        let answer = self
+            .http
+            .post(format!("{}/", self.endpoint))
+            .header("content-type", content_type)
+            .header("x-amz-date", &amz_date)
+            .header("authorization", authorization)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| CaseError::infra(&format!("calling mock AWS {action}"), e))?;
+        let status = answer.status();
+        let text = answer
+            .text()
+            .await
+            .map_err(|e| CaseError::infra(&format!("reading mock AWS {action}"), e))?;
+        ensure!(
+            status.is_success(),
+            "expected mock AWS to accept {action}, observed {status}: {}",
+            xml_text(&text, "Message").unwrap_or(&text)
+        );
+        Ok(text)
+    }
+}
+
+/// The text of the first `<tag>…</tag>` in an AWS XML answer.
+pub fn xml_text<'a>(body: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = body.find(&open)? + open.len();
+    let len = body[start..].find(&format!("</{tag}>"))?;
+    Some(&body[start..start + len])
+}
+
+struct SigV4Key<'a> {
+    access_key_id: &'a str,
+    secret_access_key: &'a str,
+    region: &'a str,
+    service: &'a str,
+}
+
+/// The SigV4 `Authorization` value for a POST to `/` with no query; `headers` sorted by
+/// lower-case name (AWS General Reference, "Signature Version 4 signing process").
+fn sigv4_authorization(
+    key: &SigV4Key<'_>,
+    amz_date: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> String {
+    use ring::{digest, hmac};
+    let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let sha = |b: &[u8]| hex(digest::digest(&digest::SHA256, b).as_ref());
+    let mac = |k: &[u8], d: &[u8]| {
+        hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, k), d)
+            .as_ref()
+            .to_vec()
+    };
+    let canonical_headers: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}:{}\n", v.trim()))
+        .collect();
+    let signed: Vec<&str> = headers.iter().map(|(k, _)| *k).collect();
+    let signed = signed.join(";");
+    let request = format!("POST\n/\n\n{canonical_headers}\n{signed}\n{}", sha(body));
+    let date = amz_date.get(..8).unwrap_or(amz_date);
+    let scope = format!("{date}/{}/{}/aws4_request", key.region, key.service);
+    let to_sign = format!(
+        "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
+        sha(request.as_bytes())
+    );
+    let mut k = mac(
+        format!("AWS4{}", key.secret_access_key).as_bytes(),
+        date.as_bytes(),
+    );
+    for part in [key.region, key.service, "aws4_request"] {
+        k = mac(&k, part.as_bytes());
+    }
+    format!(
+        "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed}, Signature={}",
+        key.access_key_id,
+        hex(&mac(&k, to_sign.as_bytes()))
+    )
+}
+
+/// RFC 3986 unreserved characters stay, everything else is `%XX` (SigV4's encoding).
+fn uri_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::Provider;
+
+    #[test]
+    fn xml_text_finds_the_first_element() {
+        let body = "<R><DNSName>a-1.elb</DNSName><DNSName>b</DNSName></R>";
+        assert_eq!(xml_text(body, "DNSName"), Some("a-1.elb"));
+        assert_eq!(xml_text(body, "Missing"), None);
+    }
+
+    /// The mock verifies SigV4: a signed call is accepted, and the out-of-band delete
+    /// removes a classic ELB the query API created.
+    #[tokio::test]
+    async fn signed_calls_reach_the_mock_and_delete_out_of_band() {
+        let cloud = CloudControl::start(Provider::Aws, 1).await.unwrap();
+        let aws = AwsQuery::new(&cloud.ready_info()).unwrap();
+        let CloudControl::Aws(m) = &cloud else {
+            unreachable!()
+        };
+        let (_, subnet) = m.admin().subnets()[0].clone();
+        let p = |k: &str, v: &str| (k.to_string(), v.to_string());
+        aws.call(
+            AwsApi::Elb,
+            "CreateLoadBalancer",
+            &[
+                p("LoadBalancerName", "oob"),
+                p("Listeners.member.1.Protocol", "TCP"),
+                p("Listeners.member.1.LoadBalancerPort", "80"),
+                p("Listeners.member.1.InstanceProtocol", "TCP"),
+                p("Listeners.member.1.InstancePort", "30080"),
+                p("Subnets.member.1", &subnet),
+            ],
+        )
+        .await
+        .unwrap();
+        assert_eq!(m.admin().load_balancer_names(), vec!["oob".to_string()]);
+        delete_load_balancer(&cloud, "oob").await.unwrap();
+        assert!(m.admin().load_balancer_names().is_empty());
+        let err = aws
+            .call(AwsApi::Elb, "NoSuchAction", &[])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, CaseError::Failed { .. }), "{err:?}");
+        cloud.shutdown().await;
+    }
 }

@@ -130,6 +130,7 @@ async fn wait_lookups(env: &Environment, since: usize, more: usize) -> Result<()
 }
 
 async fn na01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.cloud().require(Feature::SeparateExternalAddresses)?;
     // Starts without an ExternalIP, so the node never holds two addresses of one type:
     // upstream's change detection (cloud-provider node/helpers/address.go
     // nodeAddressesChangeDetected) maps addresses by type and so re-patches such nodes every

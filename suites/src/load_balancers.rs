@@ -17,6 +17,8 @@ use serde_json::json;
 
 use crate::common::initialized_node;
 
+mod rollouts;
+
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 /// Creating an LB against the mock (immediate lifecycle) takes well under a second; upstream
 /// e2e allows 20 min against real clouds.
@@ -32,7 +34,13 @@ macro_rules! case {
             tags: $tags,
             ccm_args: &[],
             start_ccm: true,
-            run: |env| Box::pin($body(env)),
+            run: |env| {
+                Box::pin(async move {
+                    env.cloud()
+                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
+                    $body(env).await
+                })
+            },
         }
     };
 }
@@ -1217,7 +1225,13 @@ pub fn more_cases() -> Vec<Case> {
             // providerID change is the one the case makes.
             ccm_args: &["--controllers=*,-cloud-node-controller"],
             start_ccm: true,
-            run: |env| Box::pin(lb16(env)),
+            run: |env| {
+                Box::pin(async move {
+                    env.cloud()
+                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
+                    lb16(env).await
+                })
+            },
         },
         case!(
             "LB-19",
@@ -1238,7 +1252,13 @@ pub fn more_cases() -> Vec<Case> {
             tags: &[Mock],
             ccm_args: &["--concurrent-service-syncs=2"],
             start_ccm: true,
-            run: |env| Box::pin(lb24(env)),
+            run: |env| {
+                Box::pin(async move {
+                    env.cloud()
+                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
+                    lb24(env).await
+                })
+            },
         },
         Case {
             id: "LB-06b",
@@ -1247,7 +1267,13 @@ pub fn more_cases() -> Vec<Case> {
             tags: &[Mock],
             ccm_args: &[],
             start_ccm: false,
-            run: |env| Box::pin(lb06b(env)),
+            run: |env| {
+                Box::pin(async move {
+                    env.cloud()
+                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
+                    lb06b(env).await
+                })
+            },
         },
         Case {
             id: "LB-07b",
@@ -1256,7 +1282,13 @@ pub fn more_cases() -> Vec<Case> {
             tags: &[Mock],
             ccm_args: &[],
             start_ccm: false,
-            run: |env| Box::pin(lb07b(env)),
+            run: |env| {
+                Box::pin(async move {
+                    env.cloud()
+                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
+                    lb07b(env).await
+                })
+            },
         },
         case!(
             "LB-26",
@@ -1265,6 +1297,9 @@ pub fn more_cases() -> Vec<Case> {
             lb26
         ),
     ]
+    .into_iter()
+    .chain(rollouts::cases())
+    .collect()
 }
 
 async fn lb10(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
@@ -1500,8 +1535,10 @@ async fn lb19(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 /// Deletes the case's load balancer behind the CCM's back, as an operator with the cloud's
-/// own tools would (see `ccm_harness::out_of_band`).
-async fn delete_out_of_band(env: &Environment) -> Result<(), CaseError> {
+/// own tools would (see `ccm_harness::out_of_band`). Returns the CCM's resources that the
+/// delete left behind (AWS: the ELB's `k8s-elb-<name>` security group; Octavia's cascade
+/// delete leaves none).
+async fn delete_out_of_band(env: &Environment) -> Result<Vec<String>, CaseError> {
     let lb = env
         .cloud()
         .load_balancers()
@@ -1509,7 +1546,8 @@ async fn delete_out_of_band(env: &Environment) -> Result<(), CaseError> {
         .next()
         .ok_or_else(|| CaseError::failed("expected a load balancer in the cloud"))?;
     ccm_harness::out_of_band::delete_load_balancer(env.cloud(), &lb.id).await?;
-    wait_no_lbs(env).await
+    wait_no_lbs(env).await?;
+    Ok(env.cloud().leaks())
 }
 
 async fn lb21(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
@@ -1586,7 +1624,7 @@ async fn lb26(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     create(env, &service(SVC, json!({}))?).await?;
     ready_ingress(env).await?;
     wait_reason(env, "EnsuredLoadBalancer").await?;
-    delete_out_of_band(env).await?;
+    let orphaned = delete_out_of_band(env).await?;
     let before = count_reason(&reasons(env).await?, "UpdatedLoadBalancer");
     let calls = env.cloud().load_balancer_calls();
     // A node joins: UpdateLoadBalancer fails (nothing to update), GetLoadBalancer says
@@ -1628,8 +1666,28 @@ async fn lb26(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         },
     )
     .await?;
-    delete_and_check_leaks(env).await?;
-    Ok(vec![])
+    // Deleting the Service: GetLoadBalancer says gone, so upstream never calls
+    // EnsureLoadBalancerDeleted (kubernetes/cloud-provider controllers/service/controller.go
+    // syncLoadBalancerIfNeeded) and what the operator's delete orphaned stays (on AWS the
+    // ELB's security group). Anything else left over is a leak.
+    let _ = env.services().delete(SVC, &DeleteParams::default()).await;
+    wait_gone(env).await?;
+    wait_no_lbs(env).await?;
+    let leaks: Vec<String> = env
+        .cloud()
+        .leaks()
+        .into_iter()
+        .filter(|l| !orphaned.contains(l))
+        .collect();
+    ensure!(
+        leaks.is_empty(),
+        "expected no cloud resources left but those the out-of-band delete orphaned \
+         ({orphaned:?}), observed {leaks:?}"
+    );
+    Ok(vec![(
+        "orphaned_by_out_of_band_delete".into(),
+        orphaned.len().to_string(),
+    )])
 }
 
 /// LB-24's scale: enough Services that a serial or unbounded node sync shows, few enough to
@@ -1788,6 +1846,7 @@ pub(crate) fn lb_journal_mark(env: &Environment) -> u64 {
     match env.cloud() {
         ccm_harness::CloudControl::OpenStack(m) => m.admin().journal().last_seq(),
         ccm_harness::CloudControl::Aws(m) => m.admin().journal().last_seq(),
+        ccm_harness::CloudControl::Vsphere(m) => m.mock.admin().journal().last_seq(),
     }
 }
 
@@ -1827,6 +1886,7 @@ pub(crate) fn lb_update_spans(env: &Environment, mark: u64) -> Vec<LbUpdate> {
                 (e.time, e.query.clone(), write)
             })
             .collect(),
+        ccm_harness::CloudControl::Vsphere(_) => Vec::new(),
     };
     // Keys (ids, names, pool ids) that identify each load balancer in a call.
     let keys: Vec<(String, Vec<String>)> = match env.cloud() {
@@ -1854,6 +1914,7 @@ pub(crate) fn lb_update_spans(env: &Environment, mark: u64) -> Vec<LbUpdate> {
             .into_iter()
             .map(|lb| (lb.id.clone(), vec![lb.id, lb.name]))
             .collect(),
+        ccm_harness::CloudControl::Vsphere(_) => Vec::new(),
     };
     let mut spans: BTreeMap<String, LbUpdate> = BTreeMap::new();
     for (time, text, write) in calls {

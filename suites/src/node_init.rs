@@ -333,6 +333,10 @@ async fn ni07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         instance.region,
         instance.id
     );
+    let preset = env
+        .cloud()
+        .alternate_provider_id(&instance)
+        .unwrap_or(preset);
     env.add_node(
         "node-a",
         NodeOptions {
@@ -420,7 +424,13 @@ async fn ni09(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     let mut want: Vec<(String, String)> = instance
         .cloud_addresses()
         .into_iter()
-        .filter(|(t, x)| t != "InternalIP" || x == a)
+        .filter(|(t, x)| {
+            x == a
+                || !instance
+                    .cloud_addresses()
+                    .iter()
+                    .any(|(u, y)| u == t && y == a)
+        })
         .collect();
     want.push(("Hostname".to_string(), "node-a".to_string()));
     want.dedup();

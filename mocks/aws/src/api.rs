@@ -83,10 +83,38 @@ fn check_signature(
     body: &[u8],
 ) -> Result<(), AwsError> {
     let config = &shared.config;
+    let role = &shared.imds.credentials;
     let auth = sigv4::verify(method, uri, headers, body, |key| {
-        (key == config.access_key_id).then(|| config.secret_access_key.clone())
+        if key == config.access_key_id {
+            Some(config.secret_access_key.clone())
+        } else if key == role.access_key_id {
+            Some(role.secret_access_key.clone())
+        } else {
+            None
+        }
     })
     .map_err(|e| auth_error(service, &e))?;
+    // Temporary (IMDS role) keys need their session token; long-term keys take none.
+    // AWS refuses a wrong or missing one as it refuses an unknown key: EC2 `AuthFailure`,
+    // ELB `InvalidClientTokenId` ("The security token included in the request is invalid").
+    let token = headers
+        .get("x-amz-security-token")
+        .map(|v| v.to_str().unwrap_or_default());
+    let want = (auth.access_key_id == role.access_key_id).then_some(role.token.as_str());
+    if token != want {
+        return Err(match service {
+            Service::Ec2 => AwsError::new(
+                StatusCode::UNAUTHORIZED,
+                "AuthFailure",
+                "AWS was not able to validate the provided access credentials",
+            ),
+            Service::Elb | Service::Elbv2 => AwsError::new(
+                StatusCode::FORBIDDEN,
+                "InvalidClientTokenId",
+                "The security token included in the request is invalid.",
+            ),
+        });
+    }
     let expected_service = match service {
         Service::Ec2 => "ec2",
         Service::Elb | Service::Elbv2 => "elasticloadbalancing",

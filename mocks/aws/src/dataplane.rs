@@ -8,10 +8,14 @@
 //! unhealthy instance gets no traffic (`DescribeInstanceHealth` still answers from the
 //! instance state).
 //!
-//! ELBv2 network load balancers are served the same way once `active`: each TCP listener
+//! ELBv2 network load balancers are served the same way once `active`: each listener
 //! binds `vip:port` and forwards to its target group's registered instances
 //! `privateIp:port`, probed with the target group's health check (no security groups:
-//! everyone may connect, as for an NLB without them).
+//! everyone may connect, as for an NLB without them). TCP and TLS listeners proxy TCP,
+//! UDP listeners proxy datagrams (the shared engine's UDP proxy, as mock-openstack serves
+//! Octavia UDP listeners), TCP_UDP listeners both on the same port. Health checks of any
+//! target group are TCP or HTTP(S) on the health-check port, never UDP (AWS rule: ELBv2
+//! CreateTargetGroup `HealthCheckProtocol`).
 //!
 //! A reconciler task reads the model after every request and every
 //! [`RECONCILE_PERIOD`], starts, updates and stops proxies to match. Approximations: the
@@ -37,6 +41,7 @@ pub(crate) const RECONCILE_PERIOD: Duration = Duration::from_millis(100);
 /// One listener as the data plane serves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListenerPlan {
+    pub protocol: Protocol,
     pub listen: SocketAddr,
     pub backends: Vec<Backend>,
     pub allowed: Vec<Cidr>,
@@ -44,7 +49,7 @@ pub(crate) struct ListenerPlan {
 }
 
 /// `TCP:30080` / `HTTP:31000/healthz` as a probe on each instance's private IP.
-fn health_of(target: &str) -> Option<(Probe, u16)> {
+pub(crate) fn health_of(target: &str) -> Option<(Probe, u16)> {
     let (proto, rest) = target.split_once(':')?;
     let (port, path) = match rest.split_once('/') {
         Some((port, path)) => (port, format!("/{path}")),
@@ -123,6 +128,7 @@ pub(crate) fn plan(cloud: &mut Cloud) -> Vec<ListenerPlan> {
                 })
                 .collect();
             out.push(ListenerPlan {
+                protocol: Protocol::Tcp,
                 listen: SocketAddr::new(IpAddr::V4(lb.vip), port),
                 backends,
                 allowed: allowed_cidrs(cloud, lb, l.port),
@@ -165,7 +171,12 @@ pub(crate) fn plan(cloud: &mut Cloud) -> Vec<ListenerPlan> {
                     }),
                 _ => Some(Probe::Tcp),
             };
-            let backends = tg
+            let protocols: &[Protocol] = match l.protocol.as_str() {
+                "UDP" => &[Protocol::Udp],
+                "TCP_UDP" => &[Protocol::Tcp, Protocol::Udp],
+                _ => &[Protocol::Tcp],
+            };
+            let backends: Vec<Backend> = tg
                 .targets
                 .iter()
                 .filter_map(|(id, p)| Some((cloud.instance(id)?, u16::try_from(*p).ok()?)))
@@ -178,18 +189,22 @@ pub(crate) fn plan(cloud: &mut Cloud) -> Vec<ListenerPlan> {
                     }
                 })
                 .collect();
-            out.push(ListenerPlan {
-                listen: SocketAddr::new(IpAddr::V4(lb.vip), port),
-                backends,
-                allowed: Vec::new(),
-                health: probe.map(|probe| HealthCheck {
-                    probe,
-                    interval: Duration::from_millis(200),
-                    timeout: Duration::from_millis(500),
-                    rise: 1,
-                    fall: 1,
-                }),
+            let health = probe.map(|probe| HealthCheck {
+                probe,
+                interval: Duration::from_millis(200),
+                timeout: Duration::from_millis(500),
+                rise: 1,
+                fall: 1,
             });
+            for protocol in protocols {
+                out.push(ListenerPlan {
+                    protocol: *protocol,
+                    listen: SocketAddr::new(IpAddr::V4(lb.vip), port),
+                    backends: backends.clone(),
+                    allowed: Vec::new(),
+                    health: health.clone(),
+                });
+            }
         }
     }
     out
@@ -235,9 +250,12 @@ impl Drop for DataPlane {
     }
 }
 
+/// Proxies are keyed by address and protocol: a TCP_UDP listener has two on one port.
+type Key = (SocketAddr, Protocol);
+
 async fn run(shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
-    let mut running: HashMap<SocketAddr, Running> = HashMap::new();
-    let mut failures: HashMap<SocketAddr, String> = HashMap::new();
+    let mut running: HashMap<Key, Running> = HashMap::new();
+    let mut failures: HashMap<Key, String> = HashMap::new();
     let mut tick = tokio::time::interval(RECONCILE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -246,18 +264,18 @@ async fn run(shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
             _ = tick.tick() => {}
             _ = shared.dataplane_wake.notified() => {}
         }
-        let wanted: HashMap<SocketAddr, ListenerPlan> = plan(&mut shared.cloud())
+        let wanted: HashMap<Key, ListenerPlan> = plan(&mut shared.cloud())
             .into_iter()
-            .map(|p| (p.listen, p))
+            .map(|p| ((p.listen, p.protocol), p))
             .collect();
-        let gone: Vec<SocketAddr> = running
+        let gone: Vec<Key> = running
             .keys()
             .filter(|k| !wanted.contains_key(*k))
             .copied()
             .collect();
         for k in gone {
             if let Some(r) = running.remove(&k) {
-                tracing::info!(listen = %k, "elb data plane: listener stopped");
+                tracing::info!(listen = %k.0, protocol = ?k.1, "elb data plane: listener stopped");
                 r.proxy.stop().await;
             }
         }
@@ -272,7 +290,7 @@ async fn run(shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
                 }
                 None => {
                     let config = ProxyConfig {
-                        protocol: Protocol::Tcp,
+                        protocol: p.protocol,
                         listen: p.listen,
                         backends: p.backends.clone(),
                         allowed_cidrs: p.allowed.clone(),
@@ -280,14 +298,14 @@ async fn run(shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
                     };
                     match Proxy::start(config).await {
                         Ok(proxy) => {
-                            tracing::info!(listen = %k, "elb data plane: listener serving");
+                            tracing::info!(listen = %k.0, protocol = ?k.1, "elb data plane: listener serving");
                             failures.remove(&k);
                             running.insert(k, Running { plan: p, proxy });
                         }
                         Err(e) => {
                             let message = e.to_string();
                             if failures.get(&k) != Some(&message) {
-                                tracing::warn!(listen = %k, error = %message, "elb data plane: cannot serve listener; retrying");
+                                tracing::warn!(listen = %k.0, protocol = ?k.1, error = %message, "elb data plane: cannot serve listener; retrying");
                                 failures.insert(k, message);
                             }
                         }

@@ -234,6 +234,19 @@ fn listeners(p: &Params) -> Result<Vec<Listener>, AwsError> {
         return Err(AwsError::missing("Listeners"));
     }
     for l in &out {
+        // Classic load balancers speak HTTP, HTTPS, TCP and SSL only (ELB API reference,
+        // `Listener` data type); UDP needs an NLB. moto 5 accepts any protocol here; the
+        // code is the API's ValidationError, the wording ours.
+        for proto in [&l.protocol, &l.instance_protocol] {
+            if !matches!(proto.as_str(), "HTTP" | "HTTPS" | "TCP" | "SSL") {
+                return Err(AwsError::bad(
+                    "ValidationError",
+                    format!(
+                        "Invalid protocol {proto}: a classic load balancer listener is HTTP, HTTPS, TCP or SSL"
+                    ),
+                ));
+            }
+        }
         if !(1..=65535).contains(&l.port) || !(1..=65535).contains(&l.instance_port) {
             return Err(AwsError::bad(
                 "ValidationError",

@@ -142,6 +142,48 @@ fn validation(message: impl Into<String>) -> AwsError {
     AwsError::bad("ValidationError", message)
 }
 
+/// Listener protocols by load balancer type, and the target group protocol each listener
+/// protocol forwards to (ELBv2 API reference, CreateListener `Protocol`; the wording of
+/// the refusal as moto 5 `moto/elbv2/exceptions.py` `InvalidProtocol`). A UDP listener
+/// needs a UDP target group, TCP_UDP a TCP_UDP one; a TCP or TLS listener may forward to
+/// TCP, TLS or TCP_UDP groups.
+fn check_listener_protocol(
+    cloud: &Cloud,
+    lb_kind: &str,
+    protocol: &str,
+    actions: &[(String, String)],
+) -> Result<(), AwsError> {
+    let valid: &[&str] = if lb_kind == "network" {
+        &["TCP", "TLS", "UDP", "TCP_UDP"]
+    } else {
+        &["HTTP", "HTTPS"]
+    };
+    if !valid.contains(&protocol) {
+        return Err(validation(format!(
+            "Listener protocol '{protocol}' must be one of '{}'",
+            valid.join(", ")
+        )));
+    }
+    for (_, arn) in actions {
+        let Some(tg) = cloud.elbv2.target_groups.get(arn) else {
+            continue;
+        };
+        let ok = match protocol {
+            "UDP" => tg.protocol == "UDP",
+            "TCP_UDP" => tg.protocol == "TCP_UDP",
+            "TCP" | "TLS" => matches!(tg.protocol.as_str(), "TCP" | "TLS" | "TCP_UDP"),
+            _ => matches!(tg.protocol.as_str(), "HTTP" | "HTTPS"),
+        };
+        if !ok {
+            return Err(validation(format!(
+                "Listener protocol '{protocol}' is not supported with a target group with the protocol '{}'",
+                tg.protocol
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn required_int(p: &Params, key: &str) -> Result<i64, AwsError> {
     p.int(key)?.ok_or_else(|| AwsError::missing(key))
 }
@@ -305,6 +347,22 @@ pub(crate) fn handle(cloud: &mut Cloud, action: &str, p: &Params) -> Result<Stri
                 .listeners
                 .get(&arn)
                 .ok_or_else(listener_not_found)?;
+            let kind = cloud
+                .elbv2
+                .lbs
+                .get(&l.lb_arn)
+                .map(|lb| lb.kind.clone())
+                .unwrap_or_default();
+            check_listener_protocol(
+                cloud,
+                &kind,
+                protocol.as_deref().unwrap_or(&l.protocol),
+                if actions.is_empty() {
+                    &l.actions
+                } else {
+                    &actions
+                },
+            )?;
             if let Some(port) = port
                 && cloud
                     .elbv2
@@ -668,11 +726,21 @@ fn create_tg(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError>
     if !cloud.vpcs.iter().any(|v| v.id == vpc_id) {
         return Err(validation(format!("The VPC ID '{vpc_id}' is not found")));
     }
+    // Health checks are TCP, HTTP or HTTPS; an NLB's target groups (TCP, TLS, UDP,
+    // TCP_UDP) default to TCP, so a UDP group is probed over TCP on its health-check port
+    // (ELBv2 API reference, CreateTargetGroup `HealthCheckProtocol`).
+    let health_protocol = match p.get("HealthCheckProtocol").map(str::to_ascii_uppercase) {
+        Some(hp) if matches!(hp.as_str(), "TCP" | "HTTP" | "HTTPS") => hp,
+        Some(hp) => {
+            return Err(validation(format!(
+                "Health check protocol '{hp}' is not supported; use TCP, HTTP or HTTPS"
+            )));
+        }
+        None if matches!(protocol.as_str(), "HTTP" | "HTTPS") => protocol.clone(),
+        None => "TCP".to_string(),
+    };
     let health = HealthCheck {
-        protocol: p
-            .get("HealthCheckProtocol")
-            .map(str::to_ascii_uppercase)
-            .unwrap_or_else(|| protocol.clone()),
+        protocol: health_protocol,
         port: p
             .get("HealthCheckPort")
             .unwrap_or("traffic-port")
@@ -904,6 +972,7 @@ fn create_listener(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), Aws
     let Some(lb) = cloud.elbv2.lbs.get(&lb_arn) else {
         return Err(lb_not_found());
     };
+    check_listener_protocol(cloud, &lb.kind, &protocol, &actions)?;
     if cloud
         .elbv2
         .listeners

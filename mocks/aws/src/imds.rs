@@ -13,16 +13,26 @@
 //! `placement/availability-zone-id`, `placement/region`, `local-ipv4`, `local-hostname`,
 //! `hostname`, `public-ipv4`, `public-hostname`, `mac`, and `/latest/meta-data/` listing them
 //! (docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-categories.html).
+//!
+//! The instance's role: `iam/security-credentials/` lists one role ([`ROLE`]) and
+//! `iam/security-credentials/<role>` answers its temporary credentials as JSON (`Code`,
+//! `LastUpdated`, `Type`, `AccessKeyId`, `SecretAccessKey`, `Token`, `Expiration`; the
+//! "Retrieve security credentials from instance metadata" page of the EC2 user guide), so
+//! an SDK with no static keys signs with them. The mock's SigV4 check accepts that key only
+//! with its `X-Amz-Security-Token` (`api.rs`). The credentials live as long as the mock;
+//! `Expiration` says six hours from start.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
+
+use serde::{Deserialize, Serialize};
 
 use crate::Shared;
 use crate::model::{public_dns_name, zone_id};
@@ -41,16 +51,63 @@ const PATHS: &[&str] = &[
     "local-hostname",
     "local-ipv4",
     "mac",
+    "iam/",
     "placement/",
     "public-hostname",
     "public-ipv4",
 ];
 
-/// Which instance the service speaks for, and the tokens it handed out.
-#[derive(Default)]
+/// The instance profile's role name IMDS lists.
+pub const ROLE: &str = "ccm-conformance-node";
+
+/// The temporary credentials of the instance's role, as IMDS hands them out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleCredentials {
+    pub role: String,
+    /// `ASIA...`, as STS temporary keys are.
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    /// What a client sends as `X-Amz-Security-Token`.
+    pub token: String,
+    /// RFC 3339.
+    pub last_updated: String,
+    pub expiration: String,
+}
+
+impl RoleCredentials {
+    fn generate() -> Self {
+        let now = jiff::Timestamp::now();
+        let expiration = now
+            .checked_add(jiff::SignedDuration::from_hours(6))
+            .unwrap_or(now);
+        let stamp = |t: jiff::Timestamp| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        RoleCredentials {
+            role: ROLE.to_string(),
+            access_key_id: format!("ASIA{}", crate::random_alnum(16, true)),
+            secret_access_key: crate::random_alnum(40, false),
+            token: crate::random_alnum(96, false),
+            last_updated: stamp(now),
+            expiration: stamp(expiration),
+        }
+    }
+}
+
+/// Which instance the service speaks for, the tokens it handed out, and the role's
+/// credentials.
 pub(crate) struct ImdsState {
     instance: Mutex<Option<String>>,
     tokens: Mutex<HashMap<String, Instant>>,
+    pub credentials: RoleCredentials,
+}
+
+impl Default for ImdsState {
+    fn default() -> Self {
+        ImdsState {
+            instance: Mutex::default(),
+            tokens: Mutex::default(),
+            credentials: RoleCredentials::generate(),
+        }
+    }
 }
 
 impl ImdsState {
@@ -118,34 +175,36 @@ async fn token(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respons
     }
 }
 
-/// `Err` is the refusal to answer: 401 without a valid token.
-fn authorized(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
-    let ok = headers
+/// Whether the request carries a valid token (without one IMDSv2 answers 401).
+fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
+    headers
         .get(TOKEN_HEADER)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| shared.imds.valid(t));
-    if ok {
-        Ok(())
-    } else {
-        Err(text(StatusCode::UNAUTHORIZED, "Unauthorized"))
-    }
+        .is_some_and(|t| shared.imds.valid(t))
+}
+
+fn unauthorized() -> Response {
+    text(StatusCode::UNAUTHORIZED, "Unauthorized")
 }
 
 async fn listing(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorized(&shared, &headers) {
-        return r;
+    if !authorized(&shared, &headers) {
+        return unauthorized();
     }
     text(StatusCode::OK, PATHS.join("\n"))
 }
 
-async fn metadata(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    Path(path): Path<String>,
-) -> Response {
-    if let Err(r) = authorized(&shared, &headers) {
-        return r;
+async fn metadata(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri) -> Response {
+    if !authorized(&shared, &headers) {
+        return unauthorized();
     }
+    // The raw path, not axum's `Path` extractor: that refuses a segment that does not
+    // percent-decode to UTF-8 (`%a0`) with its own 400 before the token is checked, where
+    // IMDS answers 401 / 404 (found by the property tests). Every served path is ASCII.
+    let path = uri
+        .path()
+        .strip_prefix("/latest/meta-data/")
+        .unwrap_or_default();
     let Some(id) = shared.imds.instance() else {
         return text(StatusCode::NOT_FOUND, "Not Found");
     };
@@ -166,6 +225,23 @@ async fn metadata(
         "public-ipv4" => i.public_ip.map(|ip| ip.to_string()),
         "public-hostname" => i.public_ip.map(|ip| public_dns_name(&cloud.region, ip)),
         "mac" => Some(crate::ec2::mac_of(i)),
+        "iam" => Some("info\nsecurity-credentials/".into()),
+        "iam/security-credentials" => Some(ROLE.into()),
+        p if p.strip_prefix("iam/security-credentials/") == Some(ROLE) => {
+            let c = &shared.imds.credentials;
+            Some(
+                serde_json::json!({
+                    "Code": "Success",
+                    "LastUpdated": c.last_updated,
+                    "Type": "AWS-HMAC",
+                    "AccessKeyId": c.access_key_id,
+                    "SecretAccessKey": c.secret_access_key,
+                    "Token": c.token,
+                    "Expiration": c.expiration,
+                })
+                .to_string(),
+            )
+        }
         _ => None,
     };
     match value {
@@ -289,6 +365,51 @@ mod tests {
             call(&r, get_with("/latest/meta-data/nope", Some(&token)))
                 .await
                 .0,
+            StatusCode::NOT_FOUND
+        );
+        // The role and its credentials.
+        let (status, roles) = call(
+            &r,
+            get_with("/latest/meta-data/iam/security-credentials/", Some(&token)),
+        )
+        .await;
+        assert_eq!((status, roles.as_str()), (StatusCode::OK, ROLE));
+        let (status, body) = call(
+            &r,
+            get_with(
+                &format!("/latest/meta-data/iam/security-credentials/{ROLE}"),
+                Some(&token),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let creds: serde_json::Value = serde_json::from_str(&body).expect("json");
+        let want = &shared.imds.credentials;
+        assert_eq!(creds["Code"], "Success");
+        assert_eq!(creds["Type"], "AWS-HMAC");
+        assert_eq!(creds["AccessKeyId"], want.access_key_id.as_str());
+        assert_eq!(creds["SecretAccessKey"], want.secret_access_key.as_str());
+        assert_eq!(creds["Token"], want.token.as_str());
+        assert!(
+            creds["Expiration"]
+                .as_str()
+                .is_some_and(|e| e.ends_with('Z'))
+        );
+        assert!(
+            creds["LastUpdated"]
+                .as_str()
+                .is_some_and(|e| e.ends_with('Z'))
+        );
+        assert_eq!(
+            call(
+                &r,
+                get_with(
+                    "/latest/meta-data/iam/security-credentials/other",
+                    Some(&token)
+                )
+            )
+            .await
+            .0,
             StatusCode::NOT_FOUND
         );
         // Without a public IP, public-ipv4 is not there.

@@ -26,6 +26,58 @@
 //! calls count as reads (method `GET`) so `not_found_after_create` applies to them, and
 //! RunInstances / CreateLoadBalancer report what they created. `reset` drops the
 //! connection; `not_found` answers `InvalidInstanceID.NotFound` / `LoadBalancerNotFound`.
+//!
+//! # Admin API, by example
+//!
+//! Every path below is under the `admin_url` of [`ReadyInfo`] (`http://127.0.0.1:PORT/admin`);
+//! admin requests are journaled (service `admin`) and never faulted. Errors are
+//! `{"error": "..."}` with a 4xx status.
+//!
+//! **Faults** (`mock_cloud::faults` has every field): make the next two DescribeInstances
+//! calls that look up one instance answer EC2's throttling error, then list and clear rules.
+//!
+//! ```text
+//! POST /admin/faults  {"service": "ec2", "operation": "DescribeInstances",
+//!                      "resource": "i-0abc1234567890def", "kind": "throttle", "count": 2}
+//!   -> 201 {"id": 1}
+//!      (the two calls get 503 <Code>RequestLimitExceeded</Code> in EC2's <Response><Errors>)
+//! GET /admin/faults     -> 200 {"faults": [{"id": 1, ...}], "seed": 0}
+//! DELETE /admin/faults  -> 204
+//! ```
+//!
+//! **Journal**: every request the endpoint answered, in order, with the form in `query`
+//! (`Action` and `Version` first); `?since=SEQ` returns only later entries.
+//!
+//! ```text
+//! GET /admin/journal?since=0
+//!   -> 200 {"entries": [{"seq": 1, "time": "2026-11-22T08:40:00Z", "service": "ec2",
+//!           "method": "POST", "path": "/",
+//!           "query": "Action=DescribeInstances&Version=2016-11-15&InstanceId.1=i-0abc1234567890def",
+//!           "status": 503, "fault": 1}]}
+//! DELETE /admin/journal -> 204
+//! ```
+//!
+//! **Leaks**: what the cloud APIs created since the seed and still exists, one
+//! `"<kind> <id>"` string each (kinds `instance`, `security-group`, `route`,
+//! `load-balancer`, `target-group`); a case that cleaned up after itself sees `[]`.
+//!
+//! ```text
+//! GET /admin/leaks
+//!   -> 200 {"leaks": ["security-group sg-0f3e...", "load-balancer a1b2c3...",
+//!                     "route rtb-0a1b... 10.244.1.0/24"]}
+//! POST /admin/reset -> 204   (journal and faults cleared, cloud back to the seed)
+//! ```
+//!
+//! The same operations in process: [`Admin::faults`], [`Admin::journal`], [`Admin::leaks`],
+//! [`Admin::reset`].
+//!
+//! # Data plane and metadata
+//!
+//! ELB classic listeners proxy TCP; NLB listeners proxy TCP (TCP, TLS), UDP datagrams
+//! (UDP) or both (TCP_UDP) to the target group's instances, health-checked over TCP or
+//! HTTP (`dataplane`). With [`Config::imds`], an IMDSv2 listener serves the chosen
+//! instance's metadata and its role's temporary credentials ([`Admin::imds_role_credentials`]),
+//! which the endpoint accepts with their `X-Amz-Security-Token` (`imds`).
 #![forbid(unsafe_code)]
 
 mod admin_api;
@@ -50,6 +102,7 @@ use axum::routing::any;
 use mock_cloud::{Faults, Journal, ServeError, ServerHandle};
 use serde::{Deserialize, Serialize};
 
+pub use imds::{ROLE as IMDS_ROLE, RoleCredentials};
 pub use mock_cloud::Mode as LifecycleMode;
 pub use model::{AdminError, InstanceInfo, InstancePatch, InstanceSpec, InstanceState};
 
@@ -299,6 +352,12 @@ impl Admin {
         }
         self.shared.imds.set_instance(id.map(str::to_string));
         Ok(())
+    }
+
+    /// The temporary credentials the metadata service hands out for the instance's role
+    /// ([`IMDS_ROLE`]); the endpoint accepts them with their session token.
+    pub fn imds_role_credentials(&self) -> RoleCredentials {
+        self.shared.imds.credentials.clone()
     }
 
     /// Removes the instance entirely: EC2 then answers `InvalidInstanceID.NotFound`.

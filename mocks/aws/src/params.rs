@@ -79,7 +79,7 @@ impl Params {
             .map
             .range(dotted.clone()..)
             .take_while(|(k, _)| k.starts_with(&dotted))
-            .filter_map(|(k, _)| k[dotted.len()..].split('.').next()?.parse().ok())
+            .filter_map(|(k, _)| canonical_index(k[dotted.len()..].split('.').next()?))
             .collect();
         found.sort_unstable();
         found.dedup();
@@ -142,6 +142,14 @@ impl Params {
         }
         out.finish()
     }
+}
+
+/// `N` of a `prefix.N` key, only when spelled as [`Params::list`] looks it up again: no
+/// sign, no leading zero (`InstanceId.01` or `InstanceId.+1` would otherwise be listed as
+/// index 1 and then not be found under `InstanceId.1`; found by the property tests).
+fn canonical_index(s: &str) -> Option<u32> {
+    let n: u32 = s.parse().ok()?;
+    (n.to_string() == s).then_some(n)
 }
 
 /// Whether `value` matches an EC2 filter pattern: `*` any run, `?` one character

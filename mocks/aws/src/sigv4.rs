@@ -60,15 +60,27 @@ pub(crate) fn parse_authorization(value: &str) -> Result<Authorization, SigV4Err
     let rest = value
         .strip_prefix(ALGORITHM)
         .ok_or_else(|| malformed("the algorithm is not AWS4-HMAC-SHA256"))?;
+    if !rest.starts_with([' ', '\t']) {
+        return Err(malformed("no space after the algorithm"));
+    }
+    // Exactly the three components, each once, in any order, comma-separated with optional
+    // spaces (SDKs write `, `; some tools `,`). Anything else is refused rather than
+    // skipped: skipping an empty or unknown component let a one-byte change to a signed
+    // header (`,,` for `, `) still verify (found by the property tests).
     let (mut credential, mut signed, mut signature) = (None, None, None);
     for part in rest.split(',') {
-        let part = part.trim();
-        if let Some(v) = part.strip_prefix("Credential=") {
-            credential = Some(v);
-        } else if let Some(v) = part.strip_prefix("SignedHeaders=") {
-            signed = Some(v);
-        } else if let Some(v) = part.strip_prefix("Signature=") {
-            signature = Some(v);
+        let (name, v) = part
+            .trim()
+            .split_once('=')
+            .ok_or_else(|| malformed("a component is not Name=value"))?;
+        let slot = match name {
+            "Credential" => &mut credential,
+            "SignedHeaders" => &mut signed,
+            "Signature" => &mut signature,
+            _ => return Err(malformed("an unknown component")),
+        };
+        if slot.replace(v).is_some() {
+            return Err(malformed("a component is given twice"));
         }
     }
     let credential = credential.ok_or_else(|| malformed("no Credential"))?;

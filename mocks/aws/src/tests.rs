@@ -2396,3 +2396,357 @@ async fn instance_topology_for_supported_types_only() {
         .await;
     assert_eq!(unknown.code(), "InvalidInstanceID.NotFound");
 }
+
+/// One datagram to `addr` from `source`; the reply, if one comes within the bound.
+async fn udp_exchange(
+    source: std::net::Ipv4Addr,
+    addr: std::net::SocketAddr,
+    payload: &[u8],
+) -> Option<Vec<u8>> {
+    let socket = tokio::net::UdpSocket::bind((source, 0)).await.ok()?;
+    socket.send_to(payload, addr).await.ok()?;
+    let mut buf = [0u8; 1500];
+    let (n, _) = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        socket.recv_from(&mut buf),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    Some(buf[..n].to_vec())
+}
+
+async fn eventually_udp(addr: std::net::SocketAddr, payload: &[u8], want: Option<&[u8]>) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let got = udp_exchange(std::net::Ipv4Addr::LOCALHOST, addr, payload).await;
+        if got.as_deref() == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "udp {addr}: wanted {want:?}, last saw {got:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// NLB UDP and TCP_UDP listeners proxy real datagrams to a UDP echo target on the
+/// instance's private IP, gated by the target group's TCP health check on its own port;
+/// ELB classic refuses UDP.
+#[tokio::test]
+async fn nlb_udp_listeners_proxy_datagrams_to_targets() {
+    let m = Mock::with(Config {
+        nodes: 1,
+        address_block: 202,
+        ..Config::default()
+    });
+    let dataplane = crate::dataplane::DataPlane::start(m.shared.clone());
+    let node = m.admin().instances()[0].clone();
+    let (subnet, vpc) = {
+        let c = m.shared.cloud();
+        (c.subnets[0].id.clone(), c.vpcs[0].id.clone())
+    };
+    // The target: a UDP echo (prefixed, so a reply cannot be the request looped back)
+    // and a TCP health endpoint on another port, both on the node's private IP.
+    let echo = tokio::net::UdpSocket::bind((node.private_ip, 0))
+        .await
+        .expect("bind echo");
+    let echo_port = echo.local_addr().expect("addr").port();
+    let echo_task = tokio::spawn(async move {
+        let mut buf = [0u8; 1500];
+        while let Ok((n, from)) = echo.recv_from(&mut buf).await {
+            let mut reply = b"echo:".to_vec();
+            reply.extend_from_slice(&buf[..n]);
+            let _ = echo.send_to(&reply, from).await;
+        }
+    });
+    let health = tokio::net::TcpListener::bind((node.private_ip, 0))
+        .await
+        .expect("bind health");
+    let health_port = health.local_addr().expect("addr").port().to_string();
+    let health_task = tokio::spawn(async move { while health.accept().await.is_ok() {} });
+
+    // ELB classic has no UDP.
+    let r = m
+        .elb(
+            "CreateLoadBalancer",
+            &[
+                ("LoadBalancerName", "udp-classic"),
+                ("Listeners.member.1.Protocol", "UDP"),
+                ("Listeners.member.1.LoadBalancerPort", "53"),
+                ("Listeners.member.1.InstancePort", "30053"),
+                ("Subnets.member.1", subnet.as_str()),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "ValidationError".to_string()),
+        "{}",
+        r.body
+    );
+    assert!(m.admin().load_balancer_names().is_empty());
+
+    let r = m
+        .call(
+            ELBV2,
+            "CreateLoadBalancer",
+            &[
+                ("Name", "udp-nlb"),
+                ("Type", "network"),
+                ("Subnets.member.1", &subnet),
+            ],
+        )
+        .await;
+    let lb = r.one("LoadBalancerArn");
+    let dns = r.one("DNSName");
+    m.call(
+        ELBV2,
+        "DescribeLoadBalancers",
+        &[("Names.member.1", "udp-nlb")],
+    )
+    .await;
+    let port_s = echo_port.to_string();
+    let tg_of = |name: &'static str, protocol: &'static str, hc: Option<&'static str>| {
+        let mut params = vec![
+            ("Name", name.to_string()),
+            ("Protocol", protocol.to_string()),
+            ("Port", port_s.clone()),
+            ("VpcId", vpc.clone()),
+        ];
+        if let Some(hc) = hc {
+            params.push(("HealthCheckProtocol", hc.to_string()));
+        }
+        params.push(("HealthCheckPort", health_port.clone()));
+        params
+    };
+    // Health checks are never UDP.
+    let bad = tg_of("udp-bad", "UDP", Some("UDP"));
+    let bad: Vec<(&str, &str)> = bad.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    assert_eq!(
+        m.call(ELBV2, "CreateTargetGroup", &bad).await.code(),
+        "ValidationError"
+    );
+    let mut tgs = Vec::new();
+    for (name, protocol) in [("udp-tg", "UDP"), ("tcpudp-tg", "TCP_UDP")] {
+        let params = tg_of(name, protocol, None);
+        let params: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = m.call(ELBV2, "CreateTargetGroup", &params).await;
+        assert_eq!(r.one("HealthCheckProtocol"), "TCP", "{}", r.body);
+        let tg = r.one("TargetGroupArn");
+        let reg = m
+            .call(
+                ELBV2,
+                "RegisterTargets",
+                &[
+                    ("TargetGroupArn", tg.as_str()),
+                    ("Targets.member.1.Id", node.id.as_str()),
+                ],
+            )
+            .await;
+        assert_eq!(reg.status, StatusCode::OK, "{}", reg.body);
+        tgs.push(tg);
+    }
+    let listener = |port: &'static str, protocol: &'static str, tg: &str| {
+        vec![
+            ("LoadBalancerArn", lb.clone()),
+            ("Port", port.to_string()),
+            ("Protocol", protocol.to_string()),
+            ("DefaultActions.member.1.Type", "forward".to_string()),
+            ("DefaultActions.member.1.TargetGroupArn", tg.to_string()),
+        ]
+    };
+    // A UDP listener needs a UDP target group; an NLB has no HTTP listeners.
+    for (port, protocol, tg, code) in [
+        ("5353", "UDP", &tgs[1], "ValidationError"),
+        ("5353", "HTTP", &tgs[0], "ValidationError"),
+        ("5353", "UDP", &tgs[0], ""),
+        ("5354", "TCP_UDP", &tgs[1], ""),
+    ] {
+        let params = listener(port, protocol, tg);
+        let params: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = m.call(ELBV2, "CreateListener", &params).await;
+        assert_eq!(r.code(), code, "{protocol} -> {}", r.body);
+    }
+    let vip = m.admin().resolve(&dns).expect("DNS name resolves");
+    let udp = std::net::SocketAddr::new(vip.into(), 5353);
+    let both = std::net::SocketAddr::new(vip.into(), 5354);
+    eventually_udp(udp, b"ping", Some(b"echo:ping")).await;
+    eventually_udp(both, b"pong", Some(b"echo:pong")).await;
+    // TCP_UDP also binds TCP on the same port (the target has no TCP service on the
+    // traffic port, so the connection is accepted and then closed: no line).
+    assert!(tokio::net::TcpStream::connect(both).await.is_ok());
+    // The TCP health check on the health-check port gates UDP traffic.
+    health_task.abort();
+    let _ = health_task.await;
+    eventually_udp(udp, b"ping", None).await;
+    echo_task.abort();
+    dataplane.shutdown().await;
+}
+
+/// The IMDS role's temporary key signs only together with its session token; a wrong or
+/// missing token, or a token with the long-term key, is refused in each service's words.
+#[tokio::test]
+async fn role_credentials_need_their_session_token() {
+    let m = Mock::seeded(1);
+    let role = m.admin().imds_role_credentials();
+    let static_key = (
+        m.shared.config.access_key_id.clone(),
+        m.shared.config.secret_access_key.clone(),
+    );
+    let send = |key: (String, String), token: Option<String>, version: &'static str| {
+        let m = &m;
+        async move {
+            let (service, action_body) = if version == EC2 {
+                ("ec2", format!("Action=DescribeInstances&Version={EC2}"))
+            } else {
+                (
+                    "elasticloadbalancing",
+                    format!("Action=DescribeLoadBalancers&Version={version}"),
+                )
+            };
+            let uri: Uri = "/".parse().expect("uri");
+            let mut headers = HeaderMap::new();
+            headers.insert("host", HeaderValue::from_static("127.0.0.1:1"));
+            headers.insert(
+                "content-type",
+                HeaderValue::from_static("application/x-www-form-urlencoded; charset=utf-8"),
+            );
+            if let Some(t) = &token {
+                headers.insert(
+                    "x-amz-security-token",
+                    HeaderValue::from_str(t).expect("token"),
+                );
+            }
+            sigv4::sign(
+                &Method::POST,
+                &uri,
+                &mut headers,
+                action_body.as_bytes(),
+                (&key.0, &key.1),
+                "us-west-2",
+                service,
+            );
+            let mut req = Request::builder().method("POST").uri(uri);
+            for (k, v) in &headers {
+                req = req.header(k, v);
+            }
+            m.raw(req.body(Body::from(action_body)).expect("request"))
+                .await
+        }
+    };
+    let temp = (role.access_key_id.clone(), role.secret_access_key.clone());
+    let r = send(temp.clone(), Some(role.token.clone()), EC2).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = send(temp.clone(), Some(role.token.clone()), ELB).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    for token in [None, Some(format!("{}x", role.token))] {
+        let r = send(temp.clone(), token.clone(), EC2).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::UNAUTHORIZED, "AuthFailure".to_string()),
+            "{token:?}"
+        );
+        let r = send(temp.clone(), token, ELB).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::FORBIDDEN, "InvalidClientTokenId".to_string())
+        );
+    }
+    let r = send(static_key.clone(), Some(role.token.clone()), EC2).await;
+    assert_eq!(r.code(), "AuthFailure");
+    assert_eq!(send(static_key, None, EC2).await.status, StatusCode::OK);
+}
+
+/// The admin API examples of the crate docs, as written there.
+#[tokio::test]
+async fn admin_api_doc_examples_hold() {
+    let m = Mock::seeded(2);
+    let id = m.admin().instances()[0].id.clone();
+    let (status, body) = m
+        .admin_json(
+            "POST",
+            "/admin/faults",
+            json!({"service": "ec2", "operation": "DescribeInstances",
+                   "resource": id, "kind": "throttle", "count": 2}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let rule = body["id"].clone();
+    let (_, list) = m.admin_json("GET", "/admin/faults", Value::Null).await;
+    assert_eq!(list["faults"][0]["id"], rule, "{list}");
+    assert!(list["seed"].is_u64());
+    // Another instance is not affected; the named one is, twice.
+    let other = m.admin().instances()[1].id.clone();
+    assert_eq!(
+        m.ec2("DescribeInstances", &[("InstanceId.1", &other)])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    for _ in 0..2 {
+        let r = m.ec2("DescribeInstances", &[("InstanceId.1", &id)]).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "RequestLimitExceeded".to_string()
+            )
+        );
+        assert!(r.body.contains("<Response><Errors><Error>"), "{}", r.body);
+    }
+    assert_eq!(
+        m.ec2("DescribeInstances", &[("InstanceId.1", &id)])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let (_, journal) = m
+        .admin_json("GET", "/admin/journal?since=0", Value::Null)
+        .await;
+    let faulted: Vec<&Value> = journal["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["fault"] == rule)
+        .collect();
+    assert_eq!(faulted.len(), 2, "{journal}");
+    assert_eq!(faulted[0]["service"], "ec2");
+    assert_eq!(faulted[0]["status"], 503);
+    assert_eq!(
+        faulted[0]["query"],
+        format!("Action=DescribeInstances&Version=2016-11-15&InstanceId.1={id}").as_str()
+    );
+    assert_eq!(
+        m.admin_json("DELETE", "/admin/faults", Value::Null).await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        m.admin_json("DELETE", "/admin/journal", Value::Null)
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    // Leaks: a security group created through EC2 shows until reset.
+    let (_, leaks) = m.admin_json("GET", "/admin/leaks", Value::Null).await;
+    assert_eq!(leaks, json!({"leaks": []}));
+    let sg = m
+        .ec2(
+            "CreateSecurityGroup",
+            &[("GroupName", "g"), ("GroupDescription", "d")],
+        )
+        .await
+        .one("groupId");
+    let (_, leaks) = m.admin_json("GET", "/admin/leaks", Value::Null).await;
+    assert_eq!(leaks, json!({"leaks": [format!("security-group {sg}")]}));
+    assert_eq!(
+        m.admin_json("POST", "/admin/reset", Value::Null).await.0,
+        StatusCode::NO_CONTENT
+    );
+    let (_, leaks) = m.admin_json("GET", "/admin/leaks", Value::Null).await;
+    assert_eq!(leaks, json!({"leaks": []}));
+}
+
+#[path = "proptests.rs"]
+mod proptests;

@@ -2,11 +2,22 @@
 //! fixed tree of elements with text, so a string builder with escaping is all we need and
 //! keeps the mock free of an XML dependency.
 
-/// Escapes text for element content.
+/// Whether XML 1.0 allows `c` in a document at all (`Char` production of the XML 1.0
+/// spec, §2.2): no C0 controls but tab, newline and carriage return, no U+FFFE/U+FFFF.
+/// Not even a character reference may name the others.
+pub(crate) fn is_xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
+/// Escapes text for element content. Characters XML 1.0 cannot carry (a client may send
+/// `\u{1}` in a tag value or a parameter an error message quotes) become U+FFFD, so the
+/// document stays one that SDK parsers (expat in botocore, Go's encoding/xml) accept;
+/// found by the property tests.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
+            c if !is_xml_char(c) => out.push('\u{FFFD}'),
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),

@@ -15,12 +15,25 @@
 //! the test: the annotation [`LOCAL_ENDPOINTS_ANNOTATION`] lists node names, comma
 //! separated (absent = no node has one).
 //!
+//! A test that needs to see *which endpoint* served a request (a server pod cycling, as in
+//! upstream e2e's UDP cases, or session affinity) names the endpoints instead with
+//! [`ENDPOINTS_ANNOTATION`] (`pod@node`, comma separated; it takes precedence over
+//! [`LOCAL_ENDPOINTS_ANNOTATION`]). Then a nodePort answers with an endpoint's pod name the
+//! way kube-proxy would pick it: `externalTrafficPolicy: Local` only among the node's own
+//! endpoints (none: the request is dropped, kube-proxy's behaviour for Local), `Cluster`
+//! among all; `sessionAffinity: ClientIP` always picks the same endpoint for a client
+//! address, otherwise requests rotate over the endpoints. An entry `pod@node/terminating`
+//! is a terminating endpoint: used only when no ready one is in scope, and not counted by
+//! the health port (kube-proxy's terminating-endpoint fallback, KEP-1669, GA in 1.28; what
+//! keeps rolling updates of `Local` Services from dropping traffic).
+//!
 //! Ports are unbound when their Service goes away, stops wanting them, or the node IP
 //! changes. A port that cannot be bound (taken, or the IP is not local) is logged and
 //! retried every [`RETRY_PERIOD`].
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +49,8 @@ use tokio::task::{JoinHandle, JoinSet};
 
 /// Service annotation listing the nodes that have a local endpoint: `node-a,node-b`.
 pub const LOCAL_ENDPOINTS_ANNOTATION: &str = "ccm-conformance.io/local-endpoints";
+/// Service annotation naming its endpoints as `pod@node`: `web-1@node-a,web-2@node-b`.
+pub const ENDPOINTS_ANNOTATION: &str = "ccm-conformance.io/endpoints";
 
 /// How often binds that failed are retried.
 pub const RETRY_PERIOD: Duration = Duration::from_secs(1);
@@ -55,16 +70,97 @@ enum Role {
     Health { namespace: String, name: String },
 }
 
-/// One wanted binding. The health answer (local endpoints) is not part of the key: it
-/// changes in place without rebinding.
+/// What a bound port answers, updated in place without rebinding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Live {
+    /// Local endpoints (health ports).
+    local: u32,
+    /// Every endpoint from [`ENDPOINTS_ANNOTATION`]; `None`: answer with the node name.
+    endpoints: Option<Vec<Endpoint>>,
+    /// `externalTrafficPolicy: Local`.
+    local_only: bool,
+    /// `sessionAffinity: ClientIP`.
+    client_ip_affinity: bool,
+}
+
+impl Live {
+    /// The answer to a request from `client` on node `node` (`turn` rotates without
+    /// affinity); `None` drops the request.
+    fn answer(&self, node: &str, client: IpAddr, turn: usize) -> Option<String> {
+        let Some(endpoints) = &self.endpoints else {
+            return Some(node.to_string());
+        };
+        let in_scope = |e: &&Endpoint| !self.local_only || e.node == node;
+        let mut candidates: Vec<&String> = endpoints
+            .iter()
+            .filter(in_scope)
+            .filter(|e| !e.terminating)
+            .map(|e| &e.pod)
+            .collect();
+        if candidates.is_empty() {
+            candidates = endpoints.iter().filter(in_scope).map(|e| &e.pod).collect();
+        }
+        if candidates.is_empty() {
+            return None;
+        }
+        let index = if self.client_ip_affinity {
+            stable_hash(&client.to_string())
+        } else {
+            turn
+        };
+        Some(candidates[index % candidates.len()].clone())
+    }
+}
+
+/// FNV-1a, so affinity does not depend on the process's hash seed.
+fn stable_hash(s: &str) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    usize::try_from(h % (u64::from(u32::MAX))).unwrap_or(0)
+}
+
+/// One endpoint of [`ENDPOINTS_ANNOTATION`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Endpoint {
+    pod: String,
+    node: String,
+    terminating: bool,
+}
+
+/// The entries of [`ENDPOINTS_ANNOTATION`] (`pod@node`, `pod@node/terminating`);
+/// malformed entries are skipped.
+fn parse_endpoints(value: &str) -> Vec<Endpoint> {
+    value
+        .split(',')
+        .filter_map(|e| {
+            let (pod, rest) = e.trim().split_once('@')?;
+            let (node, terminating) = match rest.split_once('/') {
+                Some((node, "terminating")) => (node, true),
+                Some(_) => return None,
+                None => (rest, false),
+            };
+            (!pod.is_empty() && !node.is_empty()).then(|| Endpoint {
+                pod: pod.to_string(),
+                node: node.to_string(),
+                terminating,
+            })
+        })
+        .collect()
+}
+
+/// One wanted binding. What it answers ([`Live`]) is not part of the key: it changes in
+/// place without rebinding.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Binding {
     addr: SocketAddr,
     role: Role,
 }
 
-/// The wanted bindings for a node, and each health port's local endpoint count.
-fn wanted(node_name: &str, node_ip: IpAddr, services: &[Arc<Service>]) -> HashMap<Binding, u32> {
+/// The wanted bindings for a node, and what each answers.
+fn wanted(node_name: &str, node_ip: IpAddr, services: &[Arc<Service>]) -> HashMap<Binding, Live> {
     let mut out = HashMap::new();
     for svc in services {
         let Some(spec) = &svc.spec else { continue };
@@ -72,6 +168,17 @@ fn wanted(node_name: &str, node_ip: IpAddr, services: &[Arc<Service>]) -> HashMa
         if ty != "NodePort" && ty != "LoadBalancer" {
             continue;
         }
+        let annotations = svc.metadata.annotations.as_ref();
+        let endpoints = annotations
+            .and_then(|a| a.get(ENDPOINTS_ANNOTATION))
+            .map(|v| parse_endpoints(v));
+        let local_policy = spec.external_traffic_policy.as_deref() == Some("Local");
+        let serving = Live {
+            local: 0,
+            endpoints: endpoints.clone(),
+            local_only: local_policy,
+            client_ip_affinity: spec.session_affinity.as_deref() == Some("ClientIP"),
+        };
         for port in spec.ports.iter().flatten() {
             let Some(node_port) = port.node_port.and_then(|p| u16::try_from(p).ok()) else {
                 continue;
@@ -86,10 +193,9 @@ fn wanted(node_name: &str, node_ip: IpAddr, services: &[Arc<Service>]) -> HashMa
                     addr: SocketAddr::new(node_ip, node_port),
                     role: Role::NodePort { udp },
                 },
-                0,
+                serving.clone(),
             );
         }
-        let local_policy = spec.external_traffic_policy.as_deref() == Some("Local");
         let health_port = spec
             .health_check_node_port
             .and_then(|p| u16::try_from(p).ok());
@@ -97,12 +203,17 @@ fn wanted(node_name: &str, node_ip: IpAddr, services: &[Arc<Service>]) -> HashMa
             && local_policy
             && let Some(port) = health_port
         {
-            let local = svc
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(LOCAL_ENDPOINTS_ANNOTATION))
-                .is_some_and(|list| list.split(',').any(|n| n.trim() == node_name));
+            let local = match &endpoints {
+                Some(list) => list
+                    .iter()
+                    .filter(|e| e.node == node_name && !e.terminating)
+                    .count(),
+                None => usize::from(
+                    annotations
+                        .and_then(|a| a.get(LOCAL_ENDPOINTS_ANNOTATION))
+                        .is_some_and(|list| list.split(',').any(|n| n.trim() == node_name)),
+                ),
+            };
             out.insert(
                 Binding {
                     addr: SocketAddr::new(node_ip, port),
@@ -111,7 +222,10 @@ fn wanted(node_name: &str, node_ip: IpAddr, services: &[Arc<Service>]) -> HashMa
                         name: svc.metadata.name.clone().unwrap_or_default(),
                     },
                 },
-                u32::from(local),
+                Live {
+                    local: u32::try_from(local).unwrap_or(u32::MAX),
+                    ..Live::default()
+                },
             );
         }
     }
@@ -131,10 +245,10 @@ fn node_ip(node: &Node) -> Option<IpAddr> {
         .ok()
 }
 
-/// A bound port's server task, and for health ports the shared endpoint count.
+/// A bound port's server task, and what it answers (shared with the task).
 struct Bound {
     task: JoinHandle<()>,
-    local_endpoints: Arc<Mutex<u32>>,
+    live: Arc<Mutex<Live>>,
 }
 
 impl Bound {
@@ -217,16 +331,12 @@ async fn reconcile(
         }
     }
     failed.retain(|b, _| want.contains_key(b));
-    for (binding, local) in want {
+    for (binding, live) in want {
         if let Some(server) = bound.get(&binding) {
-            let mut count = server
-                .local_endpoints
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            *count = local;
+            *server.live.lock().unwrap_or_else(|p| p.into_inner()) = live;
             continue;
         }
-        match start(&binding, node_name, local).await {
+        match start(&binding, node_name, live).await {
             Ok(server) => {
                 tracing::debug!(node = node_name, addr = %binding.addr, role = ?binding.role, "kube-proxy: bound");
                 failed.remove(&binding);
@@ -243,18 +353,28 @@ async fn reconcile(
     }
 }
 
-async fn start(binding: &Binding, node_name: &str, local: u32) -> std::io::Result<Bound> {
-    let local_endpoints = Arc::new(Mutex::new(local));
+async fn start(binding: &Binding, node_name: &str, live: Live) -> std::io::Result<Bound> {
+    let live = Arc::new(Mutex::new(live));
     let name = node_name.to_string();
     let task = match &binding.role {
         Role::NodePort { udp: true } => {
             let socket = UdpSocket::bind(binding.addr).await?;
-            tokio::spawn(answer_udp(socket, name))
+            tokio::spawn(answer_udp(socket, name, live.clone()))
         }
         Role::NodePort { udp: false } => {
             let listener = TcpListener::bind(binding.addr).await?;
+            let (shared, turn) = (live.clone(), Arc::new(AtomicUsize::new(0)));
             tokio::spawn(serve_tcp(listener, move |stream| {
-                answer_name(stream, name.clone())
+                let client = stream
+                    .peer_addr()
+                    .map(|a| a.ip())
+                    .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+                let answer = shared.lock().unwrap_or_else(|p| p.into_inner()).answer(
+                    &name,
+                    client,
+                    turn.fetch_add(1, Ordering::Relaxed),
+                );
+                answer_line(stream, answer)
             }))
         }
         Role::Health {
@@ -262,17 +382,14 @@ async fn start(binding: &Binding, node_name: &str, local: u32) -> std::io::Resul
             name: svc,
         } => {
             let listener = TcpListener::bind(binding.addr).await?;
-            let (namespace, svc, count) = (namespace.clone(), svc.clone(), local_endpoints.clone());
+            let (namespace, svc, shared) = (namespace.clone(), svc.clone(), live.clone());
             tokio::spawn(serve_tcp(listener, move |stream| {
-                let local = *count.lock().unwrap_or_else(|p| p.into_inner());
+                let local = shared.lock().unwrap_or_else(|p| p.into_inner()).local;
                 answer_health(stream, namespace.clone(), svc.clone(), local)
             }))
         }
     };
-    Ok(Bound {
-        task,
-        local_endpoints,
-    })
+    Ok(Bound { task, live })
 }
 
 /// Accepts connections and runs `handle` on each, at most [`MAX_CONNECTIONS`] at once;
@@ -297,17 +414,28 @@ where
     }
 }
 
-async fn answer_name(mut stream: tokio::net::TcpStream, name: String) {
-    let _ = stream.write_all(format!("{name}\n").as_bytes()).await;
+/// Writes `answer` as a line and closes; `None` closes without a word (dropped).
+async fn answer_line(mut stream: tokio::net::TcpStream, answer: Option<String>) {
+    if let Some(answer) = answer {
+        let _ = stream.write_all(format!("{answer}\n").as_bytes()).await;
+    }
     let _ = stream.shutdown().await;
 }
 
-async fn answer_udp(socket: UdpSocket, name: String) {
+async fn answer_udp(socket: UdpSocket, name: String, live: Arc<Mutex<Live>>) {
     let mut buf = vec![0u8; 65_536];
+    let mut turn = 0usize;
     loop {
         // Errors are ICMP reports for earlier replies; keep serving.
         if let Ok((_, peer)) = socket.recv_from(&mut buf).await {
-            let _ = socket.send_to(name.as_bytes(), peer).await;
+            turn = turn.wrapping_add(1);
+            let answer =
+                live.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .answer(&name, peer.ip(), turn);
+            if let Some(answer) = answer {
+                let _ = socket.send_to(answer.as_bytes(), peer).await;
+            }
         }
     }
 }
@@ -407,12 +535,87 @@ mod tests {
                 name: "lb".into(),
             },
         );
-        assert_eq!(w.get(&health), Some(&1));
+        assert_eq!(w.get(&health).map(|l| l.local), Some(1));
         assert_eq!(
             w.len(),
             5,
             "no SCTP, no ClusterIP, no health port for Cluster: {w:?}"
         );
-        assert_eq!(wanted("n2", ip, &services).get(&health), Some(&0));
+        assert_eq!(
+            wanted("n2", ip, &services).get(&health).map(|l| l.local),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn named_endpoints_answer_like_kube_proxy() {
+        let ip: IpAddr = "127.40.0.1".parse().expect("ip");
+        let client: IpAddr = "127.0.0.9".parse().expect("ip");
+        let lb = |policy: &str, affinity: &str| {
+            svc(
+                serde_json::json!({"metadata": {"name": "u", "namespace": "d",
+                "annotations": {ENDPOINTS_ANNOTATION: "p1@n1, p2@n2,bad,p3@n1"}},
+            "spec": {"type": "LoadBalancer", "externalTrafficPolicy": policy,
+                "sessionAffinity": affinity, "healthCheckNodePort": 30010,
+                "ports": [{"port": 53, "protocol": "UDP", "nodePort": 30005}]}}),
+            )
+        };
+        let udp = Binding {
+            addr: SocketAddr::new(ip, 30005),
+            role: Role::NodePort { udp: true },
+        };
+        let live = |s| wanted("n2", ip, &[s]).remove(&udp).expect("bound");
+        // Local: only n2's own endpoint; on a node without one, dropped.
+        let local = live(lb("Local", "None"));
+        assert_eq!(local.answer("n2", client, 7).as_deref(), Some("p2"));
+        let on_n3 = wanted("n3", ip, &[lb("Local", "None")])
+            .remove(&udp)
+            .expect("bound");
+        assert_eq!(on_n3.answer("n3", client, 0), None);
+        // Cluster without affinity rotates over every endpoint.
+        let cluster = live(lb("Cluster", "None"));
+        let seen: std::collections::BTreeSet<_> = (0..3)
+            .filter_map(|t| cluster.answer("n2", client, t))
+            .collect();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        // ClientIP affinity: one endpoint per client, whatever the turn.
+        let sticky = live(lb("Cluster", "ClientIP"));
+        let first = sticky.answer("n2", client, 0);
+        assert!((1..20).all(|t| sticky.answer("n2", client, t) == first));
+        // The health port counts named local endpoints.
+        let health = Binding {
+            addr: SocketAddr::new(ip, 30010),
+            role: Role::Health {
+                namespace: "d".into(),
+                name: "u".into(),
+            },
+        };
+        let on_n1 = wanted("n1", ip, &[lb("Local", "None")]);
+        assert_eq!(on_n1.get(&health).map(|l| l.local), Some(2));
+        // Terminating endpoints serve only when no ready one is in scope, and are not
+        // counted as healthy.
+        let rolling = |list: &str| {
+            svc(
+                serde_json::json!({"metadata": {"name": "u", "namespace": "d",
+                "annotations": {ENDPOINTS_ANNOTATION: list}},
+            "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                "healthCheckNodePort": 30010,
+                "ports": [{"port": 53, "protocol": "UDP", "nodePort": 30005}]}}),
+            )
+        };
+        let old_only = wanted("n1", ip, &[rolling("old@n1/terminating,x@n2")]);
+        assert_eq!(
+            old_only[&udp].answer("n1", client, 0).as_deref(),
+            Some("old")
+        );
+        assert_eq!(old_only.get(&health).map(|l| l.local), Some(0));
+        let both = wanted("n1", ip, &[rolling("old@n1/terminating,new@n1")]);
+        assert!((0..5).all(|t| both[&udp].answer("n1", client, t).as_deref() == Some("new")));
+        assert!(parse_endpoints("a@n1/gone").is_empty());
+        // No annotation: the node name, as before.
+        assert_eq!(
+            Live::default().answer("n1", client, 0).as_deref(),
+            Some("n1")
+        );
     }
 }

@@ -91,6 +91,11 @@ pub struct KubeletConfig {
     /// before the external migration), as (type, address): reported at first registration
     /// ahead of `Hostname`, instead of the `--node-ip` InternalIPs. Empty otherwise.
     pub cloud_addresses: Vec<(String, String)>,
+    /// `status.nodeInfo.systemUUID`: the machine's SMBIOS/BIOS UUID as the kubelet reads it
+    /// (cadvisor's `/sys/class/dmi/id/product_uuid`). The vSphere CCM finds a node's VM by it
+    /// (kubernetes/cloud-provider-vsphere pkg/cloudprovider/vsphere/nodemanager.go); empty
+    /// for the other clouds.
+    pub system_uuid: String,
 }
 
 impl KubeletConfig {
@@ -107,6 +112,7 @@ impl KubeletConfig {
             status_report_interval: Duration::from_secs(300),
             proxy: false,
             cloud_addresses: Vec::new(),
+            system_uuid: String::new(),
         }
     }
 
@@ -215,7 +221,7 @@ pub fn initial_node(config: &KubeletConfig) -> Result<Value, Error> {
             "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"},
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
-                "machineID": "", "systemUUID": "", "bootID": "",
+                "machineID": "", "systemUUID": config.system_uuid, "bootID": "",
                 "kernelVersion": "6.1.0", "osImage": "Simulated Linux",
                 "containerRuntimeVersion": "containerd://2.0.0",
                 "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
@@ -571,6 +577,19 @@ mod tests {
             json!([{"type": "InternalIP", "address": "10.0.0.5"},
                    {"type": "ExternalIP", "address": "192.0.2.5"},
                    {"type": "Hostname", "address": "n1"}])
+        );
+    }
+
+    #[test]
+    fn system_uuid_is_reported_in_node_info() {
+        let node = initial_node(&KubeletConfig::new("n1")).unwrap();
+        assert_eq!(node["status"]["nodeInfo"]["systemUUID"], "");
+        let mut c = KubeletConfig::new("n1");
+        c.system_uuid = "4207a1b2-0000-4000-8000-00000000abcd".into();
+        let node = initial_node(&c).unwrap();
+        assert_eq!(
+            node["status"]["nodeInfo"]["systemUUID"],
+            "4207a1b2-0000-4000-8000-00000000abcd"
         );
     }
 

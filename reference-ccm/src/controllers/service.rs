@@ -22,6 +22,10 @@
 //!   `UnAvailableLoadBalancer` for zero nodes, `UpdateLoadBalancerFailed` unless the LB is
 //!   gone); failures go to the service queue for a full ensure.
 //!
+//! Events are recorded off the sync path, in order, by one recorder task: upstream's
+//! `record.EventRecorder` only hands the event to a broadcaster (client-go
+//! `tools/record/event.go`), so a sync never waits for the Event to be written.
+//!
 //! Service writes are JSON merge patches on `services/{name}/status` (upstream's
 //! `PatchService` patches the status subresource; metadata such as finalizers goes through
 //! it, spec does not).
@@ -32,16 +36,16 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Event, LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 
 use crate::cloud::{LbError, LoadBalancer};
-use crate::controllers::events::{EventType, record_service};
+use crate::controllers::events::{EventType, service_event};
 use crate::controllers::workqueue::WorkQueue;
 
 /// Event source of this controller (`source.component`).
@@ -267,10 +271,14 @@ pub struct ServiceController<L> {
     last_synced_nodes: Mutex<HashMap<String, Vec<Node>>>,
     queue: Arc<WorkQueue>,
     node_sync: Notify,
+    /// Events waiting for the recorder task, in the order they happened.
+    events: mpsc::UnboundedSender<Event>,
+    events_rx: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
 }
 
 impl<L: LoadBalancer> ServiceController<L> {
     pub fn new(client: Client, cloud: Arc<L>, opts: ServiceControllerOptions) -> Arc<Self> {
+        let (events, events_rx) = mpsc::unbounded_channel();
         Arc::new(Self {
             client,
             cloud,
@@ -284,7 +292,30 @@ impl<L: LoadBalancer> ServiceController<L> {
             last_synced_nodes: Mutex::new(HashMap::new()),
             queue: WorkQueue::named("service", BACKOFF_BASE, BACKOFF_MAX),
             node_sync: Notify::new(),
+            events,
+            events_rx: Mutex::new(Some(events_rx)),
         })
+    }
+
+    /// Writes queued Events one after the other (the broadcaster's sink); runs until the
+    /// controller is dropped. A second call returns at once.
+    async fn record_events(&self) {
+        let rx = self
+            .events_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(mut rx) = rx else {
+            return;
+        };
+        while let Some(event) = rx.recv().await {
+            let namespace = event.metadata.namespace.clone().unwrap_or_default();
+            let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+            let reason = event.reason.clone().unwrap_or_default();
+            if let Err(e) = api.create(&PostParams::default(), &event).await {
+                tracing::warn!(reason, "recording event failed: {e}");
+            }
+        }
     }
 
     fn current_nodes(&self) -> Vec<Node> {
@@ -463,8 +494,13 @@ impl<L: LoadBalancer> ServiceController<L> {
         .await
     }
 
+    /// Queues an Event for the recorder task (stamped now, written soon).
     async fn event(&self, service: &Service, kind: EventType, reason: &str, message: &str) {
-        record_service(&self.client, service, COMPONENT, kind, reason, message).await;
+        let now = jiff::Timestamp::now();
+        if let Some(event) = service_event(service, COMPONENT, kind, reason, message, now) {
+            // Only fails when the recorder is gone, i.e. the process is ending.
+            let _ = self.events.send(event);
+        }
     }
 
     /// `syncService(key)`.
@@ -758,6 +794,8 @@ impl<L: LoadBalancer> ServiceController<L> {
 pub async fn run<L: LoadBalancer>(client: Client, cloud: Arc<L>, opts: ServiceControllerOptions) {
     let workers = opts.workers.max(1);
     let ctl = ServiceController::new(client.clone(), cloud, opts);
+    let recorder = Arc::clone(&ctl);
+    tokio::spawn(async move { recorder.record_events().await });
     let services: Api<Service> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client);
     let svc_ctl = Arc::clone(&ctl);
@@ -1079,5 +1117,85 @@ mod tests {
             }
         ));
         assert!(!lb_status_equal(&empty, &vip));
+    }
+
+    /// A cloud that is never called (the test only records events).
+    struct NoCloud;
+
+    impl LoadBalancer for NoCloud {
+        async fn get_load_balancer(
+            &self,
+            _: &str,
+            _: &Service,
+        ) -> Result<Option<LoadBalancerStatus>, LbError> {
+            Err(LbError::Other("not called".into()))
+        }
+        async fn ensure_load_balancer(
+            &self,
+            _: &str,
+            _: &Service,
+            _: &[Node],
+        ) -> Result<LoadBalancerStatus, LbError> {
+            Err(LbError::Other("not called".into()))
+        }
+        async fn update_load_balancer(
+            &self,
+            _: &str,
+            _: &Service,
+            _: &[Node],
+        ) -> Result<(), LbError> {
+            Err(LbError::Other("not called".into()))
+        }
+        async fn ensure_load_balancer_deleted(&self, _: &str, _: &Service) -> Result<(), LbError> {
+            Err(LbError::Other("not called".into()))
+        }
+    }
+
+    #[tokio::test]
+    async fn events_are_queued_in_order_without_waiting_for_the_api_server() {
+        // Nothing listens on this address: a sync must not wait for the Event write.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("static uri"));
+        let client = Client::try_from(config).expect("client from static config");
+        let ctl = ServiceController::new(
+            client,
+            Arc::new(NoCloud),
+            ServiceControllerOptions {
+                cluster_name: "c".into(),
+                workers: 1,
+            },
+        );
+        let svc = lb_service();
+        ctl.event(
+            &svc,
+            EventType::Normal,
+            "EnsuringLoadBalancer",
+            "Ensuring load balancer",
+        )
+        .await;
+        ctl.event(
+            &svc,
+            EventType::Normal,
+            "EnsuredLoadBalancer",
+            "Ensured load balancer",
+        )
+        .await;
+        let mut rx = ctl
+            .events_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .expect("receiver not taken yet");
+        let reasons: Vec<Option<String>> = [rx.try_recv(), rx.try_recv()]
+            .into_iter()
+            .map(|e| e.ok().and_then(|e| e.reason))
+            .collect();
+        assert_eq!(
+            reasons,
+            vec![
+                Some("EnsuringLoadBalancer".to_owned()),
+                Some("EnsuredLoadBalancer".to_owned())
+            ]
+        );
+        assert!(rx.try_recv().is_err());
     }
 }

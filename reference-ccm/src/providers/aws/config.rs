@@ -43,8 +43,15 @@ pub struct AwsConfig {
     /// `KubernetesClusterID`, else the legacy `KubernetesClusterTag`.
     pub cluster_id: String,
     pub elb_security_group: String,
+    /// `NodeIPFamilies` (multi-valued, in order; `ipv4` when unset, as upstream's
+    /// `newAWSCloud` defaults it): which address families nodes get, and in which order.
+    pub node_ip_families: Vec<String>,
     pub overrides: Vec<ServiceOverride>,
 }
+
+/// `NodeIPFamilies` values upstream acts on (others are ignored, as its `switch` does).
+pub const FAMILY_IPV4: &str = "ipv4";
+pub const FAMILY_IPV6: &str = "ipv6";
 
 const GLOBAL_KEYS: &[&str] = &[
     "zone",
@@ -95,6 +102,12 @@ impl AwsConfig {
                     cfg.cluster_id = get("kubernetesclusterid");
                     legacy_tag = get("kubernetesclustertag");
                     cfg.elb_security_group = get("elbsecuritygroup");
+                    cfg.node_ip_families = s
+                        .get_all("nodeipfamilies")
+                        .into_iter()
+                        .map(|f| f.trim().to_owned())
+                        .filter(|f| !f.is_empty())
+                        .collect();
                     warn_unknown(&s, GLOBAL_KEYS, &mut warnings);
                 }
                 "serviceoverride" => {
@@ -117,6 +130,9 @@ impl AwsConfig {
         }
         if cfg.cluster_id.is_empty() {
             cfg.cluster_id = legacy_tag;
+        }
+        if cfg.node_ip_families.is_empty() {
+            cfg.node_ip_families = vec![FAMILY_IPV4.to_owned()];
         }
         cfg.region = region_of_zone(&cfg.zone);
         if cfg.region.is_empty() {
@@ -220,12 +236,24 @@ SigningName = elasticloadbalancing
         assert_eq!(c.zone, "us-west-2a");
         assert_eq!(c.cluster_id, "c1");
         assert_eq!(c.vpc, "vpc-1");
+        assert_eq!(c.node_ip_families, vec!["ipv4".to_owned()]);
         let ec2 = c.override_for("ec2").expect("ec2");
         assert_eq!(ec2.url, "http://127.0.0.1:1234");
         assert_eq!(
             c.override_for("elasticloadbalancing")
                 .map(|o| o.signing_name.as_str()),
             Some("elasticloadbalancing")
+        );
+    }
+
+    #[test]
+    fn node_ip_families_are_multi_valued_in_order() {
+        let text = "[Global]\nZone=us-west-2a\nNodeIPFamilies=ipv6\nNodeIPFamilies=ipv4\n";
+        let (c, w) = AwsConfig::parse(text).expect("parses");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            c.node_ip_families,
+            vec!["ipv6".to_owned(), "ipv4".to_owned()]
         );
     }
 

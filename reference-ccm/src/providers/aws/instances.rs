@@ -9,7 +9,9 @@
 //! `InvalidInstanceID.NotFound` = does not exist; `stopped`/`stopping` = shut down.
 //! Addresses (`extractNodeAddresses`): every private IP of every in-use ENI by device
 //! index as InternalIP, the public IP as ExternalIP, the private DNS name as InternalDNS
-//! and Hostname, the public DNS name as ExternalDNS.
+//! and Hostname, the public DNS name as ExternalDNS. With `NodeIPFamilies` (config) the
+//! families are emitted in that order, IPv6 being the first IPv6 address of each in-use ENI
+//! as InternalIP (`extractIPv6NodeAddresses`; IPv6 addresses have no DNS names).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -41,6 +43,8 @@ pub struct Ec2Instance {
     pub public_ip: String,
     /// Private IPs of the in-use ENIs, primary interface first.
     pub eni_private_ips: Vec<String>,
+    /// The first IPv6 address of each in-use ENI that has one, primary interface first.
+    pub eni_ipv6: Vec<String>,
     pub vpc_id: String,
     pub subnet_id: String,
     pub security_groups: Vec<String>,
@@ -61,7 +65,7 @@ pub fn tags_of(e: &Element) -> BTreeMap<String, String> {
 
 impl Ec2Instance {
     pub fn from_xml(e: &Element) -> Self {
-        let mut enis: Vec<(u32, Vec<String>)> = e
+        let mut enis: Vec<(u32, Vec<String>, Option<String>)> = e
             .items(&["networkInterfaceSet"])
             .filter(|n| n.text_at(&["status"]) == "in-use")
             .map(|n| {
@@ -74,10 +78,15 @@ impl Ec2Instance {
                     .map(|p| p.text_at(&["privateIpAddress"]).to_owned())
                     .filter(|ip| !ip.is_empty())
                     .collect();
-                (index, ips)
+                let v6 = n
+                    .items(&["ipv6AddressesSet"])
+                    .map(|p| p.text_at(&["ipv6Address"]).to_owned())
+                    .find(|ip| !ip.is_empty());
+                (index, ips, v6)
             })
             .collect();
-        enis.sort_by_key(|(i, _)| *i);
+        enis.sort_by_key(|(i, _, _)| *i);
+        let eni_ipv6 = enis.iter().filter_map(|(_, _, v6)| v6.clone()).collect();
         Ec2Instance {
             id: e.text_at(&["instanceId"]).to_owned(),
             state: e.text_at(&["instanceState", "name"]).to_owned(),
@@ -87,7 +96,8 @@ impl Ec2Instance {
             public_dns_name: e.text_at(&["dnsName"]).to_owned(),
             private_ip: e.text_at(&["privateIpAddress"]).to_owned(),
             public_ip: e.text_at(&["ipAddress"]).to_owned(),
-            eni_private_ips: enis.into_iter().flat_map(|(_, ips)| ips).collect(),
+            eni_private_ips: enis.into_iter().flat_map(|(_, ips, _)| ips).collect(),
+            eni_ipv6,
             vpc_id: e.text_at(&["vpcId"]).to_owned(),
             subnet_id: e.text_at(&["subnetId"]).to_owned(),
             security_groups: e
@@ -137,6 +147,30 @@ impl Ec2Instance {
         }
         for name in self.public_dns_name.split_whitespace() {
             push(EXTERNAL_DNS, name);
+        }
+        out
+    }
+
+    /// The node addresses for `families` (`NodeIPFamilies`), family by family in that
+    /// order (`aws.go` `NodeAddresses*`); unknown families add nothing.
+    pub fn node_addresses_for(&self, families: &[String]) -> Vec<NodeAddress> {
+        let mut out: Vec<NodeAddress> = Vec::new();
+        for family in families {
+            let more = match family.as_str() {
+                super::config::FAMILY_IPV4 => self.node_addresses(),
+                super::config::FAMILY_IPV6 => self
+                    .eni_ipv6
+                    .iter()
+                    .filter_map(|ip| ip.parse::<std::net::Ipv6Addr>().ok())
+                    .map(|ip| addr(INTERNAL_IP, &ip.to_string()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for a in more {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
         }
         out
     }
@@ -227,6 +261,49 @@ mod tests {
         assert!(instance_id_of("").is_err());
     }
 
+    /// `NodeIPFamilies`: families in the configured order; IPv6 is the first IPv6 address
+    /// of each in-use ENI (device order), InternalIP only.
+    #[test]
+    fn ip_families_in_configured_order() {
+        let doc = r#"<item><instanceId>i-1</instanceId><privateDnsName>ip-10-0-0-1</privateDnsName>
+<privateIpAddress>10.0.0.1</privateIpAddress>
+<networkInterfaceSet>
+ <item><status>in-use</status><attachment><deviceIndex>1</deviceIndex></attachment>
+  <privateIpAddressesSet><item><privateIpAddress>10.0.1.1</privateIpAddress></item></privateIpAddressesSet>
+  <ipv6AddressesSet><item><ipv6Address>fd00::1:1</ipv6Address></item></ipv6AddressesSet></item>
+ <item><status>in-use</status><attachment><deviceIndex>0</deviceIndex></attachment>
+  <privateIpAddressesSet><item><privateIpAddress>10.0.0.1</privateIpAddress></item></privateIpAddressesSet>
+  <ipv6AddressesSet><item><ipv6Address>fd00::0:1</ipv6Address></item><item><ipv6Address>fd00::0:2</ipv6Address></item></ipv6AddressesSet></item>
+ <item><status>available</status><attachment><deviceIndex>2</deviceIndex></attachment>
+  <ipv6AddressesSet><item><ipv6Address>fd00::2:1</ipv6Address></item></ipv6AddressesSet></item>
+</networkInterfaceSet></item>"#;
+        let i = Ec2Instance::from_xml(&xml::parse(doc).expect("xml"));
+        let of = |families: &[&str]| -> Vec<String> {
+            let families: Vec<String> = families.iter().map(|f| f.to_string()).collect();
+            i.node_addresses_for(&families)
+                .into_iter()
+                .map(|a| format!("{} {}", a.type_, a.address))
+                .collect()
+        };
+        assert_eq!(
+            of(&["ipv6"]),
+            vec!["InternalIP fd00::1", "InternalIP fd00::1:1"]
+        );
+        assert_eq!(
+            of(&["ipv4", "ipv6"]),
+            vec![
+                "InternalIP 10.0.0.1",
+                "InternalIP 10.0.1.1",
+                "InternalDNS ip-10-0-0-1",
+                "Hostname ip-10-0-0-1",
+                "InternalIP fd00::1",
+                "InternalIP fd00::1:1",
+            ]
+        );
+        assert_eq!(of(&["ipv6", "ipv4"])[0], "InternalIP fd00::1");
+        assert!(of(&["ipv5"]).is_empty());
+    }
+
     #[test]
     fn addresses_in_upstream_order() {
         let doc = r#"<item><instanceId>i-1</instanceId><instanceState><name>running</name></instanceState>
@@ -261,6 +338,10 @@ mod tests {
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
         assert_eq!(got, want);
+        assert_eq!(
+            i.node_addresses_for(&["ipv4".to_owned()]),
+            i.node_addresses()
+        );
         assert_eq!(i.provider_id(), "aws:///us-east-1a/i-1");
         assert!(i.has_cluster_tag("c1"));
         assert!(!i.has_cluster_tag("c2"));

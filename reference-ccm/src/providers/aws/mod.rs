@@ -220,7 +220,7 @@ impl Instances for Aws {
         Ok(Some(InstanceMetadata {
             provider_id: instance.provider_id(),
             instance_type: instance.instance_type.clone(),
-            node_addresses: instance.node_addresses(),
+            node_addresses: instance.node_addresses_for(&self.config.node_ip_families),
             zone: instance.zone.clone(),
             region,
             additional_labels,

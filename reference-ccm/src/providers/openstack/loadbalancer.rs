@@ -94,8 +94,11 @@ pub fn legacy_name(service: &Service) -> Option<String> {
     Some(name)
 }
 
-/// When to poll a pending load balancer: one fast poll, then upstream's backoff
-/// (`OCCM_WAIT_LB_ACTIVE_STEPS` steps from `OCCM_WAIT_LB_ACTIVE_INITIAL_DELAY_MS`, x1.2).
+/// When to poll a pending load balancer: at once (upstream's `wait.ExponentialBackoff`
+/// checks its condition before the first sleep, so with an Octavia that is already ACTIVE
+/// no time is lost), one fast poll, then upstream's backoff (`OCCM_WAIT_LB_ACTIVE_STEPS`
+/// steps from `OCCM_WAIT_LB_ACTIVE_INITIAL_DELAY_MS`, x1.2;
+/// cloud-provider-openstack `pkg/util/openstack/loadbalancer.go` `WaitActiveAndGetLoadBalancer`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PollSchedule {
     pub first: Duration,
@@ -130,9 +133,9 @@ impl PollSchedule {
         s
     }
 
-    /// The sleeps before each poll.
+    /// The sleeps before each poll; the first is zero (check before sleeping).
     pub fn delays(&self) -> Vec<Duration> {
-        let mut out = vec![self.first];
+        let mut out = vec![Duration::ZERO, self.first];
         let mut d = self.initial.as_secs_f64();
         for _ in 0..self.steps {
             out.push(Duration::from_secs_f64(d));
@@ -466,7 +469,9 @@ impl OpenStack {
     async fn wait_active(&self, id: &str) -> Result<OctaviaLb, LbError> {
         let mut last = String::new();
         for delay in self.lb_poll.delays() {
-            tokio::time::sleep(delay).await;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             let env: LbEnvelope = self
                 .client
                 .get_json(
@@ -493,7 +498,9 @@ impl OpenStack {
     /// Polls until the LB answers 404.
     async fn wait_deleted(&self, id: &str) -> Result<(), LbError> {
         for delay in self.lb_poll.delays() {
-            tokio::time::sleep(delay).await;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             match self
                 .client
                 .get_json::<LbEnvelope>(
@@ -1147,11 +1154,12 @@ mod tests {
     }
 
     #[test]
-    fn poll_schedule_is_fast_first_then_upstream() {
+    fn poll_schedule_checks_at_once_then_fast_then_upstream() {
         let d = PollSchedule::default().delays();
-        assert_eq!(d.len(), 24);
-        assert_eq!(d[0], Duration::from_millis(50));
-        assert_eq!(d[1], Duration::from_secs(1));
-        assert!(d[2] > Duration::from_millis(1199) && d[2] < Duration::from_millis(1201));
+        assert_eq!(d.len(), 25);
+        assert_eq!(d[0], Duration::ZERO);
+        assert_eq!(d[1], Duration::from_millis(50));
+        assert_eq!(d[2], Duration::from_secs(1));
+        assert!(d[3] > Duration::from_millis(1199) && d[3] < Duration::from_millis(1201));
     }
 }

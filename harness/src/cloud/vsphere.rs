@@ -1,0 +1,591 @@
+//! The mock vCenter (`mock-vsphere`) behind [`super::CloudControl`]: the harness's nodes
+//! are VMs whose BIOS UUID is the Node's SystemUUID, whose `guest.hostName` is the node's
+//! name and whose guest IPs are the node's addresses, so the vSphere CCM finds and
+//! describes them as it would in a real vCenter.
+//!
+//! Why a module of its own: vSphere differs from the other clouds in ways the case
+//! vocabulary (internal/external IPs, zones by name, per-instance faults) has to be
+//! translated into, and that translation lives here:
+//! - vSphere has no internal/external split: cloud-provider-vsphere reports every usable
+//!   guest IP as both InternalIP and ExternalIP (pkg/cloudprovider/vsphere/nodemanager.go
+//!   without internal/external network subnets). A case's internal and external IPs
+//!   become the VM's guest IPs (internal first), and the [`Instance`] lists all of them
+//!   as both.
+//! - Zones and regions are tags (`labels.zone` / `labels.region` categories in
+//!   vsphere.conf): the region tag is on the datacenter, a zone tag on the host the VM
+//!   runs on. Each zone a case names gets a host of its own; one host carries no zone tag
+//!   (for an instance without a zone).
+//! - An instance's id is its BIOS UUID (the providerID is `vsphere://<uuid>`).
+//! - A VM "without any address" is one whose VMware Tools report nothing: no guest IP and
+//!   no guest hostName.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use mock_vsphere::{AdminError, PowerState, VmInfo, VmPatch, VmSpec, VsphereMock};
+
+use super::{FaultSpec, Instance, InstancePatch, InstanceSpec};
+use crate::case::CaseError;
+
+/// Tag category for zones, as `labels.zone` in the harness's vsphere.conf.
+pub const ZONE_CATEGORY: &str = "k8s-zone";
+/// Tag category for regions, as `labels.region` in the harness's vsphere.conf.
+pub const REGION_CATEGORY: &str = "k8s-region";
+/// The region tag on the (one) datacenter.
+pub const REGION: &str = "region-a";
+/// The zone of an instance whose case names none.
+pub const DEFAULT_ZONE: &str = "zone-a";
+const DATACENTER: &str = "DC0";
+/// Host 0 is in [`DEFAULT_ZONE`], host 1 in no zone, the others get the zones cases name.
+const HOSTS: usize = 8;
+/// `guestId` the mock reports for every VM; the CCM's instance type ends with it.
+const GUEST_OS: &str = "otherLinux64";
+const MEMORY_MB: u64 = 4096;
+/// SearchIndex methods the CCM looks instances up with.
+const LOOKUPS: &[&str] = &[
+    "/sdk/FindByUuid",
+    "/sdk/FindAllByUuid",
+    "/sdk/FindByDnsName",
+    "/sdk/FindAllByDnsName",
+    "/sdk/FindByIp",
+    "/sdk/FindAllByIp",
+];
+
+/// The mock vCenter with what the harness keeps beside it.
+pub struct VsphereCloud {
+    pub mock: VsphereMock,
+    address_block: u8,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Next host octet of `127.60.<block>.<n>` to hand out.
+    next_ip: u16,
+    /// By BIOS UUID: how the case named the VM's addresses and its CPU count.
+    vms: BTreeMap<String, Tracked>,
+    /// Zone name ("" = none) -> host MoRef id.
+    zone_hosts: BTreeMap<String, String>,
+    /// Hosts with no zone assigned yet.
+    free_hosts: Vec<String>,
+    zone_category: String,
+    /// Case instance-type name -> CPU count that makes the CCM's type distinct.
+    types: BTreeMap<String, u32>,
+}
+
+#[derive(Clone, Default)]
+struct Tracked {
+    internal: Vec<String>,
+    external: Vec<String>,
+    num_cpu: u32,
+}
+
+fn admin_err(what: &str) -> impl FnOnce(AdminError) -> CaseError + '_ {
+    move |e| CaseError::infra(&format!("{what} in mock vSphere"), e)
+}
+
+impl VsphereCloud {
+    /// Starts the mock with one datacenter of [`HOSTS`] hosts, no VMs, the region tag on
+    /// the datacenter and [`DEFAULT_ZONE`] on the first host.
+    pub async fn start(address_block: u8) -> Result<Self, CaseError> {
+        let config = mock_vsphere::Config {
+            datacenters: vec![DATACENTER.into()],
+            hosts: HOSTS,
+            nodes: 0,
+            address_block,
+            zones: None,
+            ..Default::default()
+        };
+        let mock = VsphereMock::start(config)
+            .await
+            .map_err(|e| CaseError::infra("starting mock vSphere", e))?;
+        let admin = mock.admin();
+        let (dc, hosts) = admin
+            .datacenters()
+            .into_iter()
+            .next()
+            .ok_or_else(|| CaseError::failed("the mock vSphere has no datacenter"))?;
+        let region_cat = admin
+            .create_category(REGION_CATEGORY, "SINGLE", vec!["Datacenter".into()])
+            .map_err(admin_err("creating the region category"))?;
+        let zone_cat = admin
+            .create_category(
+                ZONE_CATEGORY,
+                "SINGLE",
+                vec!["HostSystem".into(), "ClusterComputeResource".into()],
+            )
+            .map_err(admin_err("creating the zone category"))?;
+        let region = admin
+            .create_tag(&region_cat, REGION)
+            .map_err(admin_err("creating the region tag"))?;
+        admin
+            .attach_tag(&region, &dc)
+            .map_err(admin_err("tagging the datacenter"))?;
+        let mut state = State {
+            next_ip: 10,
+            zone_category: zone_cat,
+            free_hosts: hosts,
+            ..Default::default()
+        };
+        state.free_hosts.reverse();
+        let cloud = Self {
+            mock,
+            address_block,
+            state: Mutex::new(state),
+        };
+        {
+            let mut st = cloud.state();
+            cloud.host_for(&mut st, DEFAULT_ZONE)?;
+            cloud.host_for(&mut st, "")?;
+        }
+        Ok(cloud)
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The host for a zone ("" = a host without zone tag), tagging a free host on first use.
+    fn host_for(&self, st: &mut State, zone: &str) -> Result<String, CaseError> {
+        if let Some(h) = st.zone_hosts.get(zone) {
+            return Ok(h.clone());
+        }
+        let host = st.free_hosts.pop().ok_or_else(|| {
+            CaseError::failed(format!(
+                "the mock vSphere has {HOSTS} hosts, too few for zone {zone:?}"
+            ))
+        })?;
+        if !zone.is_empty() {
+            let admin = self.mock.admin();
+            let tag = admin
+                .create_tag(&st.zone_category, zone)
+                .map_err(admin_err("creating a zone tag"))?;
+            admin
+                .attach_tag(&tag, &host)
+                .map_err(admin_err("tagging a host with its zone"))?;
+        }
+        st.zone_hosts.insert(zone.to_string(), host.clone());
+        Ok(host)
+    }
+
+    /// The zone of a host ("" when untagged).
+    fn zone_of(&self, host: &str) -> String {
+        self.state()
+            .zone_hosts
+            .iter()
+            .find(|(_, h)| h.as_str() == host)
+            .map(|(z, _)| z.clone())
+            .unwrap_or_default()
+    }
+
+    fn allocate_ips(&self, n: usize) -> Vec<String> {
+        let mut st = self.state();
+        (0..n)
+            .map(|_| {
+                let i = st.next_ip;
+                st.next_ip += 1;
+                format!("127.60.{}.{}", self.address_block, 10 + (i - 10) % 240)
+            })
+            .collect()
+    }
+
+    /// Fresh guest IPs (never handed out before).
+    pub fn spare_internal_ips(&self, n: usize) -> Vec<String> {
+        self.allocate_ips(n)
+    }
+
+    /// The harness's vsphere.conf in upstream's YAML format (cloud-provider-vsphere
+    /// pkg/common/config/types_yaml.go): credentials, port and CA file in `global`, the
+    /// mock as the one `vcenter` entry scoped to its datacenter, and the tag categories.
+    pub fn cloud_config(&self) -> String {
+        let r = self.mock.ready_info();
+        let addr = self.mock.local_addr();
+        format!(
+            "global:\n  user: \"{user}\"\n  password: \"{password}\"\n  port: {port}\n  insecureFlag: false\n  caFile: \"{ca}\"\nvcenter:\n  mock:\n    server: \"{host}\"\n    datacenters:\n      - {DATACENTER}\nlabels:\n  zone: {ZONE_CATEGORY}\n  region: {REGION_CATEGORY}\n",
+            user = r.username,
+            password = r.password,
+            port = addr.port(),
+            ca = r.ca_file.unwrap_or_default(),
+            host = addr.ip(),
+        )
+    }
+
+    pub fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
+        let internal = match spec.internal_ips {
+            Some(ips) => ips,
+            None => self.allocate_ips(1),
+        };
+        // One NIC address by default: a second guest IP would be a second InternalIP and
+        // ExternalIP pair, which is not what "an instance" means in the cases.
+        let external = spec.external_ips.unwrap_or_default();
+        let zone = spec.zone.unwrap_or_else(|| DEFAULT_ZONE.to_string());
+        let (host, num_cpu) = {
+            let mut st = self.state();
+            let host = self.host_for(&mut st, &zone)?;
+            let num_cpu = match spec.instance_type {
+                None => 2,
+                Some(t) => {
+                    let next = 4 + 2 * st.types.len() as u32;
+                    *st.types.entry(t).or_insert(next)
+                }
+            };
+            (host, num_cpu)
+        };
+        let ips: Vec<String> = internal.iter().chain(&external).cloned().collect();
+        let info = self
+            .mock
+            .admin()
+            .create_vm(VmSpec {
+                name: spec.name.clone(),
+                // The mock draws a BIOS UUID, as vCenter does for a new VM.
+                // VMware Tools report the guest's hostname; nodes are named after it.
+                host_name: (!ips.is_empty()).then(|| spec.name.clone()),
+                ips,
+                host: Some(host),
+                num_cpu: Some(num_cpu),
+                memory_mb: Some(MEMORY_MB),
+                ..Default::default()
+            })
+            .map_err(admin_err("creating a VM"))?;
+        self.state().vms.insert(
+            info.uuid.clone(),
+            Tracked {
+                internal,
+                external,
+                num_cpu,
+            },
+        );
+        Ok(self.instance(info))
+    }
+
+    pub fn update_instance(&self, id: &str, patch: InstancePatch) -> Result<Instance, CaseError> {
+        if patch.zone.is_some() {
+            return Err(CaseError::failed(
+                "a VM changes zone only by migrating to a host of another zone, which the harness does not do on vSphere",
+            ));
+        }
+        let vm = self.vm(id)?;
+        let mut vm_patch = VmPatch {
+            power_state: patch.running.map(|r| {
+                if r {
+                    PowerState::PoweredOn
+                } else {
+                    PowerState::PoweredOff
+                }
+            }),
+            ..Default::default()
+        };
+        if patch.internal_ips.is_some() || patch.external_ips.is_some() {
+            let mut st = self.state();
+            let tracked = st.vms.entry(vm.uuid.clone()).or_default();
+            if let Some(i) = patch.internal_ips {
+                tracked.internal = i;
+            }
+            if let Some(e) = patch.external_ips {
+                tracked.external = e;
+            }
+            let ips: Vec<String> = tracked
+                .internal
+                .iter()
+                .chain(&tracked.external)
+                .cloned()
+                .collect();
+            // Tools that report no IP report no hostname either (see the module docs).
+            vm_patch.host_name = Some((!ips.is_empty()).then(|| vm.name.clone()));
+            vm_patch.ips = Some(ips);
+        }
+        let info = self
+            .mock
+            .admin()
+            .update_vm(&vm.id, vm_patch)
+            .map_err(admin_err("updating a VM"))?;
+        Ok(self.instance(info))
+    }
+
+    pub fn delete_instance(&self, id: &str) -> Result<(), CaseError> {
+        let vm = self.vm(id)?;
+        self.widen_faults_of(&vm.id);
+        self.mock
+            .admin()
+            .delete_vm(&vm.id)
+            .map_err(admin_err("deleting a VM"))?;
+        self.state().vms.remove(&vm.uuid);
+        Ok(())
+    }
+
+    pub fn instance_by_name(&self, name: &str) -> Option<Instance> {
+        self.mock.admin().vm_by_name(name).map(|v| self.instance(v))
+    }
+
+    pub fn instances(&self) -> Vec<Instance> {
+        self.mock
+            .admin()
+            .vms()
+            .into_iter()
+            .map(|v| self.instance(v))
+            .collect()
+    }
+
+    /// The VM with this BIOS UUID (an instance id), else this MoRef id.
+    fn vm(&self, id: &str) -> Result<VmInfo, CaseError> {
+        let admin = self.mock.admin();
+        admin
+            .vms()
+            .into_iter()
+            .find(|v| v.uuid.eq_ignore_ascii_case(id))
+            .or_else(|| admin.vm(id))
+            .ok_or_else(|| CaseError::failed(format!("no VM {id} in mock vSphere")))
+    }
+
+    fn instance(&self, v: VmInfo) -> Instance {
+        let num_cpu = self
+            .state()
+            .vms
+            .get(&v.uuid)
+            .map(|t| t.num_cpu)
+            .unwrap_or(2);
+        let ips: Vec<String> = v
+            .nics
+            .iter()
+            .filter(|n| n.connected)
+            .flat_map(|n| n.ip_addresses.iter().cloned())
+            .collect();
+        Instance {
+            provider_id: format!("vsphere://{}", v.uuid),
+            id: v.uuid.clone(),
+            name: v.name,
+            zone: self.zone_of(&v.host),
+            region: REGION.to_string(),
+            // cloud-provider-vsphere instances.go: vsphere-vm.cpu-N.mem-Ggb.os-<guest>.
+            instance_type: format!(
+                "vsphere-vm.cpu-{num_cpu}.mem-{}gb.os-{GUEST_OS}",
+                MEMORY_MB / 1024
+            ),
+            internal_ips: ips.clone(),
+            external_ips: ips,
+            dns_addresses: Vec::new(),
+            system_uuid: v.uuid,
+        }
+    }
+
+    /// Instance lookups are SearchIndex finds. For one instance the rule is scoped to the
+    /// VM the find hits (the mock's fault engine names a search's resource by what it
+    /// finds); a 500 answers a vim25 `SystemError` fault.
+    pub fn inject(&self, fault: FaultSpec) -> u64 {
+        let (path, resource, status, count) = match fault {
+            FaultSpec::InstanceLookup {
+                instance_id,
+                status,
+                count,
+            } => {
+                let resource = instance_id.and_then(|id| self.vm(&id).ok()).map(|v| v.id);
+                (lookup_path(), resource, status, count)
+            }
+            // No routes and no load balancers on vSphere: the rule matches nothing the
+            // CCM calls (cases needing them skip through `require`).
+            FaultSpec::RouteWrite { status, count } => {
+                ("^/sdk/NoRoutes$".to_string(), None, status, count)
+            }
+            FaultSpec::LoadBalancerWrite { status, count, .. } => {
+                ("^/sdk/NoLoadBalancers$".to_string(), None, status, count)
+            }
+        };
+        self.mock.admin().faults().add(mock_cloud::Fault {
+            service: Some("vim".into()),
+            path: Some(path),
+            resource,
+            status,
+            count,
+            message: Some("injected by ccm-conformance".into()),
+            ..Default::default()
+        })
+    }
+
+    /// A deleted VM is found by no search, so a lookup fault scoped to it would never
+    /// fire again; it becomes a fault of every lookup (with what is left of its count),
+    /// which is what "lookups of the deleted instance fail" means for a CCM that searches
+    /// by UUID.
+    fn widen_faults_of(&self, moref: &str) {
+        let faults = self.mock.admin().faults();
+        for f in faults.list() {
+            if f.rule.resource.as_deref() == Some(moref) {
+                let _ = faults.remove(f.id);
+                let mut rule = f.rule.clone();
+                rule.resource = None;
+                let _ = faults.try_add(rule);
+            }
+        }
+    }
+
+    /// SearchIndex finds the CCM made (any answer).
+    pub fn instance_lookups(&self) -> usize {
+        self.mock
+            .admin()
+            .journal()
+            .count(|e| e.service == "vim" && LOOKUPS.contains(&e.path.as_str()))
+    }
+
+    pub fn faulted_calls(&self) -> usize {
+        self.mock.admin().journal().count(|e| e.fault.is_some())
+    }
+
+    pub fn journal_text(&self, last: usize) -> String {
+        let entries = self.mock.admin().journal().entries();
+        entries[entries.len().saturating_sub(last)..]
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {} {} -> {}",
+                    e.seq, e.service, e.method, e.path, e.status
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// What the CCM left open: container views and property filters. VMs, tags and
+    /// categories are the harness's own.
+    pub fn leaks(&self) -> Vec<String> {
+        self.mock
+            .admin()
+            .leaks()
+            .into_iter()
+            .filter(|l| l.starts_with("container-view ") || l.starts_with("property-filter "))
+            .collect()
+    }
+}
+
+/// The fault-rule path of every SearchIndex lookup.
+fn lookup_path() -> String {
+    let methods: Vec<&str> = LOOKUPS
+        .iter()
+        .map(|p| p.trim_start_matches("/sdk/"))
+        .collect();
+    format!("^/sdk/({})$", methods.join("|"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn cloud() -> VsphereCloud {
+        crate::install_crypto_provider();
+        VsphereCloud::start(200).await.expect("mock vSphere")
+    }
+
+    #[tokio::test]
+    async fn instances_are_vms_with_uuid_zone_and_guest_ips() {
+        let c = cloud().await;
+        let a = c.create_instance(InstanceSpec::named("node-a")).unwrap();
+        assert_eq!(a.provider_id, format!("vsphere://{}", a.id));
+        assert_eq!(a.system_uuid, a.id);
+        assert_eq!((a.zone.as_str(), a.region.as_str()), (DEFAULT_ZONE, REGION));
+        assert_eq!(a.internal_ips, vec!["127.60.200.10".to_string()]);
+        assert_eq!(a.external_ips, a.internal_ips);
+        assert_eq!(a.instance_type, "vsphere-vm.cpu-2.mem-4gb.os-otherLinux64");
+        let b = c
+            .create_instance(InstanceSpec {
+                name: "node-b".into(),
+                zone: Some("az-2".into()),
+                instance_type: Some("m1.medium".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(b.zone, "az-2");
+        assert_ne!(b.instance_type, a.instance_type);
+        let none = c
+            .create_instance(InstanceSpec {
+                name: "node-c".into(),
+                zone: Some(String::new()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(none.zone, "");
+        let vm = c.mock.admin().vm_by_name("node-b").unwrap();
+        assert_eq!(vm.uuid, b.id);
+        assert_eq!(vm.host_name.as_deref(), Some("node-b"));
+    }
+
+    #[tokio::test]
+    async fn address_patches_keep_the_other_kind_and_no_address_clears_the_hostname() {
+        let c = cloud().await;
+        let a = c.create_instance(InstanceSpec::named("node-a")).unwrap();
+        let changed = c
+            .update_instance(
+                &a.id,
+                InstancePatch {
+                    external_ips: Some(vec!["127.20.9.9".into()]),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let both = vec![a.internal_ips[0].clone(), "127.20.9.9".to_string()];
+        assert_eq!(changed.internal_ips, both);
+        assert_eq!(changed.external_ips, both);
+        c.update_instance(
+            &a.id,
+            InstancePatch {
+                internal_ips: Some(vec![]),
+                external_ips: Some(vec![]),
+                running: Some(false),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let vm = c.mock.admin().vm_by_name("node-a").unwrap();
+        assert_eq!(vm.host_name, None);
+        assert_eq!(vm.power_state, PowerState::PoweredOff);
+        assert!(
+            c.update_instance(
+                &a.id,
+                InstancePatch {
+                    zone: Some("az-9".into()),
+                    ..Default::default()
+                }
+            )
+            .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lookup_fault_of_a_deleted_vm_widens_to_every_lookup() {
+        let c = cloud().await;
+        let a = c.create_instance(InstanceSpec::named("node-a")).unwrap();
+        let moref = c.mock.admin().vm_by_name("node-a").unwrap().id;
+        c.inject(FaultSpec::InstanceLookup {
+            instance_id: Some(a.id.clone()),
+            status: 500,
+            count: Some(4),
+        });
+        let rules = c.mock.admin().faults().list();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].rule.resource.as_deref(), Some(moref.as_str()));
+        c.delete_instance(&a.id).unwrap();
+        let rules = c.mock.admin().faults().list();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].rule.resource, None);
+        assert_eq!(rules[0].rule.count, Some(4));
+        assert!(c.instances().is_empty());
+        assert!(c.leaks().is_empty(), "{:?}", c.leaks());
+    }
+
+    #[tokio::test]
+    async fn cloud_config_is_upstream_yaml_pointing_at_the_mock() {
+        let c = cloud().await;
+        let conf = c.cloud_config();
+        let r = c.mock.ready_info();
+        assert!(conf.contains(&format!("port: {}", c.mock.local_addr().port())));
+        assert!(conf.contains(&format!("caFile: \"{}\"", r.ca_file.unwrap())));
+        assert!(conf.contains("zone: k8s-zone") && conf.contains("region: k8s-region"));
+        assert!(conf.contains("- DC0"));
+    }
+
+    #[test]
+    fn lookup_path_names_every_search() {
+        let re = regex::Regex::new(&lookup_path()).unwrap();
+        assert!(re.is_match("/sdk/FindByUuid"));
+        assert!(re.is_match("/sdk/FindAllByDnsName"));
+        assert!(!re.is_match("/sdk/RetrievePropertiesEx"));
+    }
+}
