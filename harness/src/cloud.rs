@@ -187,10 +187,13 @@ pub struct CloudLoadBalancer {
 }
 
 /// Each mock started in this process gets its own /24 in the 127/8 pools, so cases running
-/// in parallel never bind the same load-balancer or node address.
+/// in parallel never bind the same load-balancer or node address. The sequence starts at a
+/// point taken from the process id, so two test processes on one machine (a benchmark next
+/// to `cargo test`) start far apart instead of both at block 0.
 fn next_address_block() -> u8 {
-    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    static NEXT: std::sync::OnceLock<std::sync::atomic::AtomicU8> = std::sync::OnceLock::new();
+    NEXT.get_or_init(|| std::sync::atomic::AtomicU8::new((std::process::id() % 251) as u8))
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A running mock cloud.

@@ -101,9 +101,14 @@ impl Environment {
     ) -> Result<Self, CaseError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| CaseError::infra("creating case artifacts dir", e))?;
-        let apiserver = ApiServer::start(ApiConfig::default())
-            .await
-            .map_err(|e| CaseError::infra("starting embedded API server", e))?;
+        // HTTPS with a per-environment CA and a bearer token, as a real control plane
+        // serves: the CCM under test must trust the CA from its kubeconfig.
+        let apiserver = ApiServer::start(ApiConfig {
+            tls: true,
+            ..ApiConfig::default()
+        })
+        .await
+        .map_err(|e| CaseError::infra("starting embedded API server", e))?;
         let kubeconfig = dir.join("kubeconfig");
         apiserver
             .write_kubeconfig(&kubeconfig)

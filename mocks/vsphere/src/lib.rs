@@ -62,6 +62,7 @@ mod model;
 mod props;
 mod seed;
 mod soap;
+mod spec;
 mod vapi;
 mod xml;
 
@@ -641,3 +642,6 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod proptests;

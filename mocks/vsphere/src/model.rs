@@ -328,6 +328,9 @@ pub struct Inventory {
     pub attachments: Vec<(String, String, String)>,
     next_id: u64,
     next_host: usize,
+    /// Ids of tasks still `running` (with a lifecycle), so settling them on every call
+    /// does not scan the whole inventory.
+    running: Vec<String>,
 }
 
 pub fn new_uuid() -> String {
@@ -355,6 +358,7 @@ impl Inventory {
             attachments: Vec::new(),
             next_id: 1,
             next_host: 0,
+            running: Vec::new(),
         };
         inv.insert(Obj::new(
             "group-d1".into(),
@@ -687,6 +691,7 @@ impl Inventory {
             t.state = "running";
             t.complete_time = None;
             t.pending = Some(PendingPower { lifecycle, target });
+            self.running.push(id.clone());
         }
         id
     }
@@ -698,7 +703,14 @@ impl Inventory {
         let now_at = std::time::Instant::now();
         let mut done: Vec<(String, PowerState)> = Vec::new();
         let mut changed = false;
-        for o in self.objects.values_mut() {
+        if self.running.is_empty() {
+            return false;
+        }
+        let mut still = Vec::new();
+        for id in std::mem::take(&mut self.running) {
+            let Some(o) = self.objects.get_mut(&id) else {
+                continue;
+            };
             let Some(t) = o.task.as_mut() else { continue };
             let Some(p) = t.pending.as_mut() else {
                 continue;
@@ -707,7 +719,10 @@ impl Inventory {
                 .lifecycle
                 .observe_at(now_at, reads.contains(&o.id.as_str()))
             {
-                Phase::Pending => continue,
+                Phase::Pending => {
+                    still.push(id);
+                    continue;
+                }
                 Phase::Done => {
                     t.state = "success";
                     done.push((t.entity.clone(), p.target));
@@ -725,6 +740,7 @@ impl Inventory {
             t.complete_time = Some(now());
             changed = true;
         }
+        self.running = still;
         for (vm, target) in done {
             if let Some(v) = self.objects.get_mut(&vm).and_then(|o| o.vm.as_mut()) {
                 v.power = target;

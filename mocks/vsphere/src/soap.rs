@@ -25,6 +25,7 @@ use mock_cloud::{FaultAction, RequestInfo};
 use crate::Shared;
 use crate::model::{Inventory, Kind, PowerState};
 use crate::props::{self, Val};
+use crate::spec::{FilterSpec, Selection, SpecError, Traversal};
 use crate::xml::{Element, esc};
 
 /// The API version we announce (`about.apiVersion`, vimServiceVersions.xml).
@@ -79,8 +80,8 @@ pub struct Sessions {
     pub soap: HashMap<String, Session>,
     /// token -> remaining `ObjectContent` XML fragments.
     pub pages: HashMap<String, (Vec<String>, usize)>,
-    /// PropertyFilter id -> its spec (as a `specSet` wrapper element).
-    pub filters: HashMap<String, Element>,
+    /// PropertyFilter id -> its spec, read once at `CreateFilter`.
+    pub filters: HashMap<String, FilterSpec>,
     /// PropertyFilter id -> what `WaitForUpdates` last reported: object id -> (its
     /// `ObjectContent` XML, its type).
     pub reported: HashMap<String, HashMap<String, (String, String)>>,
@@ -462,8 +463,10 @@ fn ok(method: &str, inner: String) -> Response {
     )
 }
 
+/// The attribute and text of a MoRef element; both come from requests at times (a
+/// `_this` type is echoed in `MethodNotFound`), so both are escaped.
 fn mo(ty: &str, id: &str) -> String {
-    format!("type=\"{ty}\">{}", esc(id))
+    format!("type=\"{}\">{}", esc(ty), esc(id))
 }
 
 /// The live session for this cookie, touched; expired ones are dropped.
@@ -522,7 +525,8 @@ fn handle(shared: &Shared, call: &Call<'_>, cookie: Option<&str>) -> Result<Resp
         }
         "RetrieveProperties" | "RetrievePropertiesEx" => {
             expect_this(call, "PropertyCollector", "propertyCollector")?;
-            let contents = retrieve(shared, call.el, session.as_ref())?;
+            let specs = read_specs(call.el)?;
+            let contents = retrieve(shared, &specs, session.as_ref())?;
             if m == "RetrieveProperties" {
                 let inner: String = contents
                     .iter()
@@ -553,25 +557,19 @@ fn handle(shared: &Shared, call: &Call<'_>, cookie: Option<&str>) -> Result<Resp
         }
         "CreateFilter" => {
             expect_this(call, "PropertyCollector", "propertyCollector")?;
-            let mut spec = call
+            let spec = call
                 .el
                 .child("spec")
-                .cloned()
                 .ok_or_else(|| Fault::invalid_argument("spec"))?;
-            spec.name = "specSet".into();
-            let wrapped = Element {
-                name: "CreateFilter".into(),
-                children: vec![spec],
-                ..Default::default()
-            };
+            let spec = FilterSpec::parse(spec).map_err(spec_fault)?;
             // Validate now, as vCenter does: a bad spec fails CreateFilter itself.
-            retrieve(shared, &wrapped, session.as_ref())?;
+            retrieve(shared, std::slice::from_ref(&spec), session.as_ref())?;
             let id = format!(
                 "session[{}]{}",
                 crate::model::new_uuid(),
                 shared.sessions().filters.len() + 1
             );
-            shared.sessions().filters.insert(id.clone(), wrapped);
+            shared.sessions().filters.insert(id.clone(), spec);
             Ok(ok(
                 m,
                 format!("<returnval {}</returnval>", mo("PropertyFilter", &id)),
@@ -633,9 +631,11 @@ fn handle(shared: &Shared, call: &Call<'_>, cookie: Option<&str>) -> Result<Resp
     }
 }
 
-/// Properties of the singleton managers (not inventory objects).
+/// Properties of the singleton managers (not inventory objects). Takes the inventory
+/// the caller already holds (its lock is not re-entrant).
 fn manager_props(
     shared: &Shared,
+    inv: &Inventory,
     id: &str,
     session: Option<&Session>,
 ) -> Option<(&'static str, Vec<(&'static str, Val)>)> {
@@ -652,7 +652,7 @@ fn manager_props(
             "ServiceInstance",
             vec![(
                 "content",
-                Val::Raw("ServiceContent", service_content_fields(shared)),
+                Val::Raw("ServiceContent", service_content_fields(shared, inv)),
             )],
         )),
         _ => None,
@@ -667,10 +667,10 @@ fn fetch(shared: &Shared, call: &Call<'_>, session: Option<&Session>) -> Result<
         .el
         .child_text("prop")
         .ok_or_else(|| Fault::invalid_argument("prop"))?;
-    let (kind, props) = match manager_props(shared, id, session) {
+    let inv = shared.inventory();
+    let (kind, props) = match manager_props(shared, &inv, id, session) {
         Some((t, props)) if t == ty => (None, props),
         _ => {
-            let inv = shared.inventory();
             let o = inv
                 .get(id)
                 .filter(|o| o.kind.is_a(ty))
@@ -767,7 +767,7 @@ fn collect_updates(
     session: &Session,
     first: bool,
 ) -> Result<(String, bool), Fault> {
-    let filters: Vec<(String, Element)> = shared
+    let filters: Vec<(String, FilterSpec)> = shared
         .sessions()
         .filters
         .iter()
@@ -775,10 +775,9 @@ fn collect_updates(
         .collect();
     let watched: Vec<String> = filters
         .iter()
-        .flat_map(|(_, spec)| spec.all("specSet").flat_map(|s| s.all("objectSet")))
-        .filter_map(|o| o.child("obj"))
-        .filter(|o| o.attr("type") == Some("Task"))
-        .map(|o| o.text.trim().to_string())
+        .flat_map(|(_, spec)| &spec.objects)
+        .filter(|o| o.obj.ty == "Task")
+        .map(|o| o.obj.id.clone())
         .collect();
     let reads_pending = {
         let mut inv = shared.inventory();
@@ -793,7 +792,7 @@ fn collect_updates(
     };
     let mut out = String::new();
     for (id, spec) in filters {
-        let contents = retrieve(shared, &spec, Some(session))?;
+        let contents = retrieve(shared, std::slice::from_ref(&spec), Some(session))?;
         let now: HashMap<String, (String, String)> = contents
             .iter()
             .map(|c| (c.id.clone(), (c.xml(), c.ty.clone())))
@@ -872,11 +871,14 @@ fn expect_this(call: &Call<'_>, ty: &str, id: &str) -> Result<(), Fault> {
 }
 
 fn service_content(shared: &Shared) -> String {
-    format!("<returnval>{}</returnval>", service_content_fields(shared))
+    let inv = shared.inventory();
+    format!(
+        "<returnval>{}</returnval>",
+        service_content_fields(shared, &inv)
+    )
 }
 
-fn service_content_fields(shared: &Shared) -> String {
-    let inv = shared.inventory();
+fn service_content_fields(shared: &Shared, inv: &Inventory) -> String {
     let mut out = String::new();
     let _ = write!(out, "<rootFolder {}</rootFolder>", mo("Folder", &inv.root));
     out.push_str(
@@ -933,49 +935,66 @@ fn user_session_fields(key: &str, s: &Session) -> String {
     )
 }
 
-/// A traversal rule from the request; nested rules live in the same arena.
+/// A `selectSet` entry resolved for the walk: a reference by name, or a traversal's
+/// place in the arena.
 #[derive(Debug)]
-struct Traversal {
-    ty: String,
-    path: String,
-    skip: bool,
-    select: Vec<Select>,
-}
-
-/// A `selectSet` entry: a reference by name (SelectionSpec) or a rule in the arena.
-#[derive(Debug)]
-enum Select {
-    Named(String),
+enum Select<'a> {
+    Named(&'a str),
     Index(usize),
 }
 
-fn parse_selects(
-    el: &Element,
-    arena: &mut Vec<Traversal>,
-    named: &mut HashMap<String, usize>,
-) -> Vec<Select> {
+/// One traversal of the spec and its own `selectSet`, resolved.
+struct Rule<'a> {
+    t: &'a Traversal,
+    select: Vec<Select<'a>>,
+}
+
+/// Puts the traversals of one spec in an arena and names them (names are shared by all
+/// `ObjectSpec`s of a spec).
+fn flatten<'a>(
+    selects: &'a [Selection],
+    arena: &mut Vec<Rule<'a>>,
+    named: &mut HashMap<&'a str, usize>,
+) -> Vec<Select<'a>> {
     let mut out = Vec::new();
-    for s in el.all("selectSet") {
-        let is_traversal = s.xsi_type() == Some("TraversalSpec") || s.child("path").is_some();
-        let name = s.child_text("name").unwrap_or("");
-        if is_traversal {
-            let select = parse_selects(s, arena, named);
-            let index = arena.len();
-            arena.push(Traversal {
-                ty: s.child_text("type").unwrap_or("").to_string(),
-                path: s.child_text("path").unwrap_or("").to_string(),
-                skip: s.child_bool("skip").unwrap_or(false),
-                select,
-            });
-            if !name.is_empty() {
-                named.insert(name.to_string(), index);
+    for s in selects {
+        match s {
+            Selection::Named(n) => out.push(Select::Named(n)),
+            Selection::Traversal(t) => {
+                let select = flatten(&t.select, arena, named);
+                let index = arena.len();
+                arena.push(Rule { t, select });
+                if let Some(n) = &t.name {
+                    named.insert(n, index);
+                }
+                out.push(Select::Index(index));
             }
-            out.push(Select::Index(index));
-        } else if !name.is_empty() {
-            out.push(Select::Named(name.to_string()));
         }
     }
     out
+}
+
+/// The `specSet` entries of a RetrieveProperties[Ex] call, read.
+fn read_specs(el: &Element) -> Result<Vec<FilterSpec>, Fault> {
+    let specs = el
+        .all("specSet")
+        .map(FilterSpec::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(spec_fault)?;
+    if specs.is_empty() {
+        return Err(Fault::invalid_argument("specSet"));
+    }
+    Ok(specs)
+}
+
+/// A spec that cannot be read: `InvalidArgument` for a missing `ObjectSpec.obj` (what
+/// the mock answered before specs were typed, kept for clients that test for it), else
+/// `InvalidRequest`.
+fn spec_fault(e: SpecError) -> Fault {
+    match e {
+        SpecError::Missing("objectSet.obj") => Fault::invalid_argument("objectSet.obj"),
+        e => Fault::invalid_request(e.to_string()),
+    }
 }
 
 /// Objects a traversal path leads to.
@@ -995,8 +1014,8 @@ fn follow(inv: &Inventory, id: &str, path: &str) -> Vec<String> {
 
 struct Walk<'a> {
     inv: &'a Inventory,
-    named: &'a HashMap<String, usize>,
-    arena: &'a [Traversal],
+    named: &'a HashMap<&'a str, usize>,
+    arena: &'a [Rule<'a>],
     found: Vec<String>,
     expanded: std::collections::HashSet<(String, usize)>,
 }
@@ -1008,21 +1027,22 @@ impl Walk<'_> {
         }
     }
 
-    fn walk(&mut self, id: &str, selects: &[Select], depth: usize) {
+    fn walk(&mut self, id: &str, selects: &[Select<'_>], depth: usize) {
         if depth > 64 {
             return;
         }
         for sel in selects {
             let index = match sel {
                 Select::Index(i) => *i,
-                Select::Named(n) => match self.named.get(n) {
+                Select::Named(n) => match self.named.get(*n) {
                     Some(&i) => i,
                     None => continue,
                 },
             };
-            let Some(t) = self.arena.get(index) else {
+            let Some(rule) = self.arena.get(index) else {
                 continue;
             };
+            let t = rule.t;
             let Some(o) = self.inv.get(id) else { continue };
             if !o.kind.is_a(&t.ty) {
                 continue;
@@ -1034,7 +1054,7 @@ impl Walk<'_> {
                 if !t.skip {
                     self.add(&next);
                 }
-                self.walk(&next, &t.select, depth + 1);
+                self.walk(&next, &rule.select, depth + 1);
             }
         }
     }
@@ -1075,31 +1095,28 @@ impl Content {
 
 fn retrieve(
     shared: &Shared,
-    el: &Element,
+    specs: &[FilterSpec],
     session: Option<&Session>,
 ) -> Result<Vec<Content>, Fault> {
     let inv = shared.inventory();
     let mut out = Vec::new();
-    let mut any_spec = false;
-    for spec in el.all("specSet") {
-        any_spec = true;
+    for spec in specs {
         let mut named = HashMap::new();
         let mut arena = Vec::new();
         let mut found = Vec::new();
-        for os in spec.all("objectSet") {
-            let obj = os
-                .child("obj")
-                .ok_or_else(|| Fault::invalid_argument("objectSet.obj"))?;
-            let (ty, id) = (obj.attr("type").unwrap_or(""), obj.text.trim());
+        for os in &spec.objects {
+            let (ty, id) = (os.obj.ty.as_str(), os.obj.id.as_str());
             if session.is_none() && (ty, id) != ("SessionManager", "SessionManager") {
                 return Err(Fault::not_authenticated());
             }
-            let selects = parse_selects(os, &mut arena, &mut named);
+            let selects = flatten(&os.select, &mut arena, &mut named);
             if matches!(
                 (ty, id),
                 ("SessionManager", "SessionManager") | ("ServiceInstance", "ServiceInstance")
             ) {
-                found.push(id.to_string());
+                if !found.iter().any(|f| f == id) {
+                    found.push(id.to_string());
+                }
                 continue;
             }
             let o = inv.get(id).filter(|o| o.kind.is_a(ty));
@@ -1113,7 +1130,7 @@ fn retrieve(
                 found: Vec::new(),
                 expanded: Default::default(),
             };
-            if !os.child_bool("skip").unwrap_or(false) {
+            if !os.skip {
                 walk.add(id);
             }
             walk.walk(id, &selects, 0);
@@ -1123,44 +1140,40 @@ fn retrieve(
                 }
             }
         }
-        let prop_specs: Vec<&Element> = spec.all("propSet").collect();
         for id in &found {
             // Only objects some propSpec asks about are reported (and computed).
-            let wanted = |ps: &&Element| {
-                let want = ps.child_text("type").unwrap_or("");
-                match inv.get(id) {
-                    Some(o) => o.kind.is_a(want),
-                    None => want == id,
-                }
+            let wanted = |ps: &crate::spec::PropSpec| match inv.get(id) {
+                Some(o) => o.kind.is_a(&ps.ty),
+                None => ps.ty == *id,
             };
-            if !prop_specs.iter().any(wanted) {
+            if !spec.props.iter().any(wanted) {
                 continue;
             }
-            let (ty, kind, props) = if let Some((ty, props)) = manager_props(shared, id, session) {
-                (ty, None, props)
-            } else {
-                let Some(o) = inv.get(id) else { continue };
-                (o.kind.type_name(), Some(o.kind), props::properties(&inv, o))
-            };
+            let (ty, kind, props) =
+                if let Some((ty, props)) = manager_props(shared, &inv, id, session) {
+                    (ty, None, props)
+                } else {
+                    let Some(o) = inv.get(id) else { continue };
+                    (o.kind.type_name(), Some(o.kind), props::properties(&inv, o))
+                };
             let mut matched = false;
             let mut sets: Vec<(String, Val)> = Vec::new();
-            for ps in &prop_specs {
-                let want = ps.child_text("type").unwrap_or("");
+            for ps in &spec.props {
                 let is = match kind {
-                    Some(k) => k.is_a(want),
-                    None => want == ty,
+                    Some(k) => k.is_a(&ps.ty),
+                    None => ps.ty == ty,
                 };
                 if !is {
                     continue;
                 }
                 matched = true;
-                if ps.child_bool("all").unwrap_or(false) {
+                if ps.all {
                     for (n, v) in &props {
                         sets.push((n.to_string(), v.clone()));
                     }
                 }
-                for path in ps.all("pathSet") {
-                    let path = path.text.trim();
+                for path in &ps.paths {
+                    let path = path.as_str();
                     let found = match kind {
                         Some(k) => props::lookup(&props, k, path),
                         None => match props.iter().find(|(n, _)| *n == path) {
@@ -1193,9 +1206,6 @@ fn retrieve(
                 sets,
             });
         }
-    }
-    if !any_spec {
-        return Err(Fault::invalid_argument("specSet"));
     }
     Ok(out)
 }
@@ -1263,12 +1273,6 @@ fn search_hits(shared: &Shared, call: &Call<'_>) -> Result<Vec<(String, &'static
     }
     let mut hits: Vec<(String, &'static str)> = Vec::new();
     for o in inv.objects.values() {
-        if dc
-            .as_deref()
-            .is_some_and(|d| inv.datacenter_of(&o.id) != Some(d))
-        {
-            continue;
-        }
         let hit = match (vm_search, &o.vm, key) {
             (true, Some(v), "uuid") => {
                 let u = if instance_uuid {
@@ -1296,7 +1300,12 @@ fn search_hits(shared: &Shared, call: &Call<'_>) -> Result<Vec<(String, &'static
             }
             _ => false,
         };
-        if hit {
+        // The datacenter scope is checked for matches only (it walks up the parents).
+        let in_scope = || {
+            dc.as_deref()
+                .is_none_or(|d| inv.datacenter_of(&o.id) == Some(d))
+        };
+        if hit && in_scope() {
             hits.push((o.id.clone(), o.kind.type_name()));
         }
     }

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -378,15 +378,37 @@ async fn rest_association(
     State(s): State<Arc<Shared>>,
     h: HeaderMap,
     RawQuery(q): RawQuery,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    association(&s, &h, Flavor::Rest, q.as_deref(), &body)
+    match read_body(body, Flavor::Rest).await {
+        Ok(body) => association(&s, &h, Flavor::Rest, q.as_deref(), &body),
+        Err(resp) => resp,
+    }
 }
 async fn api_association(
     State(s): State<Arc<Shared>>,
     h: HeaderMap,
     RawQuery(q): RawQuery,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    association(&s, &h, Flavor::Api, q.as_deref(), &body)
+    match read_body(body, Flavor::Api).await {
+        Ok(body) => association(&s, &h, Flavor::Api, q.as_deref(), &body),
+        Err(resp) => resp,
+    }
+}
+
+/// Largest vAPI request body read; tagging bodies are a few hundred bytes.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// The request body, or a 413 in the flavor's error envelope (axum's own rejection would
+/// be plain text, which vAPI clients cannot decode).
+async fn read_body(body: Body, flavor: Flavor) -> Result<axum::body::Bytes, Response> {
+    axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
+        error(
+            flavor,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_argument",
+            &format!("The request body is larger than {BODY_LIMIT} bytes"),
+        )
+    })
 }
