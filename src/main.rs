@@ -653,107 +653,130 @@ async fn mock(args: MockArgs) -> Result<ExitCode> {
     if args.tls && args.cloud == "aws" {
         bail!("--tls is not supported for the aws mock yet (vsphere always serves HTTPS)");
     }
-    // Mocks exist independently of the providers the suites can run (AWS has a mock but
-    // no reference-CCM provider yet), so this matches on the cloud name itself.
+    // Mocks exist independently of the providers the suites can run, so this matches on
+    // the cloud name itself.
+    let (listen, nodes) = (args.listen, args.nodes);
     match args.cloud.as_str() {
         "openstack" => {
-            let seed = match &args.seed {
-                Some(path) => match mock_openstack::SeedFile::load(path) {
-                    Ok(seed) => seed,
-                    Err(e) => return Ok(bad_seed(e)),
+            serve_mock(
+                &args,
+                "OpenStack",
+                mock_openstack::SeedFile::load,
+                |seed| {
+                    mock_openstack::OpenStackMock::start(mock_openstack::Config {
+                        listen,
+                        nodes,
+                        tls: args.tls,
+                        seed,
+                        ..Default::default()
+                    })
                 },
-                None => Default::default(),
-            };
-            let config = mock_openstack::Config {
-                listen: args.listen,
-                nodes: args.nodes,
-                tls: args.tls,
-                seed,
-                ..Default::default()
-            };
-            let mock = match mock_openstack::OpenStackMock::start(config).await {
-                Ok(mock) => mock,
-                // Servers the seed asks for may not fit (address in use, bad AZ...).
-                Err(
-                    e @ (mock_openstack::Error::Seed { .. }
-                    | mock_openstack::Error::SeedFile(_)
-                    | mock_openstack::Error::SeedFaults(_)),
-                ) if args.seed.is_some() => return Ok(bad_seed(e)),
-                Err(e) => return Err(e).context("starting mock OpenStack"),
-            };
-            announce(
-                &serde_json::to_value(mock.ready_info())?,
-                args.ready_file.as_deref(),
-            )?;
-            wait_for_signal().await?;
-            mock.shutdown().await;
+                |e| {
+                    matches!(
+                        e,
+                        mock_openstack::Error::Seed { .. }
+                            | mock_openstack::Error::SeedFile(_)
+                            | mock_openstack::Error::SeedFaults(_)
+                    )
+                },
+                |m| serde_json::to_value(m.ready_info()),
+                |m| m.shutdown(),
+            )
+            .await
         }
         "aws" => {
-            let seed = match &args.seed {
-                Some(path) => match mock_aws::SeedFile::load(path) {
-                    Ok(seed) => seed,
-                    Err(e) => return Ok(bad_seed(e)),
+            serve_mock(
+                &args,
+                "AWS",
+                mock_aws::SeedFile::load,
+                |seed| {
+                    mock_aws::MockAws::start(mock_aws::Config {
+                        listen,
+                        nodes,
+                        seed,
+                        ..Default::default()
+                    })
                 },
-                None => Default::default(),
-            };
-            let config = mock_aws::Config {
-                listen: args.listen,
-                nodes: args.nodes,
-                seed,
-                ..Default::default()
-            };
-            let mock = match mock_aws::MockAws::start(config).await {
-                Ok(mock) => mock,
-                // Instances the seed asks for may not fit (address in use, bad zone...).
-                Err(
-                    e @ (mock_aws::Error::Seed { .. }
-                    | mock_aws::Error::SeedFile(_)
-                    | mock_aws::Error::SeedFaults(_)
-                    | mock_aws::Error::SeedLifecycleIds(_)),
-                ) if args.seed.is_some() => return Ok(bad_seed(e)),
-                Err(e) => return Err(e).context("starting mock AWS"),
-            };
-            announce(
-                &serde_json::to_value(mock.ready_info())?,
-                args.ready_file.as_deref(),
-            )?;
-            wait_for_signal().await?;
-            mock.shutdown().await;
+                |e| {
+                    matches!(
+                        e,
+                        mock_aws::Error::Seed { .. }
+                            | mock_aws::Error::SeedFile(_)
+                            | mock_aws::Error::SeedFaults(_)
+                            | mock_aws::Error::SeedLifecycleIds(_)
+                    )
+                },
+                |m| serde_json::to_value(m.ready_info()),
+                |m| m.shutdown(),
+            )
+            .await
         }
+        // vSphere is always HTTPS (pyvmomi and govc expect it); the ready file names the
+        // generated CA in `ca_file`.
         "vsphere" => {
-            let seed = match &args.seed {
-                Some(path) => match mock_vsphere::SeedFile::load(path) {
-                    Ok(seed) => seed,
-                    Err(e) => return Ok(bad_seed(e)),
+            serve_mock(
+                &args,
+                "vSphere",
+                mock_vsphere::SeedFile::load,
+                |seed| {
+                    mock_vsphere::VsphereMock::start(mock_vsphere::Config {
+                        listen,
+                        nodes,
+                        seed,
+                        ..Default::default()
+                    })
                 },
-                None => Default::default(),
-            };
-            // vSphere is always HTTPS (pyvmomi and govc expect it); the ready file names the
-            // generated CA in `ca_file`.
-            let config = mock_vsphere::Config {
-                listen: args.listen,
-                nodes: args.nodes,
-                seed,
-                ..Default::default()
-            };
-            let mock = match mock_vsphere::VsphereMock::start(config).await {
-                Ok(mock) => mock,
-                Err(
-                    e @ (mock_vsphere::Error::Seed { .. }
-                    | mock_vsphere::Error::SeedFile(_)
-                    | mock_vsphere::Error::SeedFaults(_)),
-                ) if args.seed.is_some() => return Ok(bad_seed(e)),
-                Err(e) => return Err(e).context("starting mock vSphere"),
-            };
-            announce(
-                &serde_json::to_value(mock.ready_info())?,
-                args.ready_file.as_deref(),
-            )?;
-            wait_for_signal().await?;
-            mock.shutdown().await;
+                |e| {
+                    matches!(
+                        e,
+                        mock_vsphere::Error::Seed { .. }
+                            | mock_vsphere::Error::SeedFile(_)
+                            | mock_vsphere::Error::SeedFaults(_)
+                    )
+                },
+                |m| serde_json::to_value(m.ready_info()),
+                |m| m.shutdown(),
+            )
+            .await
         }
         other => bail!("unknown cloud {other:?} (mocks: openstack, aws, vsphere)"),
     }
+}
+
+/// Starts one mock with the `--seed` file (the default state without one), writes its
+/// ready object and serves until SIGINT/SIGTERM. A seed file that does not load, or whose
+/// content does not fit the cloud (address in use, unknown zone...), exits with status 2.
+async fn serve_mock<Seed, LoadError, Mock, Error, Started, Stopped>(
+    args: &MockArgs,
+    label: &str,
+    load_seed: impl FnOnce(&Path) -> Result<Seed, LoadError>,
+    start: impl FnOnce(Seed) -> Started,
+    is_seed_problem: impl Fn(&Error) -> bool,
+    ready: impl Fn(&Mock) -> serde_json::Result<serde_json::Value>,
+    shutdown: impl FnOnce(Mock) -> Stopped,
+) -> Result<ExitCode>
+where
+    Seed: Default,
+    LoadError: std::fmt::Display,
+    Error: std::error::Error + Send + Sync + 'static,
+    Started: std::future::Future<Output = Result<Mock, Error>>,
+    Stopped: std::future::Future<Output = ()>,
+{
+    let seed = match &args.seed {
+        Some(path) => match load_seed(path) {
+            Ok(seed) => seed,
+            Err(e) => return Ok(bad_seed(e)),
+        },
+        None => Seed::default(),
+    };
+    let mock = match start(seed).await {
+        Ok(mock) => mock,
+        Err(e) if args.seed.is_some() && is_seed_problem(&e) => return Ok(bad_seed(e)),
+        Err(e) => return Err(e).with_context(|| format!("starting mock {label}")),
+    };
+    announce(&ready(&mock)?, args.ready_file.as_deref())?;
+    wait_for_signal().await?;
+    shutdown(mock).await;
     Ok(ExitCode::SUCCESS)
 }
 

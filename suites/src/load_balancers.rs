@@ -17,8 +17,6 @@ use serde_json::json;
 
 use crate::common::initialized_node;
 
-mod rollouts;
-
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 /// Creating an LB against the mock (immediate lifecycle) takes well under a second; upstream
 /// e2e allows 20 min against real clouds.
@@ -27,13 +25,17 @@ const SVC: &str = "web";
 
 macro_rules! case {
     ($id:literal, $title:literal, $tags:expr, $body:ident) => {
+        case!($id, $title, $tags, $body, ccm_args: &[], start_ccm: true)
+    };
+    ($id:literal, $title:literal, $tags:expr, $body:ident,
+     ccm_args: $args:expr, start_ccm: $start:expr) => {
         Case {
             id: $id,
             suite: "LoadBalancer",
             title: $title,
             tags: $tags,
-            ccm_args: &[],
-            start_ccm: true,
+            ccm_args: $args,
+            start_ccm: $start,
             run: |env| {
                 Box::pin(async move {
                     env.cloud()
@@ -44,6 +46,9 @@ macro_rules! case {
         }
     };
 }
+
+// After the macro, so the submodule's cases use it too.
+mod rollouts;
 
 pub fn cases() -> Vec<Case> {
     use Tag::*;
@@ -1216,23 +1221,16 @@ pub fn more_cases() -> Vec<Case> {
             &[Conformance],
             lb11
         ),
-        Case {
-            id: "LB-16",
-            suite: "LoadBalancer",
-            title: "updates the backends when a node's providerID is set",
-            tags: &[Mock],
-            // Without the node controller nobody but the case sets providerID, so the only
-            // providerID change is the one the case makes.
+        // Without the node controller nobody but the case sets providerID, so the only
+        // providerID change is the one the case makes.
+        case!(
+            "LB-16",
+            "updates the backends when a node's providerID is set",
+            &[Mock],
+            lb16,
             ccm_args: &["--controllers=*,-cloud-node-controller"],
-            start_ccm: true,
-            run: |env| {
-                Box::pin(async move {
-                    env.cloud()
-                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
-                    lb16(env).await
-                })
-            },
-        },
+            start_ccm: true
+        ),
         case!(
             "LB-19",
             "keeps the finalizer but writes no status when the load balancer is implemented elsewhere",
@@ -1245,51 +1243,30 @@ pub fn more_cases() -> Vec<Case> {
             &[Mock],
             lb21
         ),
-        Case {
-            id: "LB-24",
-            suite: "LoadBalancer",
-            title: "updates each of many Services once per node join, never more than --concurrent-service-syncs at a time",
-            tags: &[Mock],
+        case!(
+            "LB-24",
+            "updates each of many Services once per node join, never more than --concurrent-service-syncs at a time",
+            &[Mock],
+            lb24,
             ccm_args: &["--concurrent-service-syncs=2"],
-            start_ccm: true,
-            run: |env| {
-                Box::pin(async move {
-                    env.cloud()
-                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
-                    lb24(env).await
-                })
-            },
-        },
-        Case {
-            id: "LB-06b",
-            suite: "LoadBalancer",
-            title: "deletes the load balancer of a Service whose CCM was killed mid-delete",
-            tags: &[Mock],
+            start_ccm: true
+        ),
+        case!(
+            "LB-06b",
+            "deletes the load balancer of a Service whose CCM was killed mid-delete",
+            &[Mock],
+            lb06b,
             ccm_args: &[],
-            start_ccm: false,
-            run: |env| {
-                Box::pin(async move {
-                    env.cloud()
-                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
-                    lb06b(env).await
-                })
-            },
-        },
-        Case {
-            id: "LB-07b",
-            suite: "LoadBalancer",
-            title: "deletes the load balancer of a Service whose CCM was killed mid-type-change",
-            tags: &[Mock],
+            start_ccm: false
+        ),
+        case!(
+            "LB-07b",
+            "deletes the load balancer of a Service whose CCM was killed mid-type-change",
+            &[Mock],
+            lb07b,
             ccm_args: &[],
-            start_ccm: false,
-            run: |env| {
-                Box::pin(async move {
-                    env.cloud()
-                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
-                    lb07b(env).await
-                })
-            },
-        },
+            start_ccm: false
+        ),
         case!(
             "LB-26",
             "reports no UpdateLoadBalancerFailed when the load balancer is already gone",

@@ -47,36 +47,22 @@ const REQUEST_PERIOD: Duration = Duration::from_millis(50);
 pub(super) fn cases() -> Vec<Case> {
     use Tag::*;
     vec![
-        Case {
-            id: "LB-22",
-            suite: "LoadBalancer",
-            title: "keeps a UDP client's flow answered while its server cycles on the same and another node, and honours ClientIP affinity",
-            tags: &[Mock],
+        case!(
+            "LB-22",
+            "keeps a UDP client's flow answered while its server cycles on the same and another node, and honours ClientIP affinity",
+            &[Mock],
+            lb22,
             ccm_args: &[],
-            start_ccm: true,
-            run: |env| {
-                Box::pin(async move {
-                    env.cloud()
-                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
-                    lb22(env).await
-                })
-            },
-        },
-        Case {
-            id: "LB-23",
-            suite: "LoadBalancer",
-            title: "keeps at least 95% of requests answered through a DaemonSet rolling update with externalTrafficPolicy Cluster and Local",
-            tags: &[Mock],
+            start_ccm: true
+        ),
+        case!(
+            "LB-23",
+            "keeps at least 95% of requests answered through a DaemonSet rolling update with externalTrafficPolicy Cluster and Local",
+            &[Mock],
+            lb23,
             ccm_args: &[],
-            start_ccm: true,
-            run: |env| {
-                Box::pin(async move {
-                    env.cloud()
-                        .require(ccm_harness::cloud::Feature::LoadBalancers)?;
-                    lb23(env).await
-                })
-            },
-        },
+            start_ccm: true
+        ),
     ]
 }
 
