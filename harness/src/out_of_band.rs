@@ -183,38 +183,32 @@ impl AwsQuery {
         for (k, v) in params {
             body.push_str(&format!("&{}={}", uri_encode(k), uri_encode(v)));
         }
-        let host = self
-            .endpoint
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        let amz_date = jiff::Timestamp::now()
-            .strftime("%Y%m%dT%H%M%SZ")
-            .to_string();
-        let content_type = "application/x-www-form-urlencoded; charset=utf-8";
-        let authorization = sigv4_authorization(
-            &SigV4Key {
-                access_key_id: &self.access_key_id,
-                secret_access_key: &self.secret_access_key,
-                region: &self.region,
-                service: api.signing_name(),
-            },
-            &amz_date,
-            &[
-                ("content-type", content_type),
-                ("host", &host),
-                ("x-amz-date", &amz_date),
-            ],
-            body.as_bytes(),
+        let uri: http::Uri = format!("{}/", self.endpoint)
+            .parse()
+            .map_err(|e| CaseError::infra("parsing the mock AWS endpoint", e))?;
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/x-www-form-urlencoded; charset=utf-8"),
         );
+        if let Some(host) = uri.authority().and_then(|a| a.as_str().parse().ok()) {
+            headers.insert(http::header::HOST, host);
+        }
+        mock_aws::sign_request(
+            &http::Method::POST,
+            &uri,
+            &mut headers,
+            body.as_bytes(),
+            (&self.access_key_id, &self.secret_access_key),
+            &self.region,
+            api.signing_name(),
+        );
+        // reqwest sets Host itself from the URL; the signed value is the same.
+        headers.remove(http::header::HOST);
         let answer = self
             .http
-            .post(format!("{}/", self.endpoint))
-            .header("content-type", content_type)
-            .header("x-amz-date", &amz_date)
-            .header("authorization", authorization)
+            .post(uri.to_string())
+            .headers(headers)
             .body(body)
             .send()
             .await
@@ -239,56 +233,6 @@ pub fn xml_text<'a>(body: &'a str, tag: &str) -> Option<&'a str> {
     let start = body.find(&open)? + open.len();
     let len = body[start..].find(&format!("</{tag}>"))?;
     Some(&body[start..start + len])
-}
-
-struct SigV4Key<'a> {
-    access_key_id: &'a str,
-    secret_access_key: &'a str,
-    region: &'a str,
-    service: &'a str,
-}
-
-/// The SigV4 `Authorization` value for a POST to `/` with no query; `headers` sorted by
-/// lower-case name (AWS General Reference, "Signature Version 4 signing process").
-fn sigv4_authorization(
-    key: &SigV4Key<'_>,
-    amz_date: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> String {
-    use ring::{digest, hmac};
-    let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
-    let sha = |b: &[u8]| hex(digest::digest(&digest::SHA256, b).as_ref());
-    let mac = |k: &[u8], d: &[u8]| {
-        hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, k), d)
-            .as_ref()
-            .to_vec()
-    };
-    let canonical_headers: String = headers
-        .iter()
-        .map(|(k, v)| format!("{k}:{}\n", v.trim()))
-        .collect();
-    let signed: Vec<&str> = headers.iter().map(|(k, _)| *k).collect();
-    let signed = signed.join(";");
-    let request = format!("POST\n/\n\n{canonical_headers}\n{signed}\n{}", sha(body));
-    let date = amz_date.get(..8).unwrap_or(amz_date);
-    let scope = format!("{date}/{}/{}/aws4_request", key.region, key.service);
-    let to_sign = format!(
-        "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
-        sha(request.as_bytes())
-    );
-    let mut k = mac(
-        format!("AWS4{}", key.secret_access_key).as_bytes(),
-        date.as_bytes(),
-    );
-    for part in [key.region, key.service, "aws4_request"] {
-        k = mac(&k, part.as_bytes());
-    }
-    format!(
-        "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed}, Signature={}",
-        key.access_key_id,
-        hex(&mac(&k, to_sign.as_bytes()))
-    )
 }
 
 /// RFC 3986 unreserved characters stay, everything else is `%XX` (SigV4's encoding).

@@ -200,10 +200,11 @@ fn signature(
     Ok(hex(&hmac_sha256(&key, string_to_sign.as_bytes())))
 }
 
-/// Signs a request the way an SDK does (for tests): sets `x-amz-date` and
-/// `authorization` over `host`, `content-type` and `x-amz-date`.
-#[cfg(test)]
-pub(crate) fn sign(
+/// Signs a request the way an SDK does: sets `x-amz-date` and `authorization` over
+/// `host`, `content-type` and `x-amz-date` (those present). Used by this crate's tests and,
+/// re-exported as [`crate::sign_request`], by callers that play a second API client
+/// against the mock (the harness deleting a load balancer out of band).
+pub fn sign(
     method: &Method,
     uri: &Uri,
     headers: &mut HeaderMap,
