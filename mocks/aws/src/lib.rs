@@ -103,9 +103,9 @@ use mock_cloud::{Faults, Journal, ServeError, ServerHandle};
 use serde::{Deserialize, Serialize};
 
 pub use imds::{ROLE as IMDS_ROLE, RoleCredentials};
-pub use sigv4::sign as sign_request;
 pub use mock_cloud::Mode as LifecycleMode;
 pub use model::{AdminError, InstanceInfo, InstancePatch, InstanceSpec, InstanceState};
+pub use sigv4::sign as sign_request;
 
 use crate::model::Cloud;
 
