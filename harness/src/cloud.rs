@@ -241,10 +241,6 @@ impl CloudControl {
             (CloudControl::Aws(_), Feature::DualStackRoutes) => Err(
                 "upstream cloud-provider-aws cannot route an IPv6 pod CIDR (aws_routes.go sends it as DestinationCidrBlock, never DestinationIpv6CidrBlock)".into(),
             ),
-            // The mock's data plane and the reference CCM's NLB code carry TCP only so far.
-            (CloudControl::Aws(_), Feature::UdpLoadBalancers) => {
-                Err("UDP on the AWS data plane is not built yet".into())
-            }
             // EC2 places every instance in a subnet, and every subnet in one zone.
             (CloudControl::Aws(_), Feature::NoZone) => Err(
                 "every EC2 instance has an availability zone (placement.availabilityZone)".into(),
@@ -259,7 +255,10 @@ impl CloudControl {
             (CloudControl::Aws(_), Feature::DualStackAddresses) => Ok(()),
             (
                 CloudControl::Aws(_),
-                Feature::LoadBalancers | Feature::Routes | Feature::SeparateExternalAddresses,
+                Feature::LoadBalancers
+                | Feature::Routes
+                | Feature::SeparateExternalAddresses
+                | Feature::UdpLoadBalancers,
             ) => Ok(()),
             // kubernetes/cloud-provider-vsphere pkg/cloudprovider/vsphere/cloud.go: without
             // NSX-T (not modelled here) LoadBalancer() and Routes() return false.

@@ -138,6 +138,8 @@ pub(crate) fn plan(cloud: &mut Cloud) -> Vec<ListenerPlan> {
                     timeout: Duration::from_millis(500),
                     rise: 1,
                     fall: 1,
+                    // A classic ELB with no healthy instance answers nothing.
+                    fail_open: false,
                 }),
             });
         }
@@ -195,6 +197,10 @@ pub(crate) fn plan(cloud: &mut Cloud) -> Vec<ListenerPlan> {
                 timeout: Duration::from_millis(500),
                 rise: 1,
                 fall: 1,
+                // NLBs fail open when every target is unhealthy (AWS docs, "Health checks
+                // for Network Load Balancer target groups"): a UDP Service whose TCP
+                // health check on the traffic port finds nothing still gets traffic.
+                fail_open: true,
             });
             for protocol in protocols {
                 out.push(ListenerPlan {

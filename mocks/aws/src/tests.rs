@@ -2432,7 +2432,7 @@ async fn eventually_udp(addr: std::net::SocketAddr, payload: &[u8], want: Option
 }
 
 /// NLB UDP and TCP_UDP listeners proxy real datagrams to a UDP echo target on the
-/// instance's private IP, gated by the target group's TCP health check on its own port;
+/// instance's private IP, health-checked by TCP on its own port (failing open);
 /// ELB classic refuses UDP.
 #[tokio::test]
 async fn nlb_udp_listeners_proxy_datagrams_to_targets() {
@@ -2577,10 +2577,13 @@ async fn nlb_udp_listeners_proxy_datagrams_to_targets() {
     // TCP_UDP also binds TCP on the same port (the target has no TCP service on the
     // traffic port, so the connection is accepted and then closed: no line).
     assert!(tokio::net::TcpStream::connect(both).await.is_ok());
-    // The TCP health check on the health-check port gates UDP traffic.
+    // With the TCP health port gone the only target is unhealthy, and an NLB whose
+    // targets are all unhealthy fails open (AWS docs, NLB target group health checks):
+    // datagrams still reach it. (Gating with a healthy peer is mock-cloud's
+    // `a_fail_open_check_uses_every_backend_when_all_are_down`.)
     health_task.abort();
     let _ = health_task.await;
-    eventually_udp(udp, b"ping", None).await;
+    eventually_udp(udp, b"ping", Some(b"echo:ping")).await;
     echo_task.abort();
     dataplane.shutdown().await;
 }

@@ -222,6 +222,11 @@ pub struct HealthCheck {
     pub rise: u32,
     /// Consecutive failures that take a confirmed backend down.
     pub fall: u32,
+    /// With every backend down, use them all anyway. ELBv2 Network Load Balancers do this
+    /// ("if all targets fail health checks at the same time in all enabled Availability
+    /// Zones, the load balancer fails open": AWS docs, NLB target group health checks);
+    /// Octavia does not.
+    pub fail_open: bool,
 }
 
 /// A backend's health as a cloud reports it (Octavia member `operating_status` words).
@@ -333,6 +338,18 @@ struct Inner {
     next: usize,
 }
 
+impl Inner {
+    /// The healthy backends; all of them when none is healthy and the check fails open.
+    fn usable(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        let fail_open = self.health.as_ref().is_some_and(|h| h.fail_open)
+            && !self.backends.iter().any(|b| b.healthy);
+        self.backends
+            .iter()
+            .filter(move |b| b.healthy || fail_open)
+            .map(|b| b.addr)
+    }
+}
+
 /// What a proxy's tasks share.
 #[derive(Debug)]
 struct State {
@@ -355,22 +372,17 @@ impl State {
         inner.allowed.is_empty() || inner.allowed.iter().any(|c| c.contains(client))
     }
 
-    fn is_healthy(&self, backend: SocketAddr) -> bool {
-        self.lock()
-            .backends
-            .iter()
-            .any(|b| b.addr == backend && b.healthy)
+    /// Whether traffic may go to `backend`: it is healthy, or every backend is down and
+    /// the check fails open.
+    fn is_usable(&self, backend: SocketAddr) -> bool {
+        let inner = self.lock();
+        inner.usable().any(|b| b == backend)
     }
 
-    /// The next healthy backend, round robin.
+    /// The next usable backend, round robin.
     fn pick(&self) -> Option<SocketAddr> {
         let mut inner = self.lock();
-        let healthy: Vec<SocketAddr> = inner
-            .backends
-            .iter()
-            .filter(|b| b.healthy)
-            .map(|b| b.addr)
-            .collect();
+        let healthy: Vec<SocketAddr> = inner.usable().collect();
         if healthy.is_empty() {
             return None;
         }
@@ -647,8 +659,8 @@ async fn serve_udp(socket: Arc<UdpSocket>, state: Arc<State>) {
                 if !state.allowed(peer.ip()) {
                     continue;
                 }
-                // A flow sticks to its backend while that backend is healthy.
-                let stale = flows.get(&peer).is_some_and(|f| !state.is_healthy(f.backend));
+                // A flow sticks to its backend while that backend is usable.
+                let stale = flows.get(&peer).is_some_and(|f| !state.is_usable(f.backend));
                 if stale && let Some(old) = flows.remove(&peer) {
                     old.relay.abort();
                 }

@@ -97,6 +97,8 @@ fn health_check(attrs: &serde_json::Map<String, Value>) -> HealthCheck {
         // Octavia: rise = max_retries, fall = max_retries_down (default 3).
         rise: count("max_retries", 3),
         fall: count("max_retries_down", 3),
+        // Octavia sends nothing to a pool whose members are all down.
+        fail_open: false,
     }
 }
 

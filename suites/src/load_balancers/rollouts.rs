@@ -190,8 +190,17 @@ async fn lb22(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         SVC,
         json!({"ports": [{"name": "dns", "port": UDP_PORT, "targetPort": UDP_PORT, "protocol": "UDP"}]}),
     )?;
-    svc.metadata.annotations =
-        Some([(ENDPOINTS.to_string(), "server-1@node-a".to_string())].into());
+    let mut annotations =
+        std::collections::BTreeMap::from([(ENDPOINTS.to_string(), "server-1@node-a".to_string())]);
+    // Classic ELBs carry no UDP; on AWS a UDP Service asks for an NLB (upstream e2e does
+    // the same, test/e2e/loadbalancer.go in cloud-provider-aws).
+    if env.provider == ccm_harness::Provider::Aws {
+        annotations.insert(
+            "service.beta.kubernetes.io/aws-load-balancer-type".into(),
+            "nlb".into(),
+        );
+    }
+    svc.metadata.annotations = Some(annotations);
     create(env, &svc).await?;
     let ingress = ready_ingress(env).await?;
     wait_reason(env, "EnsuredLoadBalancer").await?;

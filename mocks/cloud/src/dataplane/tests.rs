@@ -106,6 +106,7 @@ fn fast_check(probe: Probe) -> HealthCheck {
         timeout: Duration::from_millis(500),
         rise: 2,
         fall: 2,
+        fail_open: false,
     }
 }
 
@@ -345,6 +346,44 @@ async fn udp_flows_are_proxied_and_filtered() {
 }
 
 #[tokio::test]
+async fn a_fail_open_check_uses_every_backend_when_all_are_down() {
+    // A UDP backend whose TCP health port is closed: down, so nothing without fail-open
+    // (Octavia) and traffic anyway with it (ELBv2 NLBs).
+    let (a, _ta) = udp_name_server("ua").await;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    for fail_open in [false, true] {
+        let mut check = fast_check(Probe::Tcp);
+        check.fail_open = fail_open;
+        let config = ProxyConfig {
+            protocol: Protocol::Udp,
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            backends: vec![Backend {
+                address: a,
+                monitor: Some(closed),
+            }],
+            allowed_cidrs: Vec::new(),
+            health: Some(check),
+        };
+        let proxy = Proxy::start(config).await.expect("start");
+        assert!(proxy.wait_for_status(a, MemberStatus::Error, WAIT).await);
+        let wait = if fail_open {
+            WAIT
+        } else {
+            Duration::from_millis(300)
+        };
+        let answer = ask_udp(proxy.local_addr(), CLIENT, wait).await;
+        assert_eq!(
+            answer.is_some(),
+            fail_open,
+            "fail_open {fail_open}: {answer:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn udp_probe_sees_closed_port() {
     let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
     let addr = socket.local_addr().expect("addr");
@@ -423,6 +462,7 @@ fn health_counting_follows_rise_and_fall() {
         timeout: Duration::from_secs(1),
         rise: 2,
         fall: 3,
+        fail_open: false,
     };
     let mut b = BackendState::new("127.0.0.1:1".parse().expect("addr"), None);
     assert!(!b.record(true, &check) && b.healthy && b.confirmed);

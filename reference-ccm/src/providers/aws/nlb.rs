@@ -5,7 +5,8 @@
 //! `ensureLoadBalancerv2`: the load balancer is named like ELB classic ones; one target
 //! group per Service port, `TargetType=instance` on the node port, named
 //! `k8s-<ns8>-<svc8>-<hash10>` (the hash over what makes a group immutable, so a change
-//! creates a new group and the listener is switched to it); one TCP listener per port
+//! creates a new group and the listener is switched to it); one listener per port in the
+//! port's protocol (`TCP`, `UDP`, or `TCP_UDP` where a Service has both on one port)
 //! forwarding to its group; targets registered and deregistered to match the nodes; TCP
 //! health checks on the traffic port, or `HTTP <healthCheckNodePort> /healthz` for
 //! `externalTrafficPolicy: Local`. The ingress hostname is the `DNSName`; after a create
@@ -39,6 +40,8 @@ fn kv(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
 pub struct PortSpec {
     pub port: i32,
     pub node_port: i32,
+    /// Listener and target-group protocol: `TCP`, `UDP` or `TCP_UDP`.
+    pub protocol: String,
     /// `TCP` or `HTTP`.
     pub health_protocol: String,
     /// `traffic-port` or the healthCheckNodePort.
@@ -46,26 +49,42 @@ pub struct PortSpec {
     pub health_path: Option<String>,
 }
 
-/// Validates the Service for an NLB: TCP ports with node ports.
+/// Validates the Service for an NLB: TCP and UDP ports with node ports. A TCP and a UDP
+/// port with the same number and node port become one `TCP_UDP` listener, as upstream
+/// merges them (cloud-provider-aws `pkg/providers/v1/aws.go`, NLB port mappings); health
+/// checks stay TCP on the traffic port (HTTP on the health-check node port for
+/// `externalTrafficPolicy: Local`), since ELBv2 has no UDP health check.
 pub fn nlb_ports(service: &Service) -> Result<Vec<PortSpec>, String> {
     let spec = service.spec.clone().unwrap_or_default();
     let local = spec.external_traffic_policy.as_deref() == Some("Local");
     let hc = spec.health_check_node_port.filter(|p| *p > 0 && local);
-    let mut out = Vec::new();
+    let mut out: Vec<PortSpec> = Vec::new();
     for p in spec.ports.unwrap_or_default() {
         let proto = p.protocol.clone().unwrap_or_else(|| "TCP".into());
-        if proto != "TCP" {
+        if proto != "TCP" && proto != "UDP" {
             return Err(format!(
-                "Protocol {proto} is not supported by this reference CCM's NLBs; only TCP"
+                "Protocol {proto} is not supported by NLBs; only TCP and UDP"
             ));
         }
         let node_port = p.node_port.unwrap_or(0);
         if node_port == 0 {
             return Err(format!("port {} has no nodePort yet", p.port));
         }
+        if let Some(same) = out.iter_mut().find(|o| o.port == p.port) {
+            if same.protocol == proto || same.node_port != node_port {
+                return Err(format!(
+                    "port {} is listed twice and cannot be merged into TCP_UDP \
+                     (a TCP and a UDP port with the same nodePort can)",
+                    p.port
+                ));
+            }
+            same.protocol = "TCP_UDP".into();
+            continue;
+        }
         out.push(PortSpec {
             port: p.port,
             node_port,
+            protocol: proto,
             health_protocol: if hc.is_some() { "HTTP" } else { "TCP" }.into(),
             health_port: hc.map_or_else(|| "traffic-port".to_owned(), |p| p.to_string()),
             health_path: hc.map(|_| "/healthz".to_owned()),
@@ -82,9 +101,10 @@ pub fn target_group_name(service: &Service, p: &PortSpec) -> String {
     let ns = service.metadata.namespace.as_deref().unwrap_or("default");
     let name = service.metadata.name.as_deref().unwrap_or_default();
     let key = format!(
-        "{ns}/{name}/{}/{}/TCP/instance/{}/{}/{}",
+        "{ns}/{name}/{}/{}/{}/instance/{}/{}/{}",
         p.port,
         p.node_port,
+        p.protocol,
         p.health_protocol,
         p.health_port,
         p.health_path.as_deref().unwrap_or("")
@@ -209,7 +229,7 @@ impl Aws {
     ) -> Result<String, LbError> {
         let mut params = vec![
             kv("Name", name),
-            kv("Protocol", "TCP"),
+            kv("Protocol", p.protocol.clone()),
             kv("Port", p.node_port.to_string()),
             kv("VpcId", vpc),
             kv("TargetType", "instance"),
@@ -357,7 +377,7 @@ impl Aws {
                         None => {
                             let mut params = vec![
                                 kv("LoadBalancerArn", lb.arn.clone()),
-                                kv("Protocol", "TCP"),
+                                kv("Protocol", p.protocol.clone()),
                                 kv("Port", p.port.to_string()),
                             ];
                             params.extend(action);
@@ -529,11 +549,34 @@ mod tests {
         assert_eq!(p.health_protocol, "HTTP");
         assert_eq!(p.health_port, "31000");
         assert_eq!(p.health_path.as_deref(), Some("/healthz"));
-        assert!(
-            nlb_ports(&svc(
-                json!({"ports": [{"port": 53, "nodePort": 30053, "protocol": "UDP"}]})
-            ))
-            .is_err()
+    }
+
+    #[test]
+    fn udp_ports_keep_their_protocol_and_merge_with_tcp_on_one_port() {
+        let udp = nlb_ports(&svc(
+            json!({"ports": [{"port": 53, "nodePort": 30053, "protocol": "UDP"}]}),
+        ))
+        .expect("UDP is valid on an NLB");
+        assert_eq!(udp[0].protocol, "UDP");
+        assert_eq!(udp[0].health_protocol, "TCP");
+        let both = nlb_ports(&svc(json!({"ports": [
+            {"name": "t", "port": 53, "nodePort": 30053, "protocol": "TCP"},
+            {"name": "u", "port": 53, "nodePort": 30053, "protocol": "UDP"}]})))
+        .expect("TCP and UDP on one port merge");
+        assert_eq!(both.len(), 1);
+        assert_eq!(both[0].protocol, "TCP_UDP");
+        let s = svc(json!({"ports": [{"port": 53, "nodePort": 30053}]}));
+        assert_ne!(
+            target_group_name(&s, &both[0]),
+            target_group_name(&s, &nlb_ports(&s).expect("valid")[0]),
+            "a protocol change makes a new target group"
         );
+        for bad in [
+            json!({"ports": [{"port": 80, "nodePort": 30080, "protocol": "SCTP"}]}),
+            json!({"ports": [{"port": 53, "nodePort": 30053, "protocol": "TCP"},
+                {"port": 53, "nodePort": 30054, "protocol": "UDP"}]}),
+        ] {
+            assert!(nlb_ports(&svc(bad.clone())).is_err(), "{bad}");
+        }
     }
 }
