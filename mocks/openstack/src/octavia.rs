@@ -273,10 +273,26 @@ async fn list_lbs(
     let items: Vec<Value> = {
         let mut cloud = s.cloud();
         cloud.settle_all_lbs(true);
+        // `?name=` (how CCMs look their load balancers up) narrows the list before any
+        // view is built; `list_reply` still applies every filter to what is left.
+        let names: Vec<&str> = pairs
+            .iter()
+            .filter(|(k, _)| k == "name")
+            .map(|(_, v)| v.as_str())
+            .collect();
         cloud
             .lbaas
             .lbs_sorted()
             .into_iter()
+            .filter(|lb| {
+                names.is_empty()
+                    || names.contains(
+                        &lb.attrs
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                    )
+            })
             .map(|lb| cloud.lbaas.lb_json(lb, &s.identity.project_id))
             .collect()
     };
