@@ -766,11 +766,15 @@ async fn health_loop(state: Arc<State>) {
     }
 }
 
-/// Recent probe results by (probe, address), shared by every proxy in the process.
-type ProbeCache = HashMap<(String, SocketAddr), (Instant, bool)>;
+/// Recent probe results by (probe, address), shared by every proxy in the process, and
+/// when the cache was last pruned.
+#[derive(Default)]
+struct ProbeCache {
+    results: HashMap<(String, SocketAddr), (Instant, bool)>,
+    pruned: Option<Instant>,
+}
 static RECENT_PROBES: std::sync::OnceLock<Mutex<ProbeCache>> = std::sync::OnceLock::new();
-/// Past this many entries, results older than [`CACHE_PRUNE_AGE`] are dropped.
-const CACHE_PRUNE_LEN: usize = 4096;
+/// Results older than this are dropped, at most once per this period.
 const CACHE_PRUNE_AGE: Duration = Duration::from_secs(10);
 
 /// [`run_probe`], unless the same probe of the same address finished less than
@@ -787,17 +791,24 @@ async fn shared_probe(
     let cache = RECENT_PROBES.get_or_init(Default::default);
     let key = (format!("{probe:?}"), addr);
     let lock = || cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((at, up)) = lock().get(&key)
+    if let Some((at, up)) = lock().results.get(&key)
         && at.elapsed() < fresh_for
     {
         return *up;
     }
     let up = run_probe(probe, addr, timeout).await;
-    let mut recent = lock();
-    if recent.len() > CACHE_PRUNE_LEN {
-        recent.retain(|_, (at, _)| at.elapsed() < CACHE_PRUNE_AGE);
+    let mut cache = lock();
+    let now = Instant::now();
+    if cache
+        .pruned
+        .is_none_or(|at| now.duration_since(at) > CACHE_PRUNE_AGE)
+    {
+        cache
+            .results
+            .retain(|_, (at, _)| now.duration_since(*at) < CACHE_PRUNE_AGE);
+        cache.pruned = Some(now);
     }
-    recent.insert(key, (Instant::now(), up));
+    cache.results.insert(key, (now, up));
     up
 }
 
