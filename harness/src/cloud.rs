@@ -230,11 +230,9 @@ impl CloudControl {
     /// Whether this cloud can express `feature`; `Err` says precisely why not.
     pub fn supports(&self, feature: Feature) -> Result<(), String> {
         match (self, feature) {
-            // mocks/openstack neutron_l3.rs parses route destinations and router subnets as
-            // IPv4 only (real Neutron takes IPv6 extraroutes).
-            (CloudControl::OpenStack(_), Feature::DualStackRoutes) => Err(
-                "the mock OpenStack router takes IPv4 extraroutes and IPv4 subnets only".into(),
-            ),
+            // Dual-stack routes too: cloud-provider-openstack pkg/openstack/routes.go routes
+            // each pod CIDR via the node address of its family, and the mock router takes
+            // IPv6 extraroutes via its fd00::/64 interface (mocks/openstack neutron_l3.rs).
             (CloudControl::OpenStack(_), _) => Ok(()),
             // kubernetes/cloud-provider-aws pkg/providers/v1/aws_routes.go sends every pod
             // CIDR as DestinationCidrBlock (IPv4 only) and lists only DestinationCidrBlock.

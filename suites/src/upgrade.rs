@@ -733,16 +733,7 @@ async fn up07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     wait_traffic(&format!("{ip}:{PORT}")).await?;
     initialized_node(env, "node-c", NodeOptions::default()).await?;
     env.ccm_alive()?;
-    Ok(vec![
-        (
-            "apiserver_down_seconds".into(),
-            format!("{:.3}", down.as_secs_f64()),
-        ),
-        (
-            "converged_seconds".into(),
-            format!("{:.3}", converged.as_secs_f64()),
-        ),
-    ])
+    Ok(restart_metrics(down, converged))
 }
 
 /// UP-07 on a cloud without load balancers (vSphere): the API server restarts while two
@@ -762,7 +753,13 @@ async fn up07_nodes_only(env: &mut Environment) -> Result<CaseMetrics, CaseError
     let converged = restarted.elapsed();
     initialized_node(env, "node-e", NodeOptions::default()).await?;
     env.ccm_alive()?;
-    Ok(vec![
+    Ok(restart_metrics(down, converged))
+}
+
+/// UP-07's JUnit properties: how long the API server was down and how long the CCM took
+/// to converge after it came back.
+fn restart_metrics(down: Duration, converged: Duration) -> CaseMetrics {
+    vec![
         (
             "apiserver_down_seconds".into(),
             format!("{:.3}", down.as_secs_f64()),
@@ -771,7 +768,7 @@ async fn up07_nodes_only(env: &mut Environment) -> Result<CaseMetrics, CaseError
             "converged_seconds".into(),
             format!("{:.3}", converged.as_secs_f64()),
         ),
-    ])
+    ]
 }
 
 #[cfg(test)]

@@ -173,19 +173,40 @@ pub(crate) fn passes(item: &Value, pairs: &[(String, String)]) -> bool {
 }
 
 pub(crate) fn parse_cidr(s: &str) -> Option<(Ipv4Addr, u8)> {
+    match parse_any_cidr(s)? {
+        (IpAddr::V4(addr), len) => Some((addr, len)),
+        (IpAddr::V6(_), _) => None,
+    }
+}
+
+/// An IPv4 or IPv6 CIDR (`addr/len`, the length within the family's width).
+pub(crate) fn parse_any_cidr(s: &str) -> Option<(IpAddr, u8)> {
     let (addr, len) = s.split_once('/')?;
-    let addr: Ipv4Addr = addr.parse().ok()?;
-    let len: u8 = len.parse().ok().filter(|l| *l <= 32)?;
+    let addr: IpAddr = addr.parse().ok()?;
+    let width = if addr.is_ipv4() { 32 } else { 128 };
+    let len: u8 = len.parse().ok().filter(|l| *l <= width)?;
     Some((addr, len))
 }
 
 fn in_cidr(ip: IpAddr, cidr: &str) -> bool {
-    let (IpAddr::V4(ip), Some((net, len))) = (ip, parse_cidr(cidr)) else {
-        return false;
-    };
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-    u32::from(ip) & mask == u32::from(net) & mask
+    match (ip, parse_any_cidr(cidr)) {
+        (IpAddr::V4(ip), Some((IpAddr::V4(net), len))) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            u32::from(ip) & mask == u32::from(net) & mask
+        }
+        (IpAddr::V6(ip), Some((IpAddr::V6(net), len))) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            u128::from(ip) & mask == u128::from(net) & mask
+        }
+        _ => false,
+    }
 }
+
+/// The IPv6 subnet the seed router has an interface on, next to the private IPv4 subnet:
+/// the mock's servers take IPv6 fixed IPs (dual-stack nodes use `fd00::…`) on the private
+/// network, and Neutron only accepts an extraroute whose nexthop is on a subnet the router
+/// is attached to (`neutron/db/extraroute_db.py` `_validate_routes_nexthop`).
+pub(crate) const PRIVATE_V6_CIDR: &str = "fd00::/64";
 
 impl L3 {
     /// The seed router: private subnet inside, public network as gateway (127.20.0.2, out
@@ -193,11 +214,14 @@ impl L3 {
     pub fn seeded(cloud_networks: &[(String, String, &'static str, bool)]) -> Self {
         let mut l3 = L3::default();
         let external = cloud_networks.iter().find(|n| n.3);
-        let internal: Vec<&'static str> = cloud_networks
+        let mut internal: Vec<&'static str> = cloud_networks
             .iter()
             .filter(|n| !n.3)
             .map(|n| n.2)
             .collect();
+        if !internal.is_empty() {
+            internal.push(PRIVATE_V6_CIDR);
+        }
         if let Some((net, subnet, _, _)) = external {
             let now = jiff::Timestamp::now();
             let id = new_id();
@@ -490,17 +514,29 @@ fn router_json(s: &Shared, r: &RouterRes) -> Value {
     })
 }
 
-/// Parses `[{destination, nexthop}]`, checking what Neutron's `_validate_routes` does: a
-/// CIDR destination and a nexthop on a subnet the router is attached to.
+/// Parses `[{destination, nexthop}]`, checking what Neutron does: the destination is an
+/// IPv4 or IPv6 CIDR and the nexthop an IP address (neutron-lib
+/// `api/validators/__init__.py` `validate_hostroutes`), the nexthop is on a subnet the
+/// router is attached to (`neutron/db/extraroute_db.py` `_validate_routes_nexthop`).
+/// Beyond that the mock rejects a nexthop of the other family than the destination
+/// (an IPv4 prefix via an IPv6 router) with the same `InvalidRoutes` 400, since no
+/// router interface could forward it.
 fn parse_routes(router: &RouterRes, value: &Value) -> Result<Vec<Route>, Response> {
     let list = value
         .as_array()
         .ok_or_else(|| bad_request("Invalid input for routes: expected a list"))?;
+    let invalid = |item: &Value, reason: &str| {
+        neutron_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidRoutes",
+            &format!("Invalid format for routes: {item}, {reason}"),
+        )
+    };
     let mut out = Vec::new();
     for item in list {
         let destination = item["destination"].as_str().unwrap_or_default();
         let nexthop = item["nexthop"].as_str().unwrap_or_default();
-        let Some((net, len)) = parse_cidr(destination) else {
+        let Some((net, len)) = parse_any_cidr(destination) else {
             return Err(bad_request(&format!(
                 "Invalid input for routes. Reason: '{destination}' is not a valid IP subnet."
             )));
@@ -510,14 +546,14 @@ fn parse_routes(router: &RouterRes, value: &Value) -> Result<Vec<Route>, Respons
                 "Invalid input for routes. Reason: '{nexthop}' is not a valid IP address."
             )));
         };
-        if !router.interface_cidrs.iter().any(|c| in_cidr(hop, c)) {
-            return Err(neutron_error(
-                StatusCode::BAD_REQUEST,
-                "InvalidRoutes",
-                &format!(
-                    "Invalid format for routes: {item}, the nexthop is not connected with router"
-                ),
+        if hop.is_ipv6() != net.is_ipv6() {
+            return Err(invalid(
+                item,
+                "the nexthop is not of the destination's IP version",
             ));
+        }
+        if !router.interface_cidrs.iter().any(|c| in_cidr(hop, c)) {
+            return Err(invalid(item, "the nexthop is not connected with router"));
         }
         let route = Route {
             destination: format!("{net}/{len}"),
@@ -865,6 +901,113 @@ mod tests {
         assert_eq!(r.status, StatusCode::NOT_FOUND);
     }
 
+    async fn router_path(m: &Mock, token: &str) -> String {
+        let r = m.get("/network/v2.0/routers?name=router1", token).await;
+        let id = r.body["routers"][0]["id"].as_str().expect("id").to_string();
+        format!("/network/v2.0/routers/{id}")
+    }
+
+    #[tokio::test]
+    async fn ipv6_extra_routes_add_update_remove() {
+        let m = Mock::seeded(0);
+        let token = m.token().await;
+        let router = router_path(&m, &token).await;
+        let v6 = json!({"destination": "fd00:10:244:1::/64", "nexthop": "fd00::9:1"});
+        let v4 = json!({"destination": "10.244.1.0/24", "nexthop": "127.10.0.11"});
+        let r = m
+            .call(
+                "PUT",
+                &format!("{router}/add_extraroutes"),
+                &token,
+                json!({"router": {"routes": [v4.clone(), v6.clone()]}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(r.body["router"]["routes"], json!([v4.clone(), v6.clone()]));
+        // Non-canonical spelling is stored canonically, so removal by the canonical form works.
+        let r = m
+            .call(
+                "PUT",
+                &format!("{router}/remove_extraroutes"),
+                &token,
+                json!({"router": {"routes": [{"destination": "FD00:10:244:1:0::/64", "nexthop": "fd00:0::9:1"}]}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(r.body["router"]["routes"], json!([v4.clone()]));
+        // The whole-list update (plain `extraroute`) takes IPv6 too.
+        let r = m
+            .call(
+                "PUT",
+                &router,
+                &token,
+                json!({"router": {"routes": [v6.clone()]}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(r.body["router"]["routes"], json!([v6]));
+        // An IPv6 nexthop off the router's IPv6 subnet is not connected.
+        let r = m
+            .call(
+                "PUT",
+                &format!("{router}/add_extraroutes"),
+                &token,
+                json!({"router": {"routes": [{"destination": "fd01::/64", "nexthop": "fd01::1"}]}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["NeutronError"]["type"], "InvalidRoutes");
+        let message = r.body["NeutronError"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(message.contains("not connected with router"), "{message}");
+        // A prefix length past 128 is not a subnet.
+        let r = m
+            .call(
+                "PUT",
+                &format!("{router}/add_extraroutes"),
+                &token,
+                json!({"router": {"routes": [{"destination": "fd01::/129", "nexthop": "fd00::1"}]}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert_ne!(r.body["NeutronError"]["type"], "InvalidRoutes");
+    }
+
+    #[tokio::test]
+    async fn extra_route_family_mismatch_is_rejected() {
+        let m = Mock::seeded(0);
+        let token = m.token().await;
+        let router = router_path(&m, &token).await;
+        for (destination, nexthop) in [
+            ("10.244.1.0/24", "fd00::9:1"),
+            ("fd00:10:244:1::/64", "127.10.0.11"),
+        ] {
+            for (method, path, body) in [
+                (
+                    "PUT",
+                    format!("{router}/add_extraroutes"),
+                    json!({"router": {"routes": [{"destination": destination, "nexthop": nexthop}]}}),
+                ),
+                (
+                    "PUT",
+                    router.clone(),
+                    json!({"router": {"routes": [{"destination": destination, "nexthop": nexthop}]}}),
+                ),
+            ] {
+                let r = m.call(method, &path, &token, body).await;
+                assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}: {}", r.body);
+                assert_eq!(r.body["NeutronError"]["type"], "InvalidRoutes");
+                let message = r.body["NeutronError"]["message"]
+                    .as_str()
+                    .unwrap_or_default();
+                assert!(message.contains("IP version"), "{message}");
+            }
+        }
+        let r = m.get(&router, &token).await;
+        assert_eq!(r.body["router"]["routes"], json!([]));
+    }
+
     #[test]
     fn cidr_membership() {
         let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
@@ -873,5 +1016,12 @@ mod tests {
         assert!(in_cidr(ip("10.0.0.1"), "0.0.0.0/0"));
         assert!(!in_cidr(ip("::1"), "0.0.0.0/0"));
         assert_eq!(parse_cidr("10.0.0.0/33"), None);
+        assert_eq!(parse_cidr("fd00::/64"), None);
+        assert!(in_cidr(ip("fd00::9:1"), "fd00::/64"));
+        assert!(!in_cidr(ip("fd00:0:0:1::1"), "fd00::/64"));
+        assert!(in_cidr(ip("fd01::1"), "::/0"));
+        assert!(!in_cidr(ip("10.0.0.1"), "::/0"));
+        assert!(in_cidr(ip("fd00::1"), "fd00::1/128"));
+        assert_eq!(parse_any_cidr("fd00::/129"), None);
     }
 }
