@@ -269,18 +269,15 @@ impl CloudControl {
             (CloudControl::Vsphere(_), Feature::Routes | Feature::DualStackRoutes) => Err(
                 "the vSphere cloud provider implements no routes (cloud-provider-vsphere returns false from Routes())".into(),
             ),
-            // pkg/cloudprovider/vsphere/nodemanager.go (no internal/external network subnets
-            // configured) reports every guest IP as InternalIP and ExternalIP, so a second IP
-            // makes two addresses of each type, which upstream's change detection
-            // (cloud-provider node_controller.go nodeAddressesChangeDetected) re-patches
-            // every period.
-            (CloudControl::Vsphere(_), Feature::SeparateExternalAddresses) => Err(
-                "cloud-provider-vsphere reports every guest IP as both InternalIP and ExternalIP, so an added external IP is a second InternalIP too and upstream's address change detection re-patches such nodes every period".into(),
-            ),
-            // A host without zone tag; a VM whose Tools report nothing; guest IPv6 addresses.
+            // A host without zone tag; a VM whose Tools report nothing; guest IPv6 addresses;
+            // an external IP apart from the internal ones (the harness's vsphere.conf sets
+            // `nodes` internal/external subnets, pkg/cloudprovider/vsphere/nodemanager.go).
             (
                 CloudControl::Vsphere(_),
-                Feature::NoZone | Feature::NoAddresses | Feature::DualStackAddresses,
+                Feature::NoZone
+                | Feature::NoAddresses
+                | Feature::DualStackAddresses
+                | Feature::SeparateExternalAddresses,
             ) => Ok(()),
         }
     }

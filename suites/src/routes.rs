@@ -13,8 +13,8 @@
 //!   `DestinationIpv6CidrBlock`) and ListRoutes reads only `DestinationCidrBlock`, so an
 //!   IPv6 pod CIDR is never routed: the case is skipped there with that reason.
 //!
-//! The mock OpenStack's router is IPv4-only for now, so RT-05 skips there too (with that
-//! reason, `Feature::DualStackRoutes`) until the mock takes IPv6 extraroutes.
+//! The mock OpenStack's router has an IPv6 interface subnet (`fd00::/64`) and takes IPv6
+//! extraroutes, so RT-05 runs there.
 
 use std::time::Duration;
 
@@ -301,7 +301,7 @@ async fn rt04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 async fn rt05(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
-    // AWS: upstream cannot (module docs); OpenStack: the mock's router is IPv4-only.
+    // AWS: upstream cannot route an IPv6 pod CIDR (module docs).
     env.cloud().require(Feature::DualStackRoutes)?;
     env.cloud().require(Feature::DualStackAddresses)?;
     env.start_ccm_with(DUAL_STACK_ARGS).await?;

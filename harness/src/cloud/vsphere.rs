@@ -6,11 +6,13 @@
 //! Why a module of its own: vSphere differs from the other clouds in ways the case
 //! vocabulary (internal/external IPs, zones by name, per-instance faults) has to be
 //! translated into, and that translation lives here:
-//! - vSphere has no internal/external split: cloud-provider-vsphere reports every usable
-//!   guest IP as both InternalIP and ExternalIP (pkg/cloudprovider/vsphere/nodemanager.go
-//!   without internal/external network subnets). A case's internal and external IPs
-//!   become the VM's guest IPs (internal first), and the [`Instance`] lists all of them
-//!   as both.
+//! - vSphere has no internal/external split of its own: cloud-provider-vsphere picks, per
+//!   IP family, one guest IP as InternalIP and one as ExternalIP by the `nodes` subnets of
+//!   vsphere.conf (pkg/cloudprovider/vsphere/nodemanager.go `discoverIPs`), else the
+//!   family's first IP as both. The harness's vsphere.conf sets [`INTERNAL_SUBNETS`] and
+//!   [`EXTERNAL_SUBNETS`]; a case's internal and external IPs become the VM's guest IPs
+//!   (internal first; an instance gets one IP of each kind unless the case says otherwise),
+//!   and the [`Instance`] lists what that selection makes of them ([`split_addresses`]).
 //! - Zones and regions are tags (`labels.zone` / `labels.region` categories in
 //!   vsphere.conf): the region tag is on the datacenter, a zone tag on the host the VM
 //!   runs on. Each zone a case names gets a host of its own; one host carries no zone tag
@@ -21,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 
 use mock_vsphere::{AdminError, PowerState, VmInfo, VmPatch, VmSpec, VsphereMock};
@@ -32,6 +35,12 @@ use crate::case::CaseError;
 pub const ZONE_CATEGORY: &str = "k8s-zone";
 /// Tag category for regions, as `labels.region` in the harness's vsphere.conf.
 pub const REGION_CATEGORY: &str = "k8s-region";
+/// `nodes.internalNetworkSubnetCidr` of the harness's vsphere.conf: the guest IPs the
+/// harness hands out as internal (`127.60.<block>.<n>`) and the IPv6 ones cases use.
+pub const INTERNAL_SUBNETS: &[&str] = &["127.60.0.0/16", "fd00::/8"];
+/// `nodes.externalNetworkSubnetCidr`: the external IPs the harness hands out
+/// (`127.61.<block>.<n>`) and the ones cases name (`127.20.9.<n>`).
+pub const EXTERNAL_SUBNETS: &[&str] = &["127.61.0.0/16", "127.20.0.0/16"];
 /// The region tag on the (one) datacenter.
 pub const REGION: &str = "region-a";
 /// The zone of an instance whose case names none.
@@ -61,8 +70,10 @@ pub struct VsphereCloud {
 
 #[derive(Default)]
 struct State {
-    /// Next host octet of `127.60.<block>.<n>` to hand out.
+    /// Next host octet of `127.60.<block>.<n>` (internal) to hand out.
     next_ip: u16,
+    /// Next host octet of `127.61.<block>.<n>` (external) to hand out.
+    next_external_ip: u16,
     /// By BIOS UUID: how the case named the VM's addresses and its CPU count.
     vms: BTreeMap<String, Tracked>,
     /// Zone name ("" = none) -> host MoRef id.
@@ -124,6 +135,7 @@ impl VsphereCloud {
             .map_err(admin_err("tagging the datacenter"))?;
         let mut state = State {
             next_ip: 10,
+            next_external_ip: 10,
             zone_category: zone_cat,
             free_hosts: hosts,
             ..Default::default()
@@ -190,6 +202,17 @@ impl VsphereCloud {
             .collect()
     }
 
+    fn allocate_external_ips(&self, n: usize) -> Vec<String> {
+        let mut st = self.state();
+        (0..n)
+            .map(|_| {
+                let i = st.next_external_ip;
+                st.next_external_ip += 1;
+                format!("127.61.{}.{}", self.address_block, 10 + (i - 10) % 240)
+            })
+            .collect()
+    }
+
     /// Fresh guest IPs (never handed out before).
     pub fn spare_internal_ips(&self, n: usize) -> Vec<String> {
         self.allocate_ips(n)
@@ -197,12 +220,15 @@ impl VsphereCloud {
 
     /// The harness's vsphere.conf in upstream's YAML format (cloud-provider-vsphere
     /// pkg/common/config/types_yaml.go): credentials, port and CA file in `global`, the
-    /// mock as the one `vcenter` entry scoped to its datacenter, and the tag categories.
+    /// mock as the one `vcenter` entry scoped to its datacenter, the tag categories, and
+    /// the `nodes` subnets that tell internal from external guest IPs.
     pub fn cloud_config(&self) -> String {
         let r = self.mock.ready_info();
         let addr = self.mock.local_addr();
         format!(
-            "global:\n  user: \"{user}\"\n  password: \"{password}\"\n  port: {port}\n  insecureFlag: false\n  caFile: \"{ca}\"\nvcenter:\n  mock:\n    server: \"{host}\"\n    datacenters:\n      - {DATACENTER}\nlabels:\n  zone: {ZONE_CATEGORY}\n  region: {REGION_CATEGORY}\n",
+            "global:\n  user: \"{user}\"\n  password: \"{password}\"\n  port: {port}\n  insecureFlag: false\n  caFile: \"{ca}\"\nvcenter:\n  mock:\n    server: \"{host}\"\n    datacenters:\n      - {DATACENTER}\nlabels:\n  zone: {ZONE_CATEGORY}\n  region: {REGION_CATEGORY}\nnodes:\n  internalNetworkSubnetCidr: \"{internal}\"\n  externalNetworkSubnetCidr: \"{external}\"\n",
+            internal = INTERNAL_SUBNETS.join(","),
+            external = EXTERNAL_SUBNETS.join(","),
             user = r.username,
             password = r.password,
             port = addr.port(),
@@ -216,9 +242,12 @@ impl VsphereCloud {
             Some(ips) => ips,
             None => self.allocate_ips(1),
         };
-        // One NIC address by default: a second guest IP would be a second InternalIP and
-        // ExternalIP pair, which is not what "an instance" means in the cases.
-        let external = spec.external_ips.unwrap_or_default();
+        // One external IP by default, as an OpenStack server's floating IP or an EC2
+        // instance's public IP: the `nodes` subnets make it the ExternalIP.
+        let external = match spec.external_ips {
+            Some(ips) => ips,
+            None => self.allocate_external_ips(1),
+        };
         let zone = spec.zone.unwrap_or_else(|| DEFAULT_ZONE.to_string());
         let (host, num_cpu) = {
             let mut st = self.state();
@@ -351,6 +380,7 @@ impl VsphereCloud {
             .filter(|n| n.connected)
             .flat_map(|n| n.ip_addresses.iter().cloned())
             .collect();
+        let (internal_ips, external_ips) = split_addresses(&ips);
         Instance {
             provider_id: format!("vsphere://{}", v.uuid),
             id: v.uuid.clone(),
@@ -362,8 +392,8 @@ impl VsphereCloud {
                 "vsphere-vm.cpu-{num_cpu}.mem-{}gb.os-{GUEST_OS}",
                 MEMORY_MB / 1024
             ),
-            internal_ips: ips.clone(),
-            external_ips: ips,
+            internal_ips,
+            external_ips,
             dns_addresses: Vec::new(),
             system_uuid: v.uuid,
         }
@@ -456,6 +486,63 @@ impl VsphereCloud {
     }
 }
 
+/// The InternalIPs and ExternalIPs cloud-provider-vsphere reports for these guest IPs with
+/// the harness's `nodes` subnets (pkg/cloudprovider/vsphere/nodemanager.go `discoverIPs`,
+/// per family IPv4 then IPv6): the first IP in [`INTERNAL_SUBNETS`] is the InternalIP, the
+/// first in [`EXTERNAL_SUBNETS`] the ExternalIP, and when a family has neither its first IP
+/// is both.
+pub fn split_addresses(ips: &[String]) -> (Vec<String>, Vec<String>) {
+    let parsed: Vec<IpAddr> = ips.iter().filter_map(|ip| ip.parse().ok()).collect();
+    let (mut internal, mut external) = (Vec::new(), Vec::new());
+    for v6 in [false, true] {
+        let family: Vec<IpAddr> = parsed
+            .iter()
+            .copied()
+            .filter(|ip| ip.is_ipv6() == v6)
+            .collect();
+        let first_in = |subnets: &[&str]| {
+            subnets
+                .iter()
+                .find_map(|net| family.iter().find(|ip| in_subnet(**ip, net)))
+                .copied()
+        };
+        match (first_in(INTERNAL_SUBNETS), first_in(EXTERNAL_SUBNETS)) {
+            (None, None) => {
+                if let Some(ip) = family.first() {
+                    internal.push(ip.to_string());
+                    external.push(ip.to_string());
+                }
+            }
+            (i, e) => {
+                internal.extend(i.map(|ip| ip.to_string()));
+                external.extend(e.map(|ip| ip.to_string()));
+            }
+        }
+    }
+    (internal, external)
+}
+
+/// Whether `ip` is inside `net` (`addr/len`, same family); false for a malformed `net`.
+fn in_subnet(ip: IpAddr, net: &str) -> bool {
+    let Some((addr, len)) = net.split_once('/') else {
+        return false;
+    };
+    let (Ok(addr), Ok(len)) = (addr.parse::<IpAddr>(), len.parse::<u32>()) else {
+        return false;
+    };
+    match (ip, addr) {
+        (IpAddr::V4(ip), IpAddr::V4(net)) if len <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+            u32::from(ip) & mask == u32::from(net) & mask
+        }
+        (IpAddr::V6(ip), IpAddr::V6(net)) if len <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
+            u128::from(ip) & mask == u128::from(net) & mask
+        }
+        _ => false,
+    }
+}
+
 /// The fault-rule path of every SearchIndex lookup.
 fn lookup_path() -> String {
     let methods: Vec<&str> = LOOKUPS
@@ -482,7 +569,14 @@ mod tests {
         assert_eq!(a.system_uuid, a.id);
         assert_eq!((a.zone.as_str(), a.region.as_str()), (DEFAULT_ZONE, REGION));
         assert_eq!(a.internal_ips, vec!["127.60.200.10".to_string()]);
-        assert_eq!(a.external_ips, a.internal_ips);
+        assert_eq!(a.external_ips, vec!["127.61.200.10".to_string()]);
+        let vm = c.mock.admin().vm_by_name("node-a").unwrap();
+        let guest: Vec<String> = vm
+            .nics
+            .iter()
+            .flat_map(|n| n.ip_addresses.clone())
+            .collect();
+        assert_eq!(guest, vec!["127.60.200.10", "127.61.200.10"]);
         assert_eq!(a.instance_type, "vsphere-vm.cpu-2.mem-4gb.os-otherLinux64");
         let b = c
             .create_instance(InstanceSpec {
@@ -520,9 +614,8 @@ mod tests {
                 },
             )
             .unwrap();
-        let both = vec![a.internal_ips[0].clone(), "127.20.9.9".to_string()];
-        assert_eq!(changed.internal_ips, both);
-        assert_eq!(changed.external_ips, both);
+        assert_eq!(changed.internal_ips, a.internal_ips);
+        assert_eq!(changed.external_ips, vec!["127.20.9.9".to_string()]);
         c.update_instance(
             &a.id,
             InstancePatch {
@@ -579,6 +672,37 @@ mod tests {
         assert!(conf.contains(&format!("caFile: \"{}\"", r.ca_file.unwrap())));
         assert!(conf.contains("zone: k8s-zone") && conf.contains("region: k8s-region"));
         assert!(conf.contains("- DC0"));
+        assert!(conf.contains("internalNetworkSubnetCidr: \"127.60.0.0/16,fd00::/8\""));
+        assert!(conf.contains("externalNetworkSubnetCidr: \"127.61.0.0/16,127.20.0.0/16\""));
+    }
+
+    #[test]
+    fn split_addresses_follows_the_nodes_subnets() {
+        let s = |l: &[&str]| l.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        // One of each kind, IPv6 internal only; a second internal IPv4 is not reported.
+        assert_eq!(
+            split_addresses(&s(&[
+                "127.60.1.10",
+                "127.60.1.11",
+                "127.20.9.9",
+                "fd00::9:1"
+            ])),
+            (s(&["127.60.1.10", "fd00::9:1"]), s(&["127.20.9.9"]))
+        );
+        // No external IP: no ExternalIP.
+        assert_eq!(
+            split_addresses(&s(&["127.60.1.10"])),
+            (s(&["127.60.1.10"]), s(&[]))
+        );
+        // Outside every subnet: the family's first IP is both.
+        assert_eq!(
+            split_addresses(&s(&["10.0.0.1", "10.0.0.2"])),
+            (s(&["10.0.0.1"]), s(&["10.0.0.1"]))
+        );
+        assert_eq!(split_addresses(&[]), (vec![], vec![]));
+        assert!(in_subnet("fd00::9:1".parse().unwrap(), "fd00::/8"));
+        assert!(!in_subnet("127.61.0.1".parse().unwrap(), "127.60.0.0/16"));
+        assert!(!in_subnet("127.60.0.1".parse().unwrap(), "fd00::/8"));
     }
 
     #[test]

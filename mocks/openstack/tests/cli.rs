@@ -335,6 +335,24 @@ async fn cli_floating_ip_and_router_route() -> Result<()> {
             &router,
         ])
         .await?;
+        // An IPv6 route via the router's IPv6 subnet, as a dual-stack CCM adds one.
+        let v6 = "destination=fd00:10:244:1::/64,gateway=fd00::9:1";
+        cli.run(&["router", "add", "route", "--route", v6, &router])
+            .await?;
+        let shown = cli.json(&["router", "show", &router]).await?;
+        assert!(
+            shown["routes"].to_string().contains("fd00:10:244:1::/64"),
+            "{shown}"
+        );
+        // A family mismatch is refused.
+        let mixed = "destination=10.244.2.0/24,gateway=fd00::9:1";
+        assert!(
+            cli.run(&["router", "add", "route", "--route", mixed, &router])
+                .await
+                .is_err()
+        );
+        cli.run(&["router", "remove", "route", "--route", v6, &router])
+            .await?;
     } else {
         eprintln!("skipping `router add route`: this CLI version does not have it");
     }

@@ -4,9 +4,15 @@
 //! `kubernetes/cloud-provider-vsphere` reads (`pkg/common/config/types_yaml.go` and the
 //! legacy `types_ini_legacy.go`): `global` credentials/port/`insecureFlag`/`caFile`, one
 //! `vcenter.<name>` entry per vCenter with its `server` and `datacenters`, and `labels`
-//! naming the tag categories for zone and region. Only one vCenter is supported here.
+//! naming the tag categories for zone and region, and `nodes` choosing which guest IPs
+//! become InternalIP and ExternalIP by subnet (`pkg/cloudprovider/vsphere/config/
+//! types_yaml.go` `NodesYAML`, INI `[Nodes]` in `types_ini_legacy.go`). Only one vCenter is
+//! supported here, and of `nodes` only the subnet settings (`internalNetworkSubnetCidr`,
+//! `externalNetworkSubnetCidr` and their `exclude…` forms), not the VM network names.
 
 use serde::Deserialize;
+
+use crate::controllers::route::Cidr;
 
 /// Why the config could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +39,35 @@ pub struct VsphereConfig {
     pub datacenters: Vec<String>,
     pub zone_category: String,
     pub region_category: String,
+    /// `nodes`: subnets picking a node's InternalIP and ExternalIP among its guest IPs.
+    pub nodes: NodeNetworks,
+}
+
+/// The subnet settings of `nodes` (upstream `nodemanager.go` `DiscoverNode` /
+/// `discoverIPs`): a guest IP in an internal subnet becomes the InternalIP of its family, one
+/// in an external subnet the ExternalIP; IPs in an exclude subnet are never the address of
+/// that kind. Each setting is a comma-separated CIDR list; empty lists mean "not set".
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeNetworks {
+    pub internal_subnets: Vec<Cidr>,
+    pub external_subnets: Vec<Cidr>,
+    pub exclude_internal_subnets: Vec<Cidr>,
+    pub exclude_external_subnets: Vec<Cidr>,
+}
+
+/// A comma-separated CIDR list (upstream `parseCIDRs`: an unparsable entry is an error).
+fn parse_cidrs(key: &str, value: Option<&str>) -> Result<Vec<Cidr>, ConfigError> {
+    let value = value.unwrap_or("").trim();
+    if value.is_empty() {
+        return Ok(Vec::new());
+    }
+    value
+        .split(',')
+        .map(|c| {
+            Cidr::parse(c)
+                .ok_or_else(|| ConfigError::Invalid(format!("nodes {key}: {c:?} is not a CIDR")))
+        })
+        .collect()
 }
 
 impl VsphereConfig {
@@ -125,6 +160,42 @@ struct YamlLabels {
 }
 
 #[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct YamlNodes {
+    #[serde(default)]
+    internal_network_subnet_cidr: Option<String>,
+    #[serde(default)]
+    external_network_subnet_cidr: Option<String>,
+    #[serde(default)]
+    exclude_internal_network_subnet_cidr: Option<String>,
+    #[serde(default)]
+    exclude_external_network_subnet_cidr: Option<String>,
+}
+
+impl YamlNodes {
+    fn resolve(&self) -> Result<NodeNetworks, ConfigError> {
+        Ok(NodeNetworks {
+            internal_subnets: parse_cidrs(
+                "internalNetworkSubnetCidr",
+                self.internal_network_subnet_cidr.as_deref(),
+            )?,
+            external_subnets: parse_cidrs(
+                "externalNetworkSubnetCidr",
+                self.external_network_subnet_cidr.as_deref(),
+            )?,
+            exclude_internal_subnets: parse_cidrs(
+                "excludeInternalNetworkSubnetCidr",
+                self.exclude_internal_network_subnet_cidr.as_deref(),
+            )?,
+            exclude_external_subnets: parse_cidrs(
+                "excludeExternalNetworkSubnetCidr",
+                self.exclude_external_network_subnet_cidr.as_deref(),
+            )?,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
 struct YamlConfig {
     #[serde(default)]
     global: Option<YamlCommon>,
@@ -132,6 +203,8 @@ struct YamlConfig {
     vcenter: Option<std::collections::BTreeMap<String, YamlCommon>>,
     #[serde(default)]
     labels: Option<YamlLabels>,
+    #[serde(default)]
+    nodes: Option<YamlNodes>,
 }
 
 fn from_yaml(y: YamlConfig) -> Result<VsphereConfig, ConfigError> {
@@ -147,6 +220,7 @@ fn from_yaml(y: YamlConfig) -> Result<VsphereConfig, ConfigError> {
         }
     };
     let labels = y.labels.unwrap_or_default();
+    let nodes = y.nodes.unwrap_or_default().resolve()?;
     let config = VsphereConfig {
         // An entry without `server` uses its key (upstream `types_yaml.go` validateConfig).
         server: vc.server.unwrap_or(name),
@@ -162,6 +236,7 @@ fn from_yaml(y: YamlConfig) -> Result<VsphereConfig, ConfigError> {
             .unwrap_or_default(),
         zone_category: labels.zone.unwrap_or_default(),
         region_category: labels.region.unwrap_or_default(),
+        nodes,
     };
     validate(config)
 }
@@ -182,6 +257,7 @@ fn parse_ini(text: &str) -> Result<VsphereConfig, String> {
     let mut global = YamlCommon::default();
     let mut vc: Option<(String, YamlCommon)> = None;
     let mut labels = YamlLabels::default();
+    let mut nodes = YamlNodes::default();
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
@@ -223,6 +299,24 @@ fn parse_ini(text: &str) -> Result<VsphereConfig, String> {
                 }
                 continue;
             }
+            "nodes" => {
+                match key.as_str() {
+                    "internal-network-subnet-cidr" => {
+                        nodes.internal_network_subnet_cidr = Some(value)
+                    }
+                    "external-network-subnet-cidr" => {
+                        nodes.external_network_subnet_cidr = Some(value)
+                    }
+                    "exclude-internal-network-subnet-cidr" => {
+                        nodes.exclude_internal_network_subnet_cidr = Some(value)
+                    }
+                    "exclude-external-network-subnet-cidr" => {
+                        nodes.exclude_external_network_subnet_cidr = Some(value)
+                    }
+                    _ => {}
+                }
+                continue;
+            }
             "" => return Err(format!("line {}: key outside a section", n + 1)),
             _ => continue,
         };
@@ -250,6 +344,7 @@ fn parse_ini(text: &str) -> Result<VsphereConfig, String> {
         global: Some(global),
         vcenter: Some(map),
         labels: Some(labels),
+        nodes: Some(nodes),
     })
     .map_err(|e| e.to_string())
 }
@@ -300,6 +395,44 @@ mod tests {
         assert!(c.insecure);
         assert_eq!(c.datacenters, vec!["DC0"]);
         assert_eq!(c.region_category, "k8s-region");
+    }
+
+    #[test]
+    fn nodes_subnets_yaml_and_ini() {
+        let c = VsphereConfig::parse(
+            "global:\n  user: a\nvcenter:\n  vc1:\n    server: h\n\
+             nodes:\n  internalNetworkSubnetCidr: \"10.0.0.0/8,fd00::/8\"\n  externalNetworkSubnetCidr: 192.168.0.0/16\n  excludeInternalNetworkSubnetCidr: 10.9.0.0/16\n",
+        )
+        .unwrap();
+        let cidr = |s: &str| Cidr::parse(s).unwrap();
+        assert_eq!(
+            c.nodes.internal_subnets,
+            vec![cidr("10.0.0.0/8"), cidr("fd00::/8")]
+        );
+        assert_eq!(c.nodes.external_subnets, vec![cidr("192.168.0.0/16")]);
+        assert_eq!(c.nodes.exclude_internal_subnets, vec![cidr("10.9.0.0/16")]);
+        assert!(c.nodes.exclude_external_subnets.is_empty());
+        let ini = VsphereConfig::parse(
+            "[Global]\nuser = a\n[VirtualCenter \"h\"]\n[Nodes]\ninternal-network-subnet-cidr = \"10.0.0.0/8\"\n\
+             external-network-subnet-cidr = \"192.168.0.0/16\"\nexclude-external-network-subnet-cidr = 192.168.9.0/24\n",
+        )
+        .unwrap();
+        assert_eq!(ini.nodes.internal_subnets, vec![cidr("10.0.0.0/8")]);
+        assert_eq!(ini.nodes.external_subnets, vec![cidr("192.168.0.0/16")]);
+        assert_eq!(
+            ini.nodes.exclude_external_subnets,
+            vec![cidr("192.168.9.0/24")]
+        );
+        // No `nodes`: nothing set.
+        let none = VsphereConfig::parse("global:\n  user: a\nvcenter:\n  vc1: {}\n").unwrap();
+        assert_eq!(none.nodes, NodeNetworks::default());
+        // A bad CIDR is an error, as upstream's net.ParseCIDR makes it.
+        let bad = VsphereConfig::parse(
+            "global:\n  user: a\nvcenter:\n  vc1: {}\nnodes:\n  internalNetworkSubnetCidr: 10.0.0.0/33\n",
+        );
+        assert!(
+            matches!(bad, Err(ConfigError::Invalid(m)) if m.contains("internalNetworkSubnetCidr"))
+        );
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! a node is found by its SystemUUID with `SearchIndex.FindByUuid` (BIOS uuid, VMs only)
 //! in each configured datacenter, else by its name with `FindAllByDnsName`, else by its
 //! IPs with `FindByIp`; the VM exists while found, is shut down when not `poweredOn`;
-//! addresses come from `guest.net` (NICs with `deviceConfigId != -1`), each usable IP
-//! as both InternalIP and ExternalIP, plus `guest.hostName` as Hostname; zone and region
+//! addresses come from `guest.net` (NICs with `deviceConfigId != -1`): per IP family one
+//! InternalIP and one ExternalIP, picked by the `nodes` subnets of the config, else the
+//! family's first IP as both (see [`node_addresses`]), plus `guest.hostName` as Hostname;
+//! zone and region
 //! are the tags in the `labels.zone` / `labels.region` categories on the VM's host or
 //! its nearest ancestor carrying one.
 
@@ -24,8 +26,9 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
 use crate::address::{EXTERNAL_IP, HOSTNAME, INTERNAL_IP, addr};
 use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
+use crate::controllers::route::Cidr;
 use client::{ClientError, MoRef, VsphereClient};
-use config::VsphereConfig;
+use config::{NodeNetworks, VsphereConfig};
 use xml::Element;
 
 /// `ProviderName()` of the vSphere cloud provider.
@@ -372,17 +375,76 @@ fn guest_ips(val: &Element) -> Vec<String> {
         .collect()
 }
 
-/// Node addresses: every usable IP as InternalIP and ExternalIP, then the hostname.
-pub fn node_addresses(info: &VmInfo) -> Vec<NodeAddress> {
-    let mut out = Vec::new();
-    for ip in &info.ips {
-        out.push(addr(INTERNAL_IP, ip));
-        out.push(addr(EXTERNAL_IP, ip));
+/// Node addresses as upstream's `DiscoverNode` / `discoverIPs` pick them
+/// (`kubernetes/cloud-provider-vsphere` `pkg/cloudprovider/vsphere/nodemanager.go`), for
+/// IPv4 and then IPv6: of the family's guest IPs, those outside the exclude subnets are
+/// candidates; the InternalIP is the first candidate inside an internal subnet (subnets in
+/// config order), the ExternalIP likewise with the external subnets; when neither is found
+/// (or no subnet is set) the family's first candidate is both. Then the hostname.
+///
+/// Differences from upstream: both families are reported whenever the VM has IPs of them
+/// (upstream reports the families of `ipFamily` in the config, default IPv4 only), a family
+/// with no candidate is skipped rather than failing the lookup, the Hostname comes last,
+/// and the VM network names (`internalVmNetworkName`/`externalVmNetworkName`) are not
+/// modelled.
+pub fn node_addresses(info: &VmInfo, nets: &NodeNetworks) -> Vec<NodeAddress> {
+    let ips: Vec<IpAddr> = info.ips.iter().filter_map(|ip| ip.parse().ok()).collect();
+    let mut out: Vec<NodeAddress> = Vec::new();
+    for v6 in [false, true] {
+        let family: Vec<IpAddr> = ips
+            .iter()
+            .copied()
+            .filter(|ip| ip.is_ipv6() == v6)
+            .collect();
+        let (internal, external) = discover_ips(&family, nets);
+        for (kind, ip) in [(INTERNAL_IP, internal), (EXTERNAL_IP, external)] {
+            if let Some(ip) = ip {
+                let a = addr(kind, &ip.to_string());
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
+        }
     }
     if !info.host_name.is_empty() {
         out.push(addr(HOSTNAME, &info.host_name));
     }
     out
+}
+
+/// `(internal, external)` among one family's IPs (upstream `discoverIPs`).
+fn discover_ips(family: &[IpAddr], nets: &NodeNetworks) -> (Option<IpAddr>, Option<IpAddr>) {
+    let host = |ip: &IpAddr| Cidr {
+        addr: *ip,
+        prefix: if ip.is_ipv4() { 32 } else { 128 },
+    };
+    let outside = |excluded: &[Cidr]| -> Vec<IpAddr> {
+        family
+            .iter()
+            .copied()
+            .filter(|ip| !excluded.iter().any(|net| net.contains(&host(ip))))
+            .collect()
+    };
+    let internal_candidates = outside(&nets.exclude_internal_subnets);
+    let external_candidates = outside(&nets.exclude_external_subnets);
+    let in_subnets = |candidates: &[IpAddr], subnets: &[Cidr]| {
+        subnets.iter().find_map(|net| {
+            candidates
+                .iter()
+                .copied()
+                .find(|ip| net.contains(&host(ip)))
+        })
+    };
+    let internal = in_subnets(&internal_candidates, &nets.internal_subnets);
+    let external = in_subnets(&external_candidates, &nets.external_subnets);
+    if internal.is_none() && external.is_none() {
+        (
+            internal_candidates.first().copied(),
+            external_candidates.first().copied(),
+        )
+    } else {
+        (internal, external)
+    }
 }
 
 /// `vsphere-vm.cpu-N.mem-Ggb.os-<guest>` (cloud-apis.md §2 table, CPV `instances.go`).
@@ -421,7 +483,7 @@ impl Instances for Vsphere {
         Ok(Some(InstanceMetadata {
             provider_id: format!("{PROVIDER_PREFIX}{}", info.uuid),
             instance_type: instance_type(&info),
-            node_addresses: node_addresses(&info),
+            node_addresses: node_addresses(&info, &self.config.nodes),
             zone,
             region,
             additional_labels: Default::default(),

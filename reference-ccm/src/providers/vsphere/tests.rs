@@ -250,7 +250,7 @@ fn addresses_and_instance_type() {
         guest_id: "ubuntu64Guest".into(),
         ..VmInfo::default()
     };
-    let addrs = node_addresses(&info);
+    let addrs = node_addresses(&info, &config::NodeNetworks::default());
     let a: Vec<(&str, &str)> = addrs
         .iter()
         .map(|a| (a.type_.as_str(), a.address.as_str()))
@@ -264,4 +264,116 @@ fn addresses_and_instance_type() {
         ]
     );
     assert_eq!(instance_type(&info), "vsphere-vm.cpu-2.mem-4gb.os-ubuntu64");
+}
+
+fn pairs(info: &VmInfo, nets: &config::NodeNetworks) -> Vec<(String, String)> {
+    node_addresses(info, nets)
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect()
+}
+
+fn vm_with(ips: &[&str]) -> VmInfo {
+    VmInfo {
+        ips: ips.iter().map(|s| s.to_string()).collect(),
+        host_name: "node-0".into(),
+        ..VmInfo::default()
+    }
+}
+
+fn nets(internal: &[&str], external: &[&str]) -> config::NodeNetworks {
+    let cidrs = |l: &[&str]| {
+        l.iter()
+            .map(|c| crate::controllers::route::Cidr::parse(c).expect("cidr"))
+            .collect()
+    };
+    config::NodeNetworks {
+        internal_subnets: cidrs(internal),
+        external_subnets: cidrs(external),
+        ..Default::default()
+    }
+}
+
+fn expect(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(t, a)| (t.to_string(), a.to_string()))
+        .collect()
+}
+
+#[test]
+fn without_subnets_the_first_ip_of_each_family_is_both_kinds() {
+    let vm = vm_with(&["10.0.0.5", "192.168.1.9", "fd00::5", "fd00::6"]);
+    assert_eq!(
+        pairs(&vm, &config::NodeNetworks::default()),
+        expect(&[
+            ("InternalIP", "10.0.0.5"),
+            ("ExternalIP", "10.0.0.5"),
+            ("InternalIP", "fd00::5"),
+            ("ExternalIP", "fd00::5"),
+            ("Hostname", "node-0"),
+        ])
+    );
+}
+
+#[test]
+fn subnets_split_internal_and_external_addresses() {
+    // External listed first on the NIC: the subnets, not the order, decide.
+    let vm = vm_with(&["192.168.1.9", "10.0.0.5", "10.0.0.6", "fd00::5"]);
+    let n = nets(&["10.0.0.0/8", "fd00::/8"], &["192.168.0.0/16"]);
+    assert_eq!(
+        pairs(&vm, &n),
+        expect(&[
+            ("InternalIP", "10.0.0.5"),
+            ("ExternalIP", "192.168.1.9"),
+            // IPv6: an internal match only, so no IPv6 ExternalIP (upstream warns).
+            ("InternalIP", "fd00::5"),
+            ("Hostname", "node-0"),
+        ])
+    );
+    // Only internal found: no ExternalIP at all.
+    assert_eq!(
+        pairs(&vm_with(&["10.0.0.5"]), &n),
+        expect(&[("InternalIP", "10.0.0.5"), ("Hostname", "node-0")])
+    );
+    // Subnets match nothing: the family's first IP is both (upstream's default selection).
+    assert_eq!(
+        pairs(&vm_with(&["172.16.0.1", "172.16.0.2"]), &n),
+        expect(&[
+            ("InternalIP", "172.16.0.1"),
+            ("ExternalIP", "172.16.0.1"),
+            ("Hostname", "node-0"),
+        ])
+    );
+    // Subnet order decides between two matching IPs.
+    let ordered = nets(&["10.0.0.6/32", "10.0.0.0/8"], &[]);
+    assert_eq!(
+        pairs(&vm_with(&["10.0.0.5", "10.0.0.6"]), &ordered)[0],
+        ("InternalIP".to_string(), "10.0.0.6".to_string())
+    );
+}
+
+#[test]
+fn exclude_subnets_keep_an_ip_out_of_one_kind() {
+    let vm = vm_with(&["10.0.0.5", "10.1.0.5"]);
+    let mut n = config::NodeNetworks {
+        exclude_internal_subnets: vec![
+            crate::controllers::route::Cidr::parse("10.0.0.0/16").expect("cidr"),
+        ],
+        ..Default::default()
+    };
+    // No subnets: the first non-excluded IP of each kind.
+    assert_eq!(
+        pairs(&vm, &n),
+        expect(&[
+            ("InternalIP", "10.1.0.5"),
+            ("ExternalIP", "10.0.0.5"),
+            ("Hostname", "node-0"),
+        ])
+    );
+    // An excluded IP is never the match of an internal subnet containing it.
+    n.internal_subnets = vec![crate::controllers::route::Cidr::parse("10.0.0.0/8").expect("cidr")];
+    assert_eq!(
+        pairs(&vm, &n)[0],
+        ("InternalIP".to_string(), "10.1.0.5".to_string())
+    );
 }
