@@ -14,6 +14,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use mock_kube_apiserver::{ApiServer, AuditEntry, Config as ApiConfig};
 use mock_kubelet::{KubeletConfig, SimKubelet, UNINITIALIZED_TAINT};
 
+mod other_cluster;
+pub use other_cluster::OtherCluster;
+
 use crate::case::CaseError;
 use crate::ccm::{CcmProcess, free_port};
 use crate::cloud::{CloudControl, Instance, InstanceSpec, Provider};
@@ -89,6 +92,8 @@ pub struct Environment {
     ccm_args: Vec<String>,
     kubeconfig: PathBuf,
     cloud_config: PathBuf,
+    /// API servers of other clusters ([`Self::other_cluster`]).
+    other_apiservers: Vec<ApiServer>,
 }
 
 impl Environment {
@@ -135,6 +140,7 @@ impl Environment {
             ccm_args,
             kubeconfig,
             cloud_config,
+            other_apiservers: Vec::new(),
         })
     }
 
@@ -684,6 +690,9 @@ impl Environment {
             cloud.shutdown().await;
         }
         if let Some(api) = self.apiserver.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), api.shutdown()).await;
+        }
+        for api in std::mem::take(&mut self.other_apiservers) {
             let _ = tokio::time::timeout(Duration::from_secs(5), api.shutdown()).await;
         }
     }

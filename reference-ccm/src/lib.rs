@@ -193,7 +193,6 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         warnings.extend(cloud.detect_routes().await);
     }
     let capabilities = cloud.capabilities();
-    let cloud = Arc::new(cloud);
     // Route config errors are fatal, as upstream's startRouteController returns them.
     let route_cidrs = if enabled.contains(&options::NODE_ROUTE)
         && opts.configure_cloud_routes
@@ -204,6 +203,8 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         None
     };
     let client = kube_client(&opts).await?;
+    cloud.initialize(&client);
+    let cloud = Arc::new(cloud);
     init_logging(opts.verbosity);
     for w in warnings {
         tracing::warn!("{w}");

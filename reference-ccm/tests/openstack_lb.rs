@@ -414,6 +414,67 @@ async fn missing_load_balancer_is_none_not_an_error() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The ID annotation is looked up first; an LB named for another cluster is found through
+/// it (a `--cluster-name` change), and one whose ID is gone falls back to the name.
+#[tokio::test]
+async fn annotated_id_first_then_name() -> anyhow::Result<()> {
+    use reference_ccm::providers::openstack::loadbalancer::LB_ID_ANNOTATION;
+    let server = MockServer::start().await;
+    mount_auth(&server, true).await;
+    Mock::given(method("GET"))
+        .and(path("/load-balancer/v2/lbaas/loadbalancers/lb-old"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"loadbalancer": {
+            "id": "lb-old", "name": "kube_service_previous_default_web",
+            "provisioning_status": "ACTIVE", "vip_address": "10.0.0.7", "vip_port_id": "p"}})),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/load-balancer/v2/lbaas/loadbalancers/lb-gone"))
+        .respond_with(
+            ResponseTemplate::new(404).set_body_json(json!({"faultcode": "Client",
+            "faultstring": "Load Balancer lb-gone could not be found."})),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/load-balancer/v2/lbaas/loadbalancers"))
+        .and(query_param("name", LB_NAME))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"loadbalancers": [lb("ACTIVE")]})),
+        )
+        .mount(&server)
+        .await;
+    let os = connect(&server, "").await;
+    let annotated = |id: &str| {
+        let mut s = service();
+        s.metadata.annotations = Some([(LB_ID_ANNOTATION.to_owned(), id.to_owned())].into());
+        s
+    };
+    let found = os
+        .get_load_balancer("kubernetes", &annotated("lb-old"))
+        .await?;
+    let ip = found
+        .and_then(|s| s.ingress)
+        .and_then(|i| i.first()?.ip.clone());
+    assert_eq!(ip.as_deref(), Some("10.0.0.7"));
+    assert!(
+        requests(&server, "GET", "/lbaas/loadbalancers")
+            .await
+            .is_empty(),
+        "found by ID without a name query"
+    );
+    let found = os
+        .get_load_balancer("kubernetes", &annotated("lb-gone"))
+        .await?;
+    let ip = found
+        .and_then(|s| s.ingress)
+        .and_then(|i| i.first()?.ip.clone());
+    assert_eq!(ip.as_deref(), Some("10.0.0.100"), "fell back to the name");
+    Ok(())
+}
+
 #[tokio::test]
 async fn no_octavia_in_catalog_means_no_load_balancers() {
     let server = MockServer::start().await;

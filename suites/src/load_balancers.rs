@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
 use ccm_harness::env::{NodeIp, NodeOptions};
+use ccm_harness::invariants::{QUIET_BEFORE_BASELINE, wait_services_quiet};
 use ccm_harness::{
     Case, CaseError, Environment, FaultSpec, Probe, Tag, ensure, eventually, holds_for,
 };
@@ -226,8 +227,11 @@ async fn svc_eventually<T>(
     .await
 }
 
+/// Waits for the finalizer and an ingress, then for the Service to settle: a provider
+/// that records its load balancer's ID on the Service (cloud-provider-openstack) causes
+/// one more sync, which must not land inside whatever the case measures next.
 async fn ready_ingress(env: &Environment) -> Result<String, CaseError> {
-    svc_eventually(env, "an ingress address", |s| {
+    let ip = svc_eventually(env, "an ingress address", |s| {
         match ingress_ips(s).first() {
             Some(ip) if has_finalizer(s) => Ok(ip.clone()),
             _ => Err(format!(
@@ -237,7 +241,9 @@ async fn ready_ingress(env: &Environment) -> Result<String, CaseError> {
             )),
         }
     })
-    .await
+    .await?;
+    wait_services_quiet(env, &[SVC.to_string()], QUIET_BEFORE_BASELINE).await?;
+    Ok(ip)
 }
 
 async fn reasons(env: &Environment) -> Result<Vec<String>, CaseError> {
@@ -984,24 +990,16 @@ async fn lb25(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         ours.len() == 1,
         "expected one load balancer, observed {ours:?}"
     );
-    // Two real clusters never share a Service UID; here both CCMs watch one API server, so
-    // the case only applies where names derive from --cluster-name (as OpenStack's
-    // `kube_service_<cluster>_<ns>_<name>`), not from the UID (upstream's default `a<uid>`).
-    let names: Vec<String> = env
-        .cloud()
-        .load_balancers()
-        .into_iter()
-        .map(|l| l.name)
-        .collect();
-    if !names.iter().any(|n| n.contains("ccm-conformance")) {
-        delete_and_check_leaks(env).await?;
-        return Err(CaseError::Skipped(format!(
-            "load balancer names do not derive from --cluster-name ({names:?}); two clusters never share a Service UID"
-        )));
-    }
     // A second cluster's CCM, same cloud account, same namespace/name (openstack#1273).
-    env.start_replica("other", None, &["--cluster-name=other-cluster"])
-        .await?;
+    // It gets its own API server with copies of the nodes and the Service: two clusters
+    // never share Service objects (nor the annotations a CCM writes on them).
+    let other = env.other_cluster(&[SVC]).await?;
+    let other_flags = [
+        "--cluster-name=other-cluster".to_string(),
+        format!("--kubeconfig={}", other.kubeconfig.display()),
+    ];
+    let other_flags: Vec<&str> = other_flags.iter().map(String::as_str).collect();
+    env.start_replica("other", None, &other_flags).await?;
     let theirs = eventually(
         "a second load balancer for the other cluster",
         LB_TIMEOUT,
@@ -1020,8 +1018,7 @@ async fn lb25(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     )
     .await
     .map_err(|e| env.with_ccm_log(e))?;
-    env.stop_replica("other").await;
-    // Our cluster lets go of the Service: only our load balancer goes.
+    // Our cluster lets go of its Service while the other CCM runs: only ours goes.
     patch_spec(env, json!({"type": "ClusterIP"})).await?;
     eventually(
         "only the other cluster's load balancer left",
@@ -1041,32 +1038,35 @@ async fn lb25(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         },
     )
     .await?;
-    // Both clusters share the finalizer's name: wait until ours is gone, or the other
-    // cluster would read "needs cleanup" and delete its own load balancer.
-    svc_eventually(env, "our finalizer gone", |s| {
-        if has_finalizer(s) {
-            Err("finalizer still there".into())
-        } else {
-            Ok(())
-        }
-    })
+    // The other cluster restarts its CCM: it re-ensures and keeps its own load balancer.
+    env.stop_replica("other").await;
+    env.start_replica("other", None, &other_flags).await?;
+    holds_for(
+        "the other cluster's load balancer kept, none created",
+        Duration::from_secs(2),
+        || async {
+            let ids: Vec<String> = env
+                .cloud()
+                .load_balancers()
+                .into_iter()
+                .map(|l| l.id)
+                .collect();
+            Ok(if ids == [theirs.clone()] {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{ids:?}"))
+            })
+        },
+    )
     .await?;
-    // The other cluster takes the Service back and keeps its own load balancer.
-    env.stop_ccm().await;
-    env.start_replica("other", None, &["--cluster-name=other-cluster"])
-        .await?;
-    patch_spec(env, json!({"type": "LoadBalancer"})).await?;
-    ready_ingress(env).await?;
-    let ids: Vec<String> = env
-        .cloud()
-        .load_balancers()
-        .into_iter()
-        .map(|l| l.id)
-        .collect();
-    ensure!(
-        ids == [theirs.clone()],
-        "expected the other cluster to reuse its load balancer {theirs}, observed {ids:?}"
-    );
+    // It deletes its Service; its CCM removes its load balancer and nothing leaks.
+    other
+        .services()
+        .delete(SVC, &DeleteParams::default())
+        .await
+        .map_err(|e| CaseError::infra("deleting the other cluster's Service", e))?;
+    wait_no_lbs(env).await?;
+    env.stop_replica("other").await;
     delete_and_check_leaks(env).await?;
     Ok(vec![])
 }

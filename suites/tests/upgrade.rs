@@ -2,6 +2,8 @@
 //! - a CCM that renames its OpenStack load balancers (the reference CCM with the hidden
 //!   `--testing-lb-name-scheme=v2`) is caught by UP-01 (adopting in-tree state) and UP-04
 //!   (rolling N -> N+1 -> N);
+//! - a CCM that runs the migrated controllers beside kube-controller-manager is caught by
+//!   UP-02, in its load-balancer form (OpenStack) and its node-lifecycle form (vSphere);
 //! - a CCM binary that does not exist, a malformed leader-migration config and one naming
 //!   an unknown controller make the start fail with the reason, and leave no process behind.
 //!
@@ -57,9 +59,18 @@ fn case(id: &str) -> Case {
 
 /// Runs one case in a fresh environment, as the runner does, and tears it down.
 async fn run_case(case: &Case, settings: Settings, dir: &Path) -> Result<(), CaseError> {
+    run_case_on(Provider::OpenStack, case, settings, dir).await
+}
+
+/// [`run_case`] on another provider's mock.
+async fn run_case_on(
+    provider: Provider,
+    case: &Case,
+    settings: Settings,
+    dir: &Path,
+) -> Result<(), CaseError> {
     ccm_harness::install_crypto_provider();
-    let mut env =
-        Environment::embedded(Provider::OpenStack, Arc::new(settings), dir, case.ccm_args).await?;
+    let mut env = Environment::embedded(provider, Arc::new(settings), dir, case.ccm_args).await?;
     let result = (case.run)(&mut env).await;
     env.teardown().await;
     result.map(drop)
@@ -140,6 +151,29 @@ async fn up02_catches_a_ccm_that_runs_service_lb_beside_kube_controller_manager(
         result,
         "the CCM ran service-lb while the KCM held the migration Lease",
     );
+}
+
+/// Without load balancers (vSphere) the case watches cloud-node-lifecycle instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn up02_on_vsphere_catches_a_ccm_that_runs_node_lifecycle_beside_kube_controller_manager() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ignoring = wrapped_ccm(
+        dir.path(),
+        "ccm-no-migration",
+        "--enable-leader-migration=false",
+    );
+    let result = run_case_on(
+        Provider::Vsphere,
+        &case("UP-02"),
+        Settings::new(ignoring),
+        &dir.path().join("case"),
+    )
+    .await;
+    expect_failure(
+        result,
+        "cloud-node-lifecycle to stay with kube-controller-manager",
+    );
+    assert!(processes_mentioning(&dir.path().display().to_string()).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

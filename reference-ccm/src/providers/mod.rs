@@ -26,6 +26,14 @@ pub enum AnyCloud {
 }
 
 impl AnyCloud {
+    /// `cloudprovider.Interface.Initialize`: the provider gets the Kubernetes client (only
+    /// OpenStack uses it, to record load-balancer IDs on Services).
+    pub fn initialize(&self, client: &kube::Client) {
+        if let AnyCloud::OpenStack(c) = self {
+            c.initialize(client.clone());
+        }
+    }
+
     /// Probes route support (only called when the route controller would start).
     pub async fn detect_routes(&mut self) -> Option<String> {
         match self {

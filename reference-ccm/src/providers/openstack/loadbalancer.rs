@@ -3,9 +3,14 @@
 //! Exists so LoadBalancer Services get a real cloud load balancer through the same wire
 //! calls `kubernetes/cloud-provider-openstack` makes (`pkg/openstack/loadbalancer.go`,
 //! `pkg/util/openstack/loadbalancer.go`, gophercloud `openstack/loadbalancer/v2`):
-//! - name `kube_service_<cluster>_<ns>_<svc>` (<= 255), found with
+//! - name `kube_service_<cluster>_<ns>_<svc>` (<= 255); an LB is found first by the ID in
+//!   the Service annotation `loadbalancer.openstack.org/load-balancer-id`, else with
 //!   `GET /lbaas/loadbalancers?name=` (legacy `a<uid>`[:32] as fallback), hits in
-//!   `DELETED`/`PENDING_DELETE` skipped;
+//!   `DELETED`/`PENDING_DELETE` skipped; the ID is written back to the annotation after
+//!   every ensure (`ensureOctaviaLoadBalancer`, `loadbalancer_service_patcher.go`);
+//! - an LB found by ID whose name carries another cluster name (`--cluster-name` changed)
+//!   is renamed with its listeners, pools and monitors, with a Warning `LoadBalancerRename`
+//!   (`pkg/openstack/loadbalancer_rename.go`), so it keeps its VIP and floating IP;
 //! - one fully-populated `POST /lbaas/loadbalancers` (listener per Service port, default
 //!   pool with one member per node `InternalIP:nodePort`, optional health monitor);
 //! - every write is followed by a wait for `ACTIVE` (`GET /lbaas/loadbalancers/{id}`,
@@ -36,6 +41,14 @@ use crate::options::LbNameScheme;
 
 /// Prefix of every load balancer name this CCM creates.
 pub const NAME_PREFIX: &str = "kube_service_";
+/// Where the Octavia ID of a Service's load balancer is kept (upstream
+/// `ServiceAnnotationLoadBalancerID`); the lookup that survives a `--cluster-name` change.
+pub const LB_ID_ANNOTATION: &str = "loadbalancer.openstack.org/load-balancer-id";
+/// `source.component` of the Events the provider itself records (upstream's recorder in
+/// `pkg/openstack/openstack.go` `Initialize`).
+const EVENT_COMPONENT: &str = "cloud-provider-openstack";
+/// Reason of the Warning recorded before renaming a load balancer (upstream `eventLBRename`).
+pub const EVENT_LB_RENAME: &str = "LoadBalancerRename";
 /// Annotation read when `spec.loadBalancerSourceRanges` is empty (k8s `service/helpers`).
 pub const SOURCE_RANGES_ANNOTATION: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
 const FIP_DESCRIPTION_PREFIX: &str = "Floating IP for Kubernetes external service";
@@ -84,6 +97,43 @@ pub fn load_balancer_name_in(scheme: LbNameScheme, cluster: &str, service: &Serv
         name.pop();
     }
     name
+}
+
+/// The ID annotation, unless this process runs the test-only v2 naming scheme: that
+/// scheme stands for a CCM version that neither reads nor writes the annotation, which
+/// is what the upgrade suite must catch.
+fn annotated_id(service: &Service) -> Option<&str> {
+    if NAME_SCHEME.get().copied().unwrap_or_default() == LbNameScheme::V2 {
+        return None;
+    }
+    service
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(LB_ID_ANNOTATION)
+        .map(String::as_str)
+        .filter(|id| !id.is_empty())
+}
+
+/// The cluster-name component of a `kube_service_<cluster>_<ns>_<name>` name: everything
+/// between the prefix and the last two `_`-separated parts (namespace and name never hold
+/// `_`), or up to the last one when the name was cut short (upstream `getClusterName`'s
+/// lazy pattern gives the same). `None` for names this CCM did not make.
+pub fn cluster_of_name(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(NAME_PREFIX)?;
+    let parts = rest.matches('_').count();
+    let keep = match parts {
+        0 => return None,
+        1 => 1,
+        _ => parts - 1,
+    };
+    let end = rest.match_indices('_').nth(keep - 1).map(|(i, _)| i)?;
+    Some(&rest[..end])
+}
+
+/// Whether `lb` is one of ours named for another cluster (upstream `lbHasOldClusterName`).
+pub fn has_old_cluster_name(lb_name: &str, cluster: &str) -> bool {
+    cluster_of_name(lb_name).is_some_and(|c| c != cluster)
 }
 
 /// cloud-provider `DefaultLoadBalancerName`: `a` + UID without dashes, at most 32 chars.
@@ -178,6 +228,10 @@ struct LbList {
 struct Listener {
     id: String,
     #[serde(default)]
+    name: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
     protocol: String,
     #[serde(default)]
     protocol_port: i32,
@@ -199,11 +253,22 @@ struct ListenerEnvelope {
 struct Pool {
     id: String,
     #[serde(default)]
+    name: String,
+    #[serde(default)]
     healthmonitor_id: Option<String>,
 }
 #[derive(Debug, Deserialize)]
 struct PoolEnvelope {
     pool: Pool,
+}
+#[derive(Debug, Clone, Deserialize)]
+struct Monitor {
+    #[serde(default)]
+    name: String,
+}
+#[derive(Debug, Deserialize)]
+struct MonitorEnvelope {
+    healthmonitor: Monitor,
 }
 #[derive(Debug, Clone, Deserialize)]
 struct Member {
@@ -429,12 +494,43 @@ impl OpenStack {
         body
     }
 
-    /// The LB named for this Service (or its legacy name), skipping ones being deleted.
+    /// The Service's LB: the one its ID annotation names, else the one named for it (or
+    /// its legacy name); ones being deleted are skipped.
+    ///
+    /// Upstream fails the sync when the annotated ID is gone; we fall back to the name,
+    /// so an LB deleted out of band is recreated (case LB-21) instead of wedging the Service.
     pub async fn find_load_balancer(
         &self,
         cluster: &str,
         service: &Service,
     ) -> Result<Option<OctaviaLb>, LbError> {
+        if let Some(id) = annotated_id(service) {
+            match self
+                .client
+                .get_json::<LbEnvelope>(
+                    Endpoint::LoadBalancer,
+                    &format!("/lbaas/loadbalancers/{id}"),
+                    &[],
+                )
+                .await
+            {
+                Ok(env)
+                    if !matches!(
+                        env.loadbalancer.provisioning_status.as_str(),
+                        "DELETED" | "PENDING_DELETE"
+                    ) =>
+                {
+                    return Ok(Some(env.loadbalancer));
+                }
+                Ok(_) | Err(ClientError::NotFound { .. }) => {
+                    tracing::info!(
+                        service = %service_key(service),
+                        "load balancer {id} from {LB_ID_ANNOTATION} is gone; looking it up by name"
+                    );
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let mut names = vec![load_balancer_name(cluster, service)];
         names.extend(legacy_name(service));
         for name in names {
@@ -971,28 +1067,19 @@ impl LoadBalancer for OpenStack {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, LbError> {
-        let ports = desired_ports(service)?;
-        let name = load_balancer_name(cluster, service);
-        let lb = match self.find_load_balancer(cluster, service).await? {
-            None => {
-                self.create_load_balancer(cluster, &name, service, &ports, nodes)
-                    .await?
-            }
-            Some(lb) => {
-                let lb = if lb.provisioning_status == "ACTIVE" {
-                    lb
-                } else {
-                    self.wait_active(&lb.id).await?
-                };
-                self.reconcile(&lb, service, &ports, nodes).await?;
-                lb
-            }
+        // As upstream's deferred service patcher: once the LB is known its ID is recorded,
+        // also when a later step fails.
+        let mut known_id = None;
+        let result = self
+            .ensure_octavia(cluster, service, nodes, &mut known_id)
+            .await;
+        let recorded = match known_id {
+            Some(id) => self.record_lb_id(service, &id).await,
+            None => Ok(()),
         };
-        if self.config.load_balancer.floating_network_id.is_empty() {
-            return Ok(ingress_status(&lb.vip_address));
-        }
-        let ip = self.ensure_floating_ip(cluster, &lb, service).await?;
-        Ok(ingress_status(&ip))
+        let status = result?;
+        recorded?;
+        Ok(status)
     }
 
     async fn update_load_balancer(
@@ -1074,6 +1161,185 @@ impl LoadBalancer for OpenStack {
     }
 }
 
+impl OpenStack {
+    /// [`LoadBalancer::ensure_load_balancer`]'s work; `known_id` is set as soon as the LB
+    /// is found or created.
+    async fn ensure_octavia(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+        known_id: &mut Option<String>,
+    ) -> Result<LoadBalancerStatus, LbError> {
+        let ports = desired_ports(service)?;
+        let name = load_balancer_name(cluster, service);
+        let lb = match self.find_load_balancer(cluster, service).await? {
+            None => {
+                let lb = self
+                    .create_load_balancer(cluster, &name, service, &ports, nodes)
+                    .await?;
+                *known_id = Some(lb.id.clone());
+                lb
+            }
+            Some(lb) => {
+                *known_id = Some(lb.id.clone());
+                let mut lb = if lb.provisioning_status == "ACTIVE" {
+                    lb
+                } else {
+                    self.wait_active(&lb.id).await?
+                };
+                // Only an LB found through the annotation can carry another cluster's name.
+                if annotated_id(service) == Some(lb.id.as_str())
+                    && has_old_cluster_name(&lb.name, cluster)
+                {
+                    lb = self.rename_load_balancer(service, lb, &name).await?;
+                }
+                self.reconcile(&lb, service, &ports, nodes).await?;
+                lb
+            }
+        };
+        if self.config.load_balancer.floating_network_id.is_empty() {
+            return Ok(ingress_status(&lb.vip_address));
+        }
+        let ip = self.ensure_floating_ip(cluster, &lb, service).await?;
+        Ok(ingress_status(&ip))
+    }
+
+    /// Renames the listeners, pools and monitors named after `lb`, then `lb` itself, to
+    /// `new_name` (upstream `renameLoadBalancer`: children first, so a failed rename is
+    /// retried until the LB's own name changes). Children are renamed by replacing the LB
+    /// name they embed (`listener_<i>_<lb>`); tags equal to the old name are replaced.
+    async fn rename_load_balancer(
+        &self,
+        service: &Service,
+        lb: OctaviaLb,
+        new_name: &str,
+    ) -> Result<OctaviaLb, LbError> {
+        let old_name = lb.name.clone();
+        let message = format!(
+            "Loadbalancer {} has a name of {old_name} with incorrect cluster-name component. Renaming it to {new_name}.",
+            lb.id
+        );
+        tracing::info!(service = %service_key(service), "{message}");
+        self.warn(service, EVENT_LB_RENAME, &message).await;
+        let renamed = |child: &str| child.replacen(&old_name, new_name, 1);
+        let retag = |tags: &[String]| -> Vec<String> {
+            tags.iter()
+                .map(|t| {
+                    if *t == old_name {
+                        new_name.to_owned()
+                    } else {
+                        t.clone()
+                    }
+                })
+                .collect()
+        };
+        for listener in self.listeners(&lb.id).await? {
+            if let Some(pool) = match listener.default_pool_id.as_deref() {
+                Some(id) => self.pool(id).await?,
+                None => None,
+            } {
+                if let Some(monitor_id) = pool.healthmonitor_id.as_deref().filter(|m| !m.is_empty())
+                {
+                    let monitor: MonitorEnvelope = self
+                        .client
+                        .get_json(
+                            Endpoint::LoadBalancer,
+                            &format!("/lbaas/healthmonitors/{monitor_id}"),
+                            &[],
+                        )
+                        .await?;
+                    if monitor.healthmonitor.name.contains(&old_name) {
+                        let body = json!({"healthmonitor": {"name": renamed(&monitor.healthmonitor.name)}});
+                        self.lb_write(
+                            &lb.id,
+                            &format!("/lbaas/healthmonitors/{monitor_id}"),
+                            Write::Put(&body),
+                        )
+                        .await?;
+                    }
+                }
+                if pool.name.contains(&old_name) {
+                    let body = json!({"pool": {"name": renamed(&pool.name)}});
+                    self.lb_write(
+                        &lb.id,
+                        &format!("/lbaas/pools/{}", pool.id),
+                        Write::Put(&body),
+                    )
+                    .await?;
+                }
+            }
+            if listener.name.contains(&old_name) || listener.tags.contains(&old_name) {
+                let body = json!({"listener": {
+                    "name": renamed(&listener.name),
+                    "tags": retag(&listener.tags),
+                }});
+                self.lb_write(
+                    &lb.id,
+                    &format!("/lbaas/listeners/{}", listener.id),
+                    Write::Put(&body),
+                )
+                .await?;
+            }
+        }
+        let body = json!({"loadbalancer": {"name": new_name, "tags": retag(&lb.tags)}});
+        self.lb_write(
+            &lb.id,
+            &format!("/lbaas/loadbalancers/{}", lb.id),
+            Write::Put(&body),
+        )
+        .await
+        .map(|_| ())?;
+        self.wait_active(&lb.id).await
+    }
+
+    /// Writes the LB's ID into the Service's annotation when it is not there yet (one
+    /// merge patch of `metadata.annotations`, as upstream's `servicePatcher`). Without a
+    /// Kubernetes client (tests) or under the v2 test scheme, nothing is written.
+    async fn record_lb_id(&self, service: &Service, id: &str) -> Result<(), LbError> {
+        let current = service
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LB_ID_ANNOTATION));
+        if current.map(String::as_str) == Some(id)
+            || NAME_SCHEME.get().copied().unwrap_or_default() == LbNameScheme::V2
+        {
+            return Ok(());
+        }
+        let Some(client) = self.kube.0.get() else {
+            return Ok(());
+        };
+        let namespace = service.metadata.namespace.as_deref().unwrap_or("default");
+        let name = service.metadata.name.as_deref().unwrap_or_default();
+        let api: kube::Api<Service> = kube::Api::namespaced(client.clone(), namespace);
+        let patch = json!({"metadata": {"annotations": {LB_ID_ANNOTATION: id}}});
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| LbError::Other(format!("recording {LB_ID_ANNOTATION}={id}: {e}")))
+    }
+
+    /// A Warning Event on the Service from the provider's own recorder.
+    async fn warn(&self, service: &Service, reason: &str, message: &str) {
+        if let Some(client) = self.kube.0.get() {
+            crate::controllers::events::record_service(
+                client,
+                service,
+                EVENT_COMPONENT,
+                crate::controllers::events::EventType::Warning,
+                reason,
+                message,
+            )
+            .await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1123,6 +1389,27 @@ mod tests {
         assert_eq!(
             load_balancer_name_in(LbNameScheme::Legacy, "kubernetes", &s),
             load_balancer_name("kubernetes", &s)
+        );
+    }
+
+    #[test]
+    fn cluster_component_of_names() {
+        // As upstream's getClusterName: namespace and name are the last two parts.
+        assert_eq!(cluster_of_name("kube_service_c1_ns_web"), Some("c1"));
+        assert_eq!(
+            cluster_of_name("kube_service_my_cluster_ns_web"),
+            Some("my_cluster")
+        );
+        assert_eq!(cluster_of_name("kube_service_c1_ns"), Some("c1"));
+        assert_eq!(cluster_of_name("kube_service_c1"), None);
+        assert_eq!(cluster_of_name("a1234abcd"), None);
+        assert!(has_old_cluster_name("kube_service_old_ns_web", "new"));
+        assert!(!has_old_cluster_name("kube_service_new_ns_web", "new"));
+        assert!(!has_old_cluster_name("a1234abcd", "new"));
+        let s = svc(vec![]);
+        assert_eq!(
+            cluster_of_name(&load_balancer_name("ccm-conformance", &s)),
+            Some("ccm-conformance")
         );
     }
 

@@ -53,6 +53,25 @@ pub struct OpenStack {
     routes: Option<routes::RouteApi>,
     /// Why optional features are unsupported, for the startup log.
     notes: Vec<String>,
+    /// The Kubernetes client handed over by [`OpenStack::initialize`]: the load balancer
+    /// records its Octavia ID on the Service and warns with Events, as upstream's
+    /// `Initialize` gives cloud-provider-openstack its `kclient` and event recorder
+    /// (`pkg/openstack/openstack.go`).
+    kube: KubeClient,
+}
+
+/// The client slot; `Debug` by hand because `kube::Client` has none.
+#[derive(Default)]
+pub struct KubeClient(std::sync::OnceLock<kube::Client>);
+
+impl std::fmt::Debug for KubeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "KubeClient(set)"
+        } else {
+            "KubeClient(unset)"
+        })
+    }
 }
 
 impl From<ClientError> for CloudError {
@@ -104,6 +123,7 @@ impl OpenStack {
             load_balancer_supported,
             routes: None,
             notes,
+            kube: KubeClient::default(),
         })
     }
 
@@ -136,6 +156,13 @@ impl OpenStack {
             load_balancer: self.load_balancer_supported,
             routes: self.routes.is_some(),
         }
+    }
+
+    /// `cloudprovider.Interface.Initialize`: hands the provider a Kubernetes client. Only
+    /// the first call counts; without one, load balancers work but their IDs are not
+    /// recorded on Services.
+    pub fn initialize(&self, client: kube::Client) {
+        let _ = self.kube.0.set(client);
     }
 
     /// Overrides the Octavia wait schedule (tests).
