@@ -1697,6 +1697,8 @@ async fn lb24(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         })
     })
     .await?;
+    // The syncs a provider's own annotation writes cause must be over before counting.
+    wait_services_quiet(env_ro, &names, QUIET_BEFORE_BASELINE).await?;
     let mark = lb_journal_mark(env_ro);
     // The kubelet sets --provider-id itself, so the join is one node event (the node
     // controller's initialization changes no providerID): one node sync.

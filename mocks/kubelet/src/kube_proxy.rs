@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
@@ -293,8 +293,21 @@ pub(crate) async fn run(
     loop {
         tokio::select! {
             _ = stopped.changed() => break,
-            event = events.next() => if event.is_none() { break },
-            _ = retry.tick() => {}
+            event = events.next() => {
+                if event.is_none() { break }
+                // A burst of Service writes (100 LoadBalancer Services being created) is
+                // one reconcile: take every event already waiting before looking.
+                let mut ended = false;
+                while let Some(next) = events.next().now_or_never() {
+                    if next.is_none() {
+                        ended = true;
+                        break;
+                    }
+                }
+                if ended { break }
+            }
+            // The periodic pass only retries ports that could not be bound.
+            _ = retry.tick(), if !failed.is_empty() => {}
         }
         reconcile(&node_name, &services, &nodes, &mut bound, &mut failed).await;
     }
