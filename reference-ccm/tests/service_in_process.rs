@@ -1,7 +1,7 @@
 //! The service-lb controller in-process, as the CCM binary runs it, against stubbed
 //! Kubernetes and OpenStack (Keystone + Octavia) APIs: a LoadBalancer Service gets the
 //! finalizer before any cloud write, one fully-populated create, events and an ingress
-//! status patch; a selector-only change makes no cloud call; LoadBalancer -> ClusterIP
+//! status patch, the Octavia ID recorded in the Service's annotation; a selector-only change makes no cloud call; LoadBalancer -> ClusterIP
 //! deletes the LB (cascade) and removes the finalizer.
 
 use std::sync::Arc;
@@ -125,6 +125,16 @@ async fn mount_kube(server: &MockServer, flags: Arc<Flags>) {
                 "LoadBalancer",
                 &[FINALIZER],
             ))
+        })
+        .mount(server)
+        .await;
+    // The provider records the load balancer's ID on the Service (main resource).
+    Mock::given(method("PATCH"))
+        .and(path("/api/v1/namespaces/default/services/web"))
+        .respond_with(|r: &Request| {
+            let mut svc = service("21", "web", "LoadBalancer", &[FINALIZER]);
+            svc["metadata"]["annotations"] = body(r)["metadata"]["annotations"].clone();
+            ResponseTemplate::new(200).set_body_json(svc)
         })
         .mount(server)
         .await;
@@ -279,6 +289,15 @@ async fn ensures_then_deletes_a_load_balancer() -> anyhow::Result<()> {
         Err(e) => anyhow::bail!("{e}; ccm finished: {}", ccm.is_finished()),
     };
     assert!(!flags.cloud_write_before_finalizer.load(Ordering::SeqCst));
+    let id_patch = requests
+        .iter()
+        .find(|r| r.url.path().ends_with("/services/web") && r.method.as_str() == "PATCH")
+        .map(body)
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        id_patch["metadata"]["annotations"]["loadbalancer.openstack.org/load-balancer-id"], "lb-1",
+        "the Octavia ID is recorded on the Service"
+    );
     let finalizer_patch = requests
         .iter()
         .find(|r| body(r)["metadata"]["finalizers"] == json!([FINALIZER]))
