@@ -15,7 +15,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
+use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRng, TestRunner};
 use tower::ServiceExt;
 
 use crate::spec::{FilterSpec, MoRef, ObjectSpec, PropSpec, Selection, Traversal, write};
@@ -63,6 +63,16 @@ fn runner(cases: u32) -> TestRunner {
         failure_persistence: None,
         ..RunnerConfig::default()
     })
+}
+
+/// A runner with a fixed seed, for properties that also count outcomes: what they
+/// generate is mostly refused by design, so how many calls get served varies with the
+/// seed, and a random seed made the "both outcomes happen" check flaky (4 served of 384
+/// on one CI run). The properties themselves still hold for every input.
+fn seeded_runner(cases: u32) -> TestRunner {
+    let config = runner(cases).config().clone();
+    let rng = TestRng::deterministic_rng(config.rng_algorithm);
+    TestRunner::new_with_rng(config, rng)
 }
 
 fn envelope(call: &str) -> String {
@@ -355,7 +365,7 @@ fn sdk_answers_xmlish_trees() {
         any::<bool>(),
     );
     let (served, refused) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
-    runner(384)
+    seeded_runner(384)
         .run(&strat, |(method, this, kids, logged_in, wrap)| {
             rt.block_on(async {
                 let this = this.map_or(String::new(), |(ty, id)| {
@@ -708,7 +718,7 @@ fn retrieve_properties_ex_on_generated_specs() {
         std::cell::Cell::new(0),
         std::cell::Cell::new(0),
     );
-    runner(256)
+    seeded_runner(256)
         .run(&strat, |(spec, max)| {
             rt.block_on(async {
                 let spec_xml = write::filter_spec(&spec, "specSet");
