@@ -452,6 +452,59 @@ impl CloudControl {
         }
     }
 
+    /// Starts rebooting an instance as its cloud's reboot call would, and holds it in the
+    /// rebooting phase until [`Self::finish_reboot`], so a case can watch the CCM during
+    /// the window instead of racing it:
+    /// - OpenStack: Nova's soft `reboot` action, status `REBOOT` (then `ACTIVE`);
+    /// - AWS: `RebootInstances` leaves the instance `running` with its addresses, so EC2
+    ///   shows nothing to hold (the instance must exist and run);
+    /// - vSphere: `RebootGuest`, VMware Tools down so `guest.net` is empty while the VM
+    ///   stays `poweredOn` (what cloud-provider-vsphere#479 was about).
+    pub fn begin_reboot(&self, id: &str) -> Result<(), CaseError> {
+        match self {
+            CloudControl::OpenStack(m) => m
+                .admin()
+                .reboot_server(id, false, true)
+                .map(|_| ())
+                .map_err(|e| CaseError::infra("rebooting server in mock OpenStack", e)),
+            CloudControl::Aws(m) => match m.mock.admin().instance(id) {
+                Some(i) if i.state == mock_aws::InstanceState::Running => Ok(()),
+                Some(i) => Err(CaseError::failed(format!(
+                    "cannot reboot instance {id}: it is {:?}, not running",
+                    i.state
+                ))),
+                None => Err(CaseError::failed(format!("no instance {id} in mock AWS"))),
+            },
+            CloudControl::Vsphere(m) => m.begin_reboot(id),
+        }
+    }
+
+    /// Ends a reboot [`Self::begin_reboot`] holds: the instance is up as before.
+    pub fn finish_reboot(&self, id: &str) -> Result<(), CaseError> {
+        match self {
+            CloudControl::OpenStack(m) => m
+                .admin()
+                .finish_reboot(id)
+                .map(|_| ())
+                .map_err(|e| CaseError::infra("finishing a reboot in mock OpenStack", e)),
+            CloudControl::Aws(_) => Ok(()),
+            CloudControl::Vsphere(m) => m.finish_reboot(id),
+        }
+    }
+
+    /// Whether the cloud shows the instance as rebooting (always false on AWS, where a
+    /// reboot is invisible).
+    pub fn rebooting(&self, id: &str) -> bool {
+        match self {
+            CloudControl::OpenStack(m) => m
+                .admin()
+                .server(id)
+                .is_some_and(|s| matches!(s.status.as_str(), "REBOOT" | "HARD_REBOOT")),
+            CloudControl::Aws(_) => false,
+            CloudControl::Vsphere(m) => m.rebooting(id),
+        }
+    }
+
     pub fn instance_by_name(&self, name: &str) -> Option<Instance> {
         match self {
             CloudControl::OpenStack(m) => m.admin().server_by_name(name).map(|s| self.instance(s)),

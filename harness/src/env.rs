@@ -337,13 +337,36 @@ impl Environment {
         name: &str,
         options: NodeOptions,
     ) -> Result<Option<Instance>, CaseError> {
-        let instance = match options.instance {
+        let instance = match options.instance.clone() {
             Some(mut spec) => {
                 spec.name = name.to_string();
                 Some(self.cloud().create_instance(spec)?)
             }
             None => None,
         };
+        self.start_kubelet_for(name, instance.as_ref(), options)
+            .await?;
+        Ok(instance)
+    }
+
+    /// Registers Node `name` through a new simulated kubelet running on `instance`, an
+    /// instance that already exists (a replacement VM, NL-07); `options.instance` is
+    /// ignored. A stopped kubelet of the same name is replaced.
+    pub async fn add_node_on(
+        &mut self,
+        name: &str,
+        instance: &Instance,
+        options: NodeOptions,
+    ) -> Result<(), CaseError> {
+        self.start_kubelet_for(name, Some(instance), options).await
+    }
+
+    async fn start_kubelet_for(
+        &mut self,
+        name: &str,
+        instance: Option<&Instance>,
+        options: NodeOptions,
+    ) -> Result<(), CaseError> {
         let mut config = KubeletConfig::new(name);
         config.node_ip = match (&options.node_ip, &instance) {
             (Some(NodeIp::Literal(ip)), _) => Some(ip.clone()),
@@ -365,7 +388,7 @@ impl Environment {
             .await
             .map_err(|e| CaseError::infra("registering node", e))?;
         self.kubelets.insert(name.to_string(), kubelet);
-        Ok(instance)
+        Ok(())
     }
 
     /// Creates the node's instance and registers the Node the way a kubelet with an
@@ -436,6 +459,77 @@ impl Environment {
             .stop()
             .await
             .map_err(|e| CaseError::infra("stopping kubelet", e))
+    }
+
+    /// Reboots node `name`'s instance and holds it mid-reboot until
+    /// [`Self::finish_node_reboot`]: the cloud shows the reboot as its API would
+    /// ([`CloudControl::begin_reboot`]) and the kubelet stops (the node goes NotReady, as
+    /// kube-controller-manager marks it once the grace period passes), so the CCM's
+    /// address sync and lifecycle checks run against a rebooting machine.
+    pub async fn begin_node_reboot(&mut self, name: &str) -> Result<Instance, CaseError> {
+        let instance = self
+            .cloud()
+            .instance_by_name(name)
+            .ok_or_else(|| CaseError::failed(format!("no instance named {name}")))?;
+        self.cloud().begin_reboot(&instance.id)?;
+        self.stop_kubelet(name).await?;
+        Ok(instance)
+    }
+
+    /// Ends the reboot [`Self::begin_node_reboot`] holds: the instance is up and the
+    /// kubelet starts again, re-registering the existing Node (no uninitialized taint).
+    pub async fn finish_node_reboot(&mut self, name: &str) -> Result<(), CaseError> {
+        let instance = self
+            .cloud()
+            .instance_by_name(name)
+            .ok_or_else(|| CaseError::failed(format!("no instance named {name}")))?;
+        self.cloud().finish_reboot(&instance.id)?;
+        self.restart_kubelet(name).await
+    }
+
+    /// Takes one verb on one resource away from the user `user` on the API server (a
+    /// ClusterRole missing that rule): its requests get the 403 a real RBAC denial
+    /// gives. Pair with [`Self::kubeconfig_for_user`] to run a CCM as `user`.
+    pub fn deny(&self, user: &str, verb: &str, resource: &str) -> Result<(), CaseError> {
+        let api = self
+            .apiserver
+            .as_ref()
+            .ok_or_else(|| CaseError::failed("the API server is not running"))?;
+        api.deny(mock_kube_apiserver::auth::Denial {
+            user: user.into(),
+            verb: verb.into(),
+            group: String::new(),
+            resource: resource.into(),
+        });
+        Ok(())
+    }
+
+    /// Lifts every [`Self::deny`].
+    pub fn clear_denials(&self) {
+        if let Some(api) = self.apiserver.as_ref() {
+            api.clear_denials();
+        }
+    }
+
+    /// Writes a kubeconfig (in the case dir) that authenticates as `user` with a client
+    /// certificate signed by the API server's CA (group `system:serviceaccounts`, not
+    /// `system:masters`, so denials apply as RBAC would), and returns its path: for
+    /// `--kubeconfig=<path>` after the other CCM flags.
+    pub fn kubeconfig_for_user(&self, user: &str) -> Result<PathBuf, CaseError> {
+        let api = self
+            .apiserver
+            .as_ref()
+            .ok_or_else(|| CaseError::failed("the API server is not running"))?;
+        let yaml = api
+            .kubeconfig_for_cert(user, &["system:serviceaccounts"])
+            .map_err(|e| CaseError::infra("minting a client certificate", e))?;
+        let safe: String = user
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let path = self.dir.join(format!("kubeconfig-{safe}"));
+        std::fs::write(&path, yaml).map_err(|e| CaseError::infra("writing kubeconfig", e))?;
+        Ok(path)
     }
 
     /// Sets a running kubelet's Ready condition.

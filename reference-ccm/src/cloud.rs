@@ -28,9 +28,35 @@ pub enum CloudError {
     /// `cloudprovider.InstanceNotFound`: the instance does not exist.
     #[error("instance not found")]
     InstanceNotFound,
+    /// `cloudprovider.NotImplemented`: the provider does not offer this call (v1
+    /// `InstanceID` of a provider without provider IDs, upstream `cloud.go`).
+    #[error("unimplemented")]
+    NotImplemented,
     /// Anything else (transport, HTTP status, decoding, ambiguity); retried by callers.
     #[error("{0}")]
     Other(String),
+}
+
+/// Which of upstream's instance interfaces the controllers should drive. Upstream's
+/// cloud-node controller uses `InstancesV2()` when the provider offers it and falls back to
+/// the v1 `Instances()` (+ `Zones()`) by-providerID-then-by-name calls otherwise
+/// (kubernetes/cloud-provider controllers/node/node_controller.go `getInstanceMetadata`).
+/// Our providers all speak v2; v1 exists so the controller's fallback logic is there and
+/// testable (the hidden `--testing-provider-quirk=v1-instances`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstancesApi {
+    V2,
+    /// v1 `Instances`; `zones` is whether `Zones()` is supported too.
+    V1 {
+        zones: bool,
+    },
+}
+
+/// `cloudprovider.Zone`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Zone {
+    pub failure_domain: String,
+    pub region: String,
 }
 
 /// `InstancesV2`: look up by `spec.providerID` first, else by node name.
@@ -49,6 +75,63 @@ pub trait Instances: Send + Sync + 'static {
         &self,
         node: &Node,
     ) -> impl Future<Output = Result<Option<InstanceMetadata>, CloudError>> + Send;
+
+    /// Which interface the controllers use; [`InstancesApi::V2`] unless a provider only
+    /// implements the v1 calls below.
+    fn instances_api(&self) -> InstancesApi {
+        InstancesApi::V2
+    }
+
+    // v1 `Instances` / `Zones` (cloud.go), only called under [`InstancesApi::V1`]. The
+    // by-name calls take the whole Node, without its providerID, because some providers
+    // identify an instance by more than the name (vSphere: the system UUID).
+
+    /// `cloudprovider.GetInstanceProviderID`: `ProviderName()://InstanceID(name)`.
+    fn instance_provider_id(
+        &self,
+        _node: &Node,
+    ) -> impl Future<Output = Result<String, CloudError>> + Send {
+        async { Err(CloudError::NotImplemented) }
+    }
+    /// `NodeAddressesByProviderID`.
+    fn node_addresses_by_provider_id(
+        &self,
+        _provider_id: &str,
+    ) -> impl Future<Output = Result<Vec<NodeAddress>, CloudError>> + Send {
+        async { Err(CloudError::NotImplemented) }
+    }
+    /// `NodeAddresses(name)`.
+    fn node_addresses_by_name(
+        &self,
+        _node: &Node,
+    ) -> impl Future<Output = Result<Vec<NodeAddress>, CloudError>> + Send {
+        async { Err(CloudError::NotImplemented) }
+    }
+    /// `InstanceTypeByProviderID`.
+    fn instance_type_by_provider_id(
+        &self,
+        _provider_id: &str,
+    ) -> impl Future<Output = Result<String, CloudError>> + Send {
+        async { Err(CloudError::NotImplemented) }
+    }
+    /// `InstanceType(name)`.
+    fn instance_type_by_name(
+        &self,
+        _node: &Node,
+    ) -> impl Future<Output = Result<String, CloudError>> + Send {
+        async { Err(CloudError::NotImplemented) }
+    }
+    /// `Zones.GetZoneByProviderID`.
+    fn zone_by_provider_id(
+        &self,
+        _provider_id: &str,
+    ) -> impl Future<Output = Result<Zone, CloudError>> + Send {
+        async { Err(CloudError::NotImplemented) }
+    }
+    /// `Zones.GetZoneByNodeName`.
+    fn zone_by_name(&self, _node: &Node) -> impl Future<Output = Result<Zone, CloudError>> + Send {
+        async { Err(CloudError::NotImplemented) }
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -205,9 +205,17 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     let client = kube_client(&opts).await?;
     cloud.initialize(&client);
     let cloud = Arc::new(cloud);
+    // The instance controllers see the provider through the (test-only) quirks.
+    let instances = Arc::new(providers::quirks::WithQuirks::new(
+        cloud.clone(),
+        &opts.testing_provider_quirk,
+    ));
     init_logging(opts.verbosity);
     for w in warnings {
         tracing::warn!("{w}");
+    }
+    if instances.active() {
+        tracing::warn!(quirks = ?opts.testing_provider_quirk, "TEST ONLY: provider answers altered by --testing-provider-quirk");
     }
     if !opts.kube_api_content_type.contains("json") {
         tracing::info!(content_type = %opts.kube_api_content_type, "only JSON is spoken to the API server; --kube-api-content-type ignored");
@@ -226,6 +234,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     let starter = Arc::new(ControllerStarter {
         client: client.clone(),
         cloud,
+        instances,
         opts: opts.clone(),
         metrics,
         capabilities,
@@ -295,6 +304,8 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
 struct ControllerStarter {
     client: kube::Client,
     cloud: Arc<providers::AnyCloud>,
+    /// `cloud` as the cloud-node and lifecycle controllers see it.
+    instances: Arc<providers::quirks::WithQuirks<providers::AnyCloud>>,
     opts: Options,
     metrics: Arc<metrics::Metrics>,
     capabilities: cloud::Capabilities,
@@ -320,7 +331,7 @@ impl ControllerStarter {
                 tracing::info!(workers = node_opts.workers, "Starting {name}");
                 tokio::spawn(controllers::node::run(
                     client.clone(),
-                    cloud.clone(),
+                    self.instances.clone(),
                     node_opts,
                     self.metrics.clone(),
                 ));
@@ -329,7 +340,7 @@ impl ControllerStarter {
                 tracing::info!(period = ?opts.node_monitor_period, "Starting {name}");
                 tokio::spawn(controllers::lifecycle::run(
                     client.clone(),
-                    cloud.clone(),
+                    self.instances.clone(),
                     opts.node_monitor_period,
                 ));
             }

@@ -129,6 +129,12 @@ pub struct Options {
     /// upgrade suite (UP-01, UP-04) must catch.
     #[arg(long, value_enum, default_value_t = LbNameScheme::Legacy, hide = true)]
     pub testing_lb_name_scheme: LbNameScheme,
+    /// TEST ONLY, hidden, repeatable: make the provider's instance answers those of
+    /// another cloud's CCM (`empty-provider-id`, `nil-metadata`, `v1-instances`,
+    /// `additional-labels=k=v;k2=v2`), so the NodeInit cases NI-06/08/13/16 can reach
+    /// controller paths no real cloud API leads to; see `providers::quirks`.
+    #[arg(long, value_parser = crate::providers::quirks::parse_quirk, hide = true)]
+    pub testing_provider_quirk: Vec<crate::providers::quirks::ProviderQuirk>,
 }
 
 /// Values of the hidden `--testing-lb-name-scheme` flag.
@@ -415,5 +421,35 @@ mod testing_flag_tests {
         assert!(parse(&["--testing-lb-name-scheme=v3"]).is_err());
         let help = Options::command().render_long_help().to_string();
         assert!(!help.contains("testing-lb-name-scheme"), "{help}");
+    }
+
+    #[test]
+    fn provider_quirk_defaults_to_none_is_repeatable_and_hidden() {
+        use crate::providers::quirks::ProviderQuirk;
+        let parse = |extra: &[&str]| {
+            let mut all = vec!["reference-ccm", "--cloud-provider=openstack"];
+            all.extend_from_slice(extra);
+            Options::try_parse_from(all)
+        };
+        assert_eq!(
+            parse(&[]).map(|o| o.testing_provider_quirk).ok(),
+            Some(vec![])
+        );
+        assert_eq!(
+            parse(&[
+                "--testing-provider-quirk=nil-metadata",
+                "--testing-provider-quirk",
+                "additional-labels=example.com/a=1",
+            ])
+            .map(|o| o.testing_provider_quirk)
+            .ok(),
+            Some(vec![
+                ProviderQuirk::NilMetadata,
+                ProviderQuirk::AdditionalLabels([("example.com/a".into(), "1".into())].into()),
+            ])
+        );
+        assert!(parse(&["--testing-provider-quirk=hot-loop"]).is_err());
+        let help = Options::command().render_long_help().to_string();
+        assert!(!help.contains("testing-provider-quirk"), "{help}");
     }
 }

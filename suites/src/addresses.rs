@@ -4,12 +4,18 @@
 //!
 //! Every case runs the CCM with `--node-status-update-frequency=1s` (upstream default 5m;
 //! ccm-behaviour.md suggests 5s for mocks; 1s keeps "10 periods" at 10 s).
+//!
+//! NA-07 reboots the node's machine through the harness, which holds the cloud in its
+//! rebooting state (Nova `REBOOT`; vSphere Tools down with an empty `guest.net`, the case
+//! cloud-provider-vsphere#479 is about; EC2 shows nothing) while the kubelet is down, so
+//! the CCM's address sync and lifecycle monitor run against the rebooting machine.
 
 use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
 use ccm_harness::cloud::Feature;
-use ccm_harness::env::{NodeIp, NodeOptions, addresses};
+use ccm_harness::env::{NodeIp, NodeOptions, addresses, provider_id};
+use ccm_harness::invariants::Recorder;
 use ccm_harness::{
     Case, CaseError, Environment, FaultSpec, InstancePatch, InstanceSpec, Probe, Tag, ensure,
     eventually,
@@ -76,6 +82,20 @@ pub fn cases() -> Vec<Case> {
             &[Mock],
             na06
         ),
+        Case {
+            id: "NA-07",
+            suite: "NodeAddresses",
+            title: "keeps the addresses and providerID of a node across a reboot of its VM",
+            tags: &[Conformance],
+            // The lifecycle monitor too at 1s (upstream 5s), so it checks the NotReady
+            // node against the rebooting machine several times in the window.
+            ccm_args: &[
+                "--node-status-update-frequency=1s",
+                "--node-monitor-period=1s",
+            ],
+            start_ccm: true,
+            run: |env| Box::pin(na07(env)),
+        },
     ]
 }
 
@@ -346,4 +366,81 @@ async fn na06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         "expected node-a's lookups to fail, observed {faulted} failed calls"
     );
     Ok(vec![])
+}
+
+/// The node's InternalIP and ExternalIP addresses, sorted.
+fn ip_addresses(node: &Node) -> Vec<(String, String)> {
+    address_set(
+        &addresses(node)
+            .into_iter()
+            .filter(|(t, _)| t == "InternalIP" || t == "ExternalIP")
+            .collect::<Vec<_>>(),
+    )
+}
+
+fn ready(node: &Node) -> Result<(), String> {
+    let condition = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.clone());
+    match condition.as_deref() {
+        Some("True") => Ok(()),
+        other => Err(format!("Ready={other:?}")),
+    }
+}
+
+async fn na07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let (instance, _) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let before = wait_settled(env, "node-a", &instance.cloud_addresses()).await?;
+    let ips = ip_addresses(&before);
+    ensure!(
+        ips.iter().any(|(t, _)| t == "InternalIP") && ips.iter().any(|(t, _)| t == "ExternalIP"),
+        "expected an InternalIP and an ExternalIP before the reboot, observed {}",
+        show_addresses(&before)
+    );
+    // Watches every version of the node from here on: providerID, addresses (as a set),
+    // labels unchanged, never tainted again, never deleted; and no CCM write but status.
+    let recorder = Recorder::start(env, &[]).await?;
+    let lookups = env.cloud().instance_lookups();
+    env.begin_node_reboot("node-a").await?;
+    // The address sync and the lifecycle monitor (the node is NotReady now) keep asking
+    // the cloud about the rebooting machine.
+    wait_lookups(env, lookups, 6).await?;
+    recorder.observe(PERIOD * 2).await;
+    let during = env.cloud().instance_lookups() - lookups;
+    let held = env.cloud().rebooting(&instance.id);
+    env.finish_node_reboot("node-a").await?;
+    env.node_eventually(
+        "node-a",
+        "Ready after the reboot",
+        Duration::from_secs(20),
+        ready,
+    )
+    .await?;
+    // A few syncs of the machine that is up again.
+    let after_lookups = env.cloud().instance_lookups();
+    wait_lookups(env, after_lookups, 2).await?;
+    recorder.observe(PERIOD).await;
+    let report = recorder.finish(env).await?;
+    let mut metrics = report.metrics();
+    metrics.push(("lookups_during_reboot".into(), during.to_string()));
+    metrics.push(("cloud_showed_reboot".into(), held.to_string()));
+    report
+        .check("a VM reboot")
+        .map_err(|e| env.with_ccm_log(e))?;
+    let after = env.node("node-a").await?;
+    ensure!(
+        provider_id(&after) == provider_id(&before),
+        "expected providerID {:?} after the reboot, observed {:?}",
+        provider_id(&before),
+        provider_id(&after)
+    );
+    ensure!(
+        ip_addresses(&after) == ips,
+        "expected InternalIP/ExternalIP {ips:?} after the reboot, observed {}",
+        show_addresses(&after)
+    );
+    Ok(metrics)
 }

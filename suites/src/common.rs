@@ -1,5 +1,6 @@
 //! Helpers the suites share: registering an initialized node, reading what the CCM wrote.
 
+use std::path::Path;
 use std::time::Duration;
 
 use ccm_harness::env::{NodeOptions, addresses};
@@ -67,4 +68,32 @@ pub fn address_set(pairs: &[(String, String)]) -> Vec<(String, String)> {
     let mut v = pairs.to_vec();
     v.sort();
     v
+}
+
+/// Whether `ccm` is the reference CCM binary (the one `cargo test` builds).
+pub fn is_reference_ccm(ccm: &Path) -> bool {
+    ccm.file_name().and_then(|n| n.to_str()) == Some("reference-ccm")
+}
+
+/// Starts the CCM under test with the reference CCM's hidden `--testing-provider-quirk`
+/// flags, for cases whose cloud answer (`what`) no real cloud API gives. Any other CCM
+/// cannot be told to answer that way: the case is skipped, naming upstream's coverage.
+pub async fn start_ccm_with_quirks(
+    env: &mut Environment,
+    what: &str,
+    quirks: &[&str],
+) -> Result<(), CaseError> {
+    if !is_reference_ccm(&env.settings().ccm) {
+        return Err(CaseError::Skipped(format!(
+            "needs a CCM that can be told to return {what} (the reference CCM's \
+             --testing-provider-quirk); upstream covers this with k8s.io/cloud-provider/fake \
+             in controllers/node/node_controller_test.go"
+        )));
+    }
+    let flags: Vec<String> = quirks
+        .iter()
+        .map(|q| format!("--testing-provider-quirk={q}"))
+        .collect();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    env.start_ccm_with(&flags).await
 }

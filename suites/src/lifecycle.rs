@@ -5,13 +5,26 @@
 //! The CCM runs with `--node-monitor-period=1s` (upstream default 5s). There is no
 //! kube-controller-manager in the embedded cluster: "the node goes NotReady" is the simulated
 //! kubelet stopping, which marks the conditions Unknown as KCM would after its grace period.
-//! NL-06 (RBAC denies delete) needs authorization in the API server and comes later.
+//!
+//! NL-06 runs the CCM as its own user (a client certificate, as a ServiceAccount-bound
+//! CCM would be) and takes `delete` on nodes away from it on the embedded API server, as
+//! a ClusterRole without that rule does (cloud-provider-openstack#3225): the CCM must
+//! report `DeletingNodeFailed`, try again every period and delete once allowed.
+//! NL-07 replaces a node's machine: the old instance goes, a new one with the same name
+//! (new ID, so a new providerID) comes up and its kubelet registers the same Node name
+//! once the old Node is gone. Every provider looks a node with a providerID up by it
+//! (cloud-provider-openstack instancesv2.go, cloud-provider-aws, cloud-provider-vsphere by
+//! BIOS UUID), so the same-named replacement must not keep the old Node alive.
 
 use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
-use ccm_harness::env::{NodeOptions, describe_taints};
-use ccm_harness::{Case, CaseError, Environment, FaultSpec, InstancePatch, Tag, ensure};
+use ccm_harness::env::describe_taints;
+use ccm_harness::env::provider_id;
+use ccm_harness::{
+    Case, CaseError, Environment, FaultSpec, InstancePatch, InstanceSpec, NodeOptions, Probe, Tag,
+    ensure, eventually,
+};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::common::initialized_node;
@@ -67,6 +80,22 @@ pub fn cases() -> Vec<Case> {
             "never deletes a node while the cloud cannot say whether its instance exists",
             &[Mock],
             nl05
+        ),
+        Case {
+            id: "NL-06",
+            suite: "NodeLifecycle",
+            title: "reports DeletingNodeFailed and retries every period while RBAC denies the delete",
+            tags: &[Tag::Mock],
+            ccm_args: ARGS,
+            // Started by the case, as its own user.
+            start_ccm: false,
+            run: |env| Box::pin(nl06(env)),
+        },
+        case!(
+            "NL-07",
+            "replaces the Node of a replaced VM: old Node deleted, new one with the new providerID",
+            &[Conformance],
+            nl07
         ),
     ]
 }
@@ -228,4 +257,186 @@ async fn nl05(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         "expected the controller to keep asking the cloud (>= 2 failed lookups), observed {asked}"
     );
     Ok(vec![])
+}
+
+/// The CCM's identity in NL-06: the user a ServiceAccount token of upstream's manifests
+/// (`cloud-controller-manager` in `kube-system`) authenticates as.
+const CCM_USER: &str = "system:serviceaccount:kube-system:cloud-controller-manager";
+/// The lifecycle monitor period of [`ARGS`].
+const MONITOR_PERIOD: Duration = Duration::from_secs(1);
+
+async fn nl06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let kubeconfig = env.kubeconfig_for_user(CCM_USER)?;
+    env.start_ccm_with(&[&format!("--kubeconfig={}", kubeconfig.display())])
+        .await?;
+    let (instance, _) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    env.deny(CCM_USER, "delete", "nodes")?;
+    env.cloud().delete_instance(&instance.id)?;
+    env.stop_kubelet("node-a").await?;
+    // Denied deletes in the audit log (only the CCM deletes nodes) and the Warning
+    // events, counted the way either recorder leaves them: one Event per attempt, or one
+    // whose `count` client-go's correlator raises.
+    let denied = || {
+        env.api_audit()
+            .into_iter()
+            .filter(|e| {
+                e.verb == "delete"
+                    && e.resource == "nodes"
+                    && e.name.as_deref() == Some("node-a")
+                    && e.status == 403
+            })
+            .map(|e| e.time)
+            .collect::<Vec<_>>()
+    };
+    let warnings = eventually(
+        "3 denied node deletes and 2 DeletingNodeFailed warnings",
+        REACT * 2,
+        || async {
+            let attempts = denied().len();
+            let events = env.node_events("node-a").await?;
+            let failed: Vec<_> = events
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("DeletingNodeFailed"))
+                .collect();
+            let count: i32 = failed.iter().map(|e| e.count.unwrap_or(1)).sum();
+            Ok(if attempts >= 3 && count >= 2 {
+                Probe::Done(
+                    failed
+                        .iter()
+                        .map(|e| (e.type_.clone(), e.message.clone()))
+                        .collect::<Vec<_>>(),
+                )
+            } else {
+                Probe::Pending(format!(
+                    "{attempts} denied deletes, {count} DeletingNodeFailed events"
+                ))
+            })
+        },
+    )
+    .await
+    .map_err(|e| env.with_ccm_log(e))?;
+    ensure!(
+        warnings
+            .iter()
+            .all(|(t, _)| t.as_deref() == Some("Warning")),
+        "expected DeletingNodeFailed events of type Warning, observed {warnings:?}"
+    );
+    ensure!(
+        warnings
+            .iter()
+            .any(|(_, m)| m.as_deref().is_some_and(|m| m.contains("node-a"))),
+        "expected the DeletingNodeFailed message to name node-a, observed {warnings:?}"
+    );
+    env.node("node-a").await?;
+    // Retried every period: consecutive attempts at most a few periods apart.
+    let times = denied();
+    let gaps: Vec<f64> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).total(jiff::Unit::Second).unwrap_or(f64::MAX))
+        .collect();
+    let longest = gaps.iter().copied().fold(0.0, f64::max);
+    ensure!(
+        longest <= (MONITOR_PERIOD * 4).as_secs_f64(),
+        "expected a delete attempt every monitor period ({}s), observed gaps {gaps:?}",
+        MONITOR_PERIOD.as_secs()
+    );
+    // Allowed again: the next period deletes the node.
+    env.clear_denials();
+    let nodes = env.nodes();
+    eventually("node-a deleted once allowed", REACT, || {
+        let nodes = nodes.clone();
+        async move {
+            let n = nodes
+                .get_opt("node-a")
+                .await
+                .map_err(|e| CaseError::infra("getting node", e))?;
+            Ok(match n {
+                None => Probe::Done(()),
+                Some(_) => Probe::Pending("node-a still exists".into()),
+            })
+        }
+    })
+    .await?;
+    Ok(vec![
+        ("denied_delete_attempts".into(), times.len().to_string()),
+        ("longest_retry_gap_seconds".into(), format!("{longest:.3}")),
+    ])
+}
+
+async fn nl07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    let (old, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let old_uid = node.metadata.uid.clone();
+    ensure!(
+        provider_id(&node) == Some(old.provider_id.as_str()),
+        "expected providerID {} on the first node, observed {:?}",
+        old.provider_id,
+        provider_id(&node)
+    );
+    // The machine is replaced: the old one goes, a new one with the same name comes up
+    // while the old Node still exists (NotReady: its kubelet is gone with the machine).
+    env.cloud().delete_instance(&old.id)?;
+    env.stop_kubelet("node-a").await?;
+    let new = env.cloud().create_instance(InstanceSpec::named("node-a"))?;
+    ensure!(
+        new.id != old.id && new.provider_id != old.provider_id,
+        "expected the replacement to get a new ID, observed {} after {}",
+        new.id,
+        old.id
+    );
+    let started = std::time::Instant::now();
+    let nodes = env.nodes();
+    eventually("the old node-a deleted", REACT, || {
+        let nodes = nodes.clone();
+        async move {
+            let n = nodes
+                .get_opt("node-a")
+                .await
+                .map_err(|e| CaseError::infra("getting node", e))?;
+            Ok(match n {
+                None => Probe::Done(()),
+                Some(n) => Probe::Pending(format!(
+                    "node-a still exists with providerID {:?}",
+                    provider_id(&n)
+                )),
+            })
+        }
+    })
+    .await
+    .map_err(|e| env.with_ccm_log(e))?;
+    let deleted_after = started.elapsed();
+    // The new machine's kubelet (--cloud-provider=external) registers the same name.
+    env.add_node_on("node-a", &new, NodeOptions::default())
+        .await?;
+    let fresh = env
+        .wait_initialized("node-a", crate::common::INIT_TIMEOUT)
+        .await?;
+    ensure!(
+        fresh.metadata.uid != old_uid,
+        "expected a new Node object, observed the old uid {old_uid:?}"
+    );
+    ensure!(
+        provider_id(&fresh) == Some(new.provider_id.as_str()),
+        "expected the new providerID {}, observed {:?} (old was {})",
+        new.provider_id,
+        provider_id(&fresh),
+        old.provider_id
+    );
+    // And the lifecycle controller leaves the new Node alone.
+    env.node_holds(
+        "node-a",
+        "the replacement node kept",
+        MONITOR_PERIOD * 3,
+        |n| {
+            if provider_id(n) == Some(new.provider_id.as_str()) {
+                Ok(())
+            } else {
+                Err(format!("providerID {:?}", provider_id(n)))
+            }
+        },
+    )
+    .await?;
+    Ok(vec![(
+        "old_node_deleted_seconds".into(),
+        format!("{:.3}", deleted_after.as_secs_f64()),
+    )])
 }

@@ -112,11 +112,6 @@ pub fn cases() -> Vec<Case> {
     ]
 }
 
-/// Whether `ccm` is the reference CCM binary (the one `cargo test` builds).
-pub fn is_reference_ccm(ccm: &Path) -> bool {
-    ccm.file_name().and_then(|n| n.to_str()) == Some("reference-ccm")
-}
-
 /// A LoadBalancer Service on [`PORT`]; with `finalizer` as an in-tree cluster left it.
 fn lb_service(name: &str, finalizer: bool) -> Result<Service, CaseError> {
     let mut meta = json!({"name": name});

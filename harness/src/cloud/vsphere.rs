@@ -343,6 +343,29 @@ impl VsphereCloud {
         Ok(())
     }
 
+    /// Restarts the VM's guest and holds it down (see [`super::CloudControl::begin_reboot`]).
+    pub fn begin_reboot(&self, id: &str) -> Result<(), CaseError> {
+        let vm = self.vm(id)?;
+        self.mock
+            .admin()
+            .reboot_vm(&vm.id, true)
+            .map(|_| ())
+            .map_err(admin_err("rebooting a VM"))
+    }
+
+    pub fn finish_reboot(&self, id: &str) -> Result<(), CaseError> {
+        let vm = self.vm(id)?;
+        self.mock
+            .admin()
+            .finish_reboot(&vm.id)
+            .map(|_| ())
+            .map_err(admin_err("finishing a VM reboot"))
+    }
+
+    pub fn rebooting(&self, id: &str) -> bool {
+        self.vm(id).is_ok_and(|v| v.guest_restarting)
+    }
+
     pub fn instance_by_name(&self, name: &str) -> Option<Instance> {
         self.mock.admin().vm_by_name(name).map(|v| self.instance(v))
     }

@@ -1,6 +1,6 @@
 //! The EC2 query API ("ec2" protocol, `Version=2016-11-15`): the calls the AWS CCM makes
 //! for nodes, routes and classic-LB security groups (cloud-apis.md §4.2, §4.3, §4.5), and
-//! Run/Stop/Start/TerminateInstances to shape the cloud from tests. Responses follow the
+//! Run/Stop/Start/Terminate/RebootInstances to shape the cloud from tests. Responses follow the
 //! EC2 wire shapes (`<item>` lists, camelCase names), filters support `*`/`?` wildcards
 //! as EC2 does (moto does not), and unknown filters are refused as EC2 refuses them.
 
@@ -21,6 +21,7 @@ pub(crate) const ACTIONS: &[&str] = &[
     "StopInstances",
     "StartInstances",
     "TerminateInstances",
+    "RebootInstances",
     "DescribeAvailabilityZones",
     "DescribeSubnets",
     "DescribeVpcs",
@@ -49,6 +50,7 @@ pub(crate) fn handle(cloud: &mut Cloud, action: &str, p: &Params) -> Result<Stri
         "StopInstances" => change_state(cloud, p, &mut x, StateChange::Stop)?,
         "StartInstances" => change_state(cloud, p, &mut x, StateChange::Start)?,
         "TerminateInstances" => change_state(cloud, p, &mut x, StateChange::Terminate)?,
+        "RebootInstances" => reboot_instances(cloud, p, &mut x)?,
         "DescribeAvailabilityZones" => describe_zones(cloud, p, &mut x)?,
         "DescribeSubnets" => describe_subnets(cloud, p, &mut x)?,
         "DescribeVpcs" => describe_vpcs(cloud, p, &mut x)?,
@@ -622,6 +624,20 @@ fn change_state(
                 });
         },
     );
+    Ok(())
+}
+
+/// `RebootInstances`: EC2 only queues the reboot and answers `<return>true</return>`; the
+/// instance stays `running` throughout and keeps its addresses (a reboot is not a
+/// stop/start), so nothing the API shows changes. Unknown ids fail the whole call as in
+/// Describe; terminated instances are ignored (API reference, RebootInstances).
+fn reboot_instances(cloud: &Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
+    let ids = p.list("InstanceId");
+    if ids.is_empty() {
+        return Err(AwsError::missing("InstanceId"));
+    }
+    lookup_instances(cloud, &ids)?;
+    x.text("return", "true");
     Ok(())
 }
 

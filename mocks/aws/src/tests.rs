@@ -418,6 +418,37 @@ async fn run_stop_start_terminate() {
 }
 
 #[tokio::test]
+async fn reboot_keeps_the_instance_running_with_its_addresses() {
+    let m = Mock::seeded(1);
+    let before = m.admin().instances().remove(0);
+    let r = m
+        .ec2("RebootInstances", &[("InstanceId.1", &before.id)])
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.one("return"), "true");
+    let after = m.admin().instance(&before.id).expect("still there");
+    assert_eq!(after, before, "a reboot changes nothing EC2 shows");
+    let r = m
+        .ec2("DescribeInstances", &[("InstanceId.1", &before.id)])
+        .await;
+    assert!(r.body.contains("<name>running</name>"), "{}", r.body);
+    let r = m.ec2("RebootInstances", &[]).await;
+    assert_eq!(r.code(), "MissingParameter");
+    let r = m
+        .ec2(
+            "RebootInstances",
+            &[
+                ("InstanceId.1", &before.id),
+                ("InstanceId.2", "i-0000000000000000f"),
+            ],
+        )
+        .await;
+    assert_eq!(r.code(), "InvalidInstanceID.NotFound");
+    let r = m.ec2("RebootInstances", &[("InstanceId.1", "i-zz")]).await;
+    assert_eq!(r.code(), "InvalidInstanceID.Malformed");
+}
+
+#[tokio::test]
 async fn zones_vpcs_subnets_enis() {
     let m = Mock::seeded(1);
     let r = m.ec2("DescribeAvailabilityZones", &[]).await;

@@ -5,7 +5,10 @@
 //! the server's CA), and a second, read-only identity lets a case watch the CCM fail
 //! with the 403 a real RBAC denial gives. Authentication follows upstream's order
 //! (apiserver pkg/authentication/request/union: x509 first, then bearer tokens);
-//! authorization is a fixed two-role table instead of RBAC.
+//! authorization is a fixed two-role table instead of RBAC, narrowed by [`Denial`]s a
+//! case sets on the running server: a ClusterRole that lacks one rule (the CCM without
+//! `delete` on nodes, cloud-provider-openstack#3225) is that role minus one verb on one
+//! resource for one user, which is all a case needs to watch a CCM meet a real 403.
 
 use axum::http::{HeaderMap, Method, header};
 use mock_cloud::tls::PeerCertificates;
@@ -52,6 +55,25 @@ impl Identity {
     /// covers the get, list and watch verbs).
     pub fn may(&self, method: &Method) -> bool {
         self.role == Role::Admin || matches!(*method, Method::GET | Method::HEAD)
+    }
+}
+
+/// One verb on one resource a user may not use although its role allows it: what a
+/// missing RBAC rule amounts to. `resource` is the plural (`nodes`), or `plural/sub`
+/// for a subresource (`nodes/status`), as RBAC rules name them; `group` is the API group
+/// (`""` for core).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Denial {
+    pub user: String,
+    pub verb: String,
+    pub group: String,
+    pub resource: String,
+}
+
+impl Denial {
+    /// Whether this denial covers `verb` by `user` on `resource` in `group`.
+    pub fn covers(&self, user: &str, verb: &str, group: &str, resource: &str) -> bool {
+        self.user == user && self.verb == verb && self.group == group && self.resource == resource
     }
 }
 
@@ -276,6 +298,21 @@ mod tests {
             auth.authenticate(&bearer("nope"), None, false),
             Err(AuthError::UnknownToken)
         );
+    }
+
+    #[test]
+    fn denials_match_user_verb_group_and_resource_exactly() {
+        let d = Denial {
+            user: "ccm".into(),
+            verb: "delete".into(),
+            group: String::new(),
+            resource: "nodes".into(),
+        };
+        assert!(d.covers("ccm", "delete", "", "nodes"));
+        assert!(!d.covers("other", "delete", "", "nodes"));
+        assert!(!d.covers("ccm", "deletecollection", "", "nodes"));
+        assert!(!d.covers("ccm", "delete", "", "nodes/status"));
+        assert!(!d.covers("ccm", "delete", "apps", "nodes"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::apply;
 use crate::audit::{AuditEntry, AuditLog};
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, Denial};
 use crate::discovery;
 use crate::error::{ApiError, Cause};
 use crate::negotiate::{Representation, negotiate};
@@ -54,6 +54,8 @@ pub struct AppState {
     max_body_bytes: usize,
     shutdown: Arc<tokio::sync::watch::Sender<bool>>,
     allow_anonymous: Arc<AtomicBool>,
+    /// Verbs taken away from users on the running server ([`crate::auth::Denial`]).
+    denials: Arc<std::sync::Mutex<Vec<Denial>>>,
 }
 
 impl AppState {
@@ -77,6 +79,7 @@ impl AppState {
             max_body_bytes: config.max_body_bytes,
             shutdown: Arc::new(shutdown),
             allow_anonymous: Arc::new(AtomicBool::new(true)),
+            denials: Arc::default(),
         }
     }
 
@@ -97,6 +100,47 @@ impl AppState {
     /// TLS servers; kubernetes/kubectl#744). A wrong token is always a 401.
     pub fn set_allow_anonymous(&self, allow: bool) {
         self.allow_anonymous.store(allow, Ordering::Relaxed);
+    }
+
+    /// Takes `denial.verb` on `denial.resource` away from `denial.user` from the next
+    /// request on: it gets the 403 Forbidden an RBAC denial gives.
+    pub fn deny(&self, denial: Denial) {
+        let mut all = self.denials.lock().unwrap_or_else(|p| p.into_inner());
+        if !all.contains(&denial) {
+            all.push(denial);
+        }
+    }
+
+    /// Lifts every denial.
+    pub fn clear_denials(&self) {
+        self.denials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// The denials in force.
+    pub fn denials(&self) -> Vec<Denial> {
+        self.denials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether a denial covers `verb` by `user` on `target`.
+    fn denied(&self, user: &str, verb: &str, target: &Target) -> bool {
+        let Target::Resource(rp) = target else {
+            return false;
+        };
+        let resource = match &rp.subresource {
+            Some(sub) => format!("{}/{sub}", rp.desc.plural),
+            None => rp.desc.plural.to_string(),
+        };
+        self.denials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|d| d.covers(user, verb, rp.desc.group, &resource))
     }
 
     /// Ask open watches to end (and the serving task to stop).
@@ -267,7 +311,12 @@ async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next)
     let response = match identity {
         _ if public => next.run(req).await,
         Err(_) => ApiError::Unauthorized.into_response(),
-        Ok(id) if id.may(&method) => next.run(req).await,
+        Ok(id)
+            if id.may(&method)
+                && !state.denied(&id.user, &verb_of(&method, &target, &query), &target) =>
+        {
+            next.run(req).await
+        }
         Ok(id) => {
             forbidden(&id.user, &verb_of(&method, &target, &query), &target, &path).into_response()
         }

@@ -165,12 +165,17 @@ impl ApiServer {
         };
         let ca = self.ca.clone();
         let memory = self.state.store.clone();
+        let denials = self.state.denials();
         self.shutdown().await;
         let store = match &config.data_dir {
             Some(dir) => Store::open(config.watch_history, dir)?,
             None => memory,
         };
-        ApiServer::start_with(config, store, ca).await
+        let api = ApiServer::start_with(config, store, ca).await?;
+        for d in denials {
+            api.state.deny(d);
+        }
+        Ok(api)
     }
 
     /// `https://127.0.0.1:PORT` with TLS, else `http://127.0.0.1:PORT`.
@@ -217,6 +222,17 @@ impl ApiServer {
         Ok((issued.cert_pem, issued.key_pem))
     }
 
+    /// A kubeconfig that authenticates as `user` in `groups` (at most one) with a fresh
+    /// client certificate from [`Self::client_cert_in`] (TLS only).
+    pub fn kubeconfig_for_cert(&self, user: &str, groups: &[&str]) -> Result<String, Error> {
+        let (cert, key) = self.client_cert_in(user, groups)?;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        Ok(self.kubeconfig_with_user(json!({
+            "client-certificate-data": b64(&cert),
+            "client-key-data": b64(&key),
+        })))
+    }
+
     /// A kubeconfig for this server with the admin token (JSON, which is valid YAML).
     pub fn kubeconfig_yaml(&self) -> String {
         self.kubeconfig_with_user(json!({"token": self.token()}))
@@ -260,6 +276,17 @@ impl ApiServer {
     /// 401, and so does a request without credentials over TLS.
     pub fn set_allow_anonymous(&self, allow: bool) {
         self.state.set_allow_anonymous(allow);
+    }
+
+    /// Takes one verb on one resource away from one user (a missing RBAC rule), from
+    /// the next request on; kept across [`Self::restart`]. See [`crate::auth::Denial`].
+    pub fn deny(&self, denial: crate::auth::Denial) {
+        self.state.deny(denial);
+    }
+
+    /// Lifts every [`Self::deny`].
+    pub fn clear_denials(&self) {
+        self.state.clear_denials();
     }
 
     /// A snapshot of the audit log.

@@ -10,7 +10,7 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
-use mock_kube_apiserver::auth::READONLY_GROUP;
+use mock_kube_apiserver::auth::{Denial, READONLY_GROUP};
 use mock_kube_apiserver::{ApiServer, Config};
 use serde_json::{Value, json};
 
@@ -189,6 +189,79 @@ async fn client_certificates_signed_by_the_ca_authenticate() {
     let plain = ApiServer::start(Config::default()).await.expect("plain");
     assert!(plain.client_cert("x").is_err());
     plain.shutdown().await;
+    server.shutdown().await;
+}
+
+/// A denial takes one verb on one resource from one user: the request gets the 403
+/// Status upstream's authorization filter writes, nothing is deleted, other users and
+/// other verbs are unaffected, and lifting it lets the same request through.
+#[tokio::test]
+async fn a_denial_answers_the_rbac_403_and_changes_nothing() {
+    let server = ApiServer::start(tls_config()).await.expect("start");
+    let admin = client_from(&server.kubeconfig_yaml()).await;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    for name in ["x", "y"] {
+        nodes
+            .create(&PostParams::default(), &node(name))
+            .await
+            .expect("create");
+    }
+    let (cert, key) = server
+        .client_cert_in("ccm", &["system:serviceaccounts"])
+        .expect("cert");
+    let ccm = client_from(&server.kubeconfig_with_user(json!({
+        "client-certificate-data": b64(&cert),
+        "client-key-data": b64(&key),
+    })))
+    .await;
+    server.deny(Denial {
+        user: "ccm".into(),
+        verb: "delete".into(),
+        group: String::new(),
+        resource: "nodes".into(),
+    });
+
+    let (code, status) = raw(&ccm, "DELETE", "/api/v1/nodes/x", Vec::new()).await;
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["apiVersion"], "v1");
+    assert_eq!(status["status"], "Failure");
+    assert_eq!(status["reason"], "Forbidden");
+    assert_eq!(status["code"], 403);
+    assert_eq!(
+        status["message"],
+        "nodes \"x\" is forbidden: User \"ccm\" cannot delete resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    assert_eq!(status["details"]["name"], "x");
+    assert_eq!(status["details"]["kind"], "nodes");
+    assert!(
+        nodes.get_opt("x").await.expect("get").is_some(),
+        "x was deleted"
+    );
+
+    // Other verbs of the same user, and the same verb of another user, still work.
+    let (code, _) = raw(&ccm, "GET", "/api/v1/nodes/x", Vec::new()).await;
+    assert_eq!(code, 200);
+    nodes
+        .delete("y", &Default::default())
+        .await
+        .expect("the admin may still delete");
+
+    server.clear_denials();
+    let (code, status) = raw(&ccm, "DELETE", "/api/v1/nodes/x", Vec::new()).await;
+    assert_eq!(code, 200, "{status}");
+    assert!(nodes.get_opt("x").await.expect("get").is_none());
+    let denied: Vec<_> = server
+        .audit()
+        .into_iter()
+        .filter(|e| e.verb == "delete" && e.name.as_deref() == Some("x"))
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(
+        denied,
+        vec![403, 200],
+        "the audit log records both attempts"
+    );
     server.shutdown().await;
 }
 

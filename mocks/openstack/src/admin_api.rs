@@ -39,7 +39,9 @@ fn rejection(e: AdminError) -> AdminRejection {
     let status = match e {
         AdminError::NotFound(_) => StatusCode::NOT_FOUND,
         AdminError::Invalid { .. } => StatusCode::BAD_REQUEST,
-        AdminError::AddressInUse(_) | AdminError::Exhausted(_) => StatusCode::CONFLICT,
+        AdminError::AddressInUse(_) | AdminError::Exhausted(_) | AdminError::InvalidState(_) => {
+            StatusCode::CONFLICT
+        }
     };
     AdminRejection::new(status, e.to_string())
 }

@@ -74,7 +74,7 @@ use serde::{Deserialize, Serialize};
 
 pub use leaks::{LeakedResource, Leaks};
 pub use mock_cloud::{Mode as LifecycleMode, Policies as LifecyclePolicies};
-pub use model::{AdminError, ServerInfo, ServerPatch, ServerSpec};
+pub use model::{AdminError, REBOOT_SECONDS, ServerInfo, ServerPatch, ServerSpec};
 
 use crate::model::Cloud;
 
@@ -236,10 +236,15 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// The cloud state. Callers hold it briefly and never across an await.
+    /// The cloud, with reboots that have run their course ended first (so every reader,
+    /// API or admin, sees the same settled state).
     pub fn cloud(&self) -> MutexGuard<'_, Cloud> {
-        self.cloud
+        let mut cloud = self
+            .cloud
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        cloud.settle_reboots();
+        cloud
     }
 
     pub fn tokens(&self) -> MutexGuard<'_, HashMap<String, Token>> {
@@ -293,6 +298,32 @@ impl Admin {
 
     pub fn update_server(&self, id: &str, patch: ServerPatch) -> Result<ServerInfo, AdminError> {
         self.shared.cloud().update_server(id, patch)
+    }
+
+    /// Reboots a server as Nova's `reboot` action does (`hard`: `HARD_REBOOT`, else
+    /// `REBOOT`, then `ACTIVE`); `hold` keeps it rebooting until [`Self::finish_reboot`],
+    /// else it ends after [`REBOOT_SECONDS`] like one asked for through the API.
+    pub fn reboot_server(
+        &self,
+        id: &str,
+        hard: bool,
+        hold: bool,
+    ) -> Result<ServerInfo, AdminError> {
+        let mode = if hold {
+            LifecycleMode::Stuck
+        } else {
+            LifecycleMode::Seconds {
+                t: model::REBOOT_SECONDS,
+            }
+        };
+        self.shared.cloud().reboot_server(id, hard, mode)
+    }
+
+    /// Ends a server's reboot now: it is `ACTIVE` again.
+    pub fn finish_reboot(&self, id: &str) -> Result<ServerInfo, AdminError> {
+        self.shared
+            .cloud()
+            .set_reboot_mode(id, LifecycleMode::Immediate)
     }
 
     /// Deletes the server and its ports.

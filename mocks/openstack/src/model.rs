@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
 
+use mock_cloud::lifecycle::{Lifecycle, Mode, Phase};
 use serde::{Deserialize, Serialize};
 
 /// A flavor of the standard devstack set.
@@ -176,6 +177,9 @@ pub enum AdminError {
     AddressInUse(String),
     #[error("no free address left in {0}")]
     Exhausted(&'static str),
+    /// The server's state does not allow the action (Nova's 409 `conflictingRequest`).
+    #[error("{0}")]
+    InvalidState(String),
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> AdminError {
@@ -201,7 +205,13 @@ pub(crate) struct Server {
     pub updated: jiff::Timestamp,
     /// Creation order; Nova lists newest first.
     pub seq: u64,
+    /// A reboot in progress (status `REBOOT` or `HARD_REBOOT`): `ACTIVE` once it ends.
+    pub reboot: Option<Lifecycle>,
 }
+
+/// How long a reboot asked for through the compute API keeps the server in `REBOOT` /
+/// `HARD_REBOOT` (a real guest takes tens of seconds; the admin API can hold it).
+pub const REBOOT_SECONDS: f64 = 2.0;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Port {
@@ -620,6 +630,7 @@ impl Cloud {
             created: now,
             updated: now,
             seq,
+            reboot: None,
         };
         self.ports.insert(port.id.clone(), port);
         self.order.insert(seq, id.clone());
@@ -698,7 +709,9 @@ impl Cloud {
             server.name = name;
         }
         if let Some(status) = status {
+            // A status set from outside ends any reboot in progress.
             server.status = status;
+            server.reboot = None;
         }
         if let Some(flavor) = flavor {
             server.flavor = flavor;
@@ -745,6 +758,92 @@ impl Cloud {
 
     pub fn server_by_name(&self, name: &str) -> Option<&Server> {
         self.servers_in_order().find(|s| s.name == name)
+    }
+
+    /// Starts Nova's `reboot` server action: the server shows `REBOOT` (soft) or
+    /// `HARD_REBOOT` until `mode` ends the reboot, then `ACTIVE`; its ports and addresses
+    /// stay. As Nova (`nova/compute/api.py` `reboot`, `@check_instance_state`): a soft
+    /// reboot needs an ACTIVE server that is not busy; a hard one also takes a stopped,
+    /// paused, suspended or failed server, and overrides a soft reboot in progress.
+    pub fn reboot_server(
+        &mut self,
+        id: &str,
+        hard: bool,
+        mode: Mode,
+    ) -> Result<ServerInfo, AdminError> {
+        self.settle_reboots();
+        let server = self
+            .servers
+            .get_mut(id)
+            .ok_or_else(|| AdminError::NotFound(id.to_string()))?;
+        let allowed: &[&str] = if hard {
+            &[
+                "ACTIVE",
+                "SHUTOFF",
+                "PAUSED",
+                "SUSPENDED",
+                "ERROR",
+                "REBOOT",
+            ]
+        } else {
+            &["ACTIVE"]
+        };
+        if !allowed.contains(&server.status.as_str()) {
+            let (vm_state, _) = vm_and_power_state(&server.status);
+            let message = match server.status.as_str() {
+                "REBOOT" => {
+                    format!("Cannot 'reboot' instance {id} while it is in task_state rebooting")
+                }
+                "HARD_REBOOT" => format!(
+                    "Cannot 'reboot' instance {id} while it is in task_state rebooting_hard"
+                ),
+                _ => format!("Cannot 'reboot' instance {id} while it is in vm_state {vm_state}"),
+            };
+            return Err(AdminError::InvalidState(message));
+        }
+        server.status = if hard { "HARD_REBOOT" } else { "REBOOT" }.to_string();
+        server.reboot = Some(Lifecycle::begin(mode));
+        server.updated = jiff::Timestamp::now();
+        let server = server.clone();
+        Ok(self.server_info(&server))
+    }
+
+    /// Changes how a reboot in progress ends (e.g. `Mode::Immediate` releases a held
+    /// one). `InvalidState` when the server is not rebooting.
+    pub fn set_reboot_mode(&mut self, id: &str, mode: Mode) -> Result<ServerInfo, AdminError> {
+        let server = self
+            .servers
+            .get_mut(id)
+            .ok_or_else(|| AdminError::NotFound(id.to_string()))?;
+        let reboot = server
+            .reboot
+            .as_mut()
+            .ok_or_else(|| AdminError::InvalidState(format!("server {id} is not rebooting")))?;
+        reboot.set_mode(mode);
+        self.settle_reboots();
+        self.servers
+            .get(id)
+            .map(|s| self.server_info(s))
+            .ok_or_else(|| AdminError::NotFound(id.to_string()))
+    }
+
+    /// Ends the reboots whose lifecycle is over (`ACTIVE`; `ERROR` if it failed).
+    /// Called on every look at the cloud, so a reboot ends lazily like every other
+    /// transition of the mock.
+    pub fn settle_reboots(&mut self) {
+        for server in self.servers.values_mut() {
+            let Some(reboot) = server.reboot.as_mut() else {
+                continue;
+            };
+            let status = match reboot.peek() {
+                Phase::Pending => continue,
+                Phase::Done => "ACTIVE",
+                Phase::Failed => "ERROR",
+            };
+            server.status = status.to_string();
+            server.reboot = None;
+            server.updated = jiff::Timestamp::now();
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Nova (compute API v2.1): version discovery, servers (get, list, list with details and
 //! Nova's filters and paging) and flavors — what a CCM's instance lookups call
-//! (cloud-provider-openstack `pkg/openstack/instances.go`). Microversions are honoured
+//! (cloud-provider-openstack `pkg/openstack/instances.go`) — and the `reboot` server
+//! action, so a case (or `openstack server reboot`) can reboot a node under the CCM: the
+//! server is `REBOOT`/`HARD_REBOOT` for a while, then `ACTIVE`, its addresses unchanged. Microversions are honoured
 //! where they change what a CCM reads (the embedded flavor from 2.47).
 
 // Handlers build their error replies early and pass them up as `Err(Response)`; boxing
@@ -10,18 +12,20 @@
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use regex::Regex;
 use serde_json::{Value, json};
 
 use crate::Shared;
 use crate::envelope::nova_error;
 use crate::model::{
-    Cloud, FLAVORS, Flavor, PRIVATE_NETWORK, Server, flavor_by_id, vm_and_power_state,
+    AdminError, Cloud, FLAVORS, Flavor, PRIVATE_NETWORK, REBOOT_SECONDS, Server, flavor_by_id,
+    vm_and_power_state,
 };
 use crate::util::{encode_query, iso_seconds, json, last};
 
@@ -42,6 +46,7 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
         .route("/compute/v2.1/servers", get(list_servers))
         .route("/compute/v2.1/servers/detail", get(list_servers_detail))
         .route("/compute/v2.1/servers/{id}", get(show_server))
+        .route("/compute/v2.1/servers/{id}/action", post(server_action))
         .route("/compute/v2.1/flavors", get(list_flavors))
         .route("/compute/v2.1/flavors/detail", get(list_flavors_detail))
         .route("/compute/v2.1/flavors/{id}", get(show_flavor))
@@ -259,6 +264,65 @@ async fn show_server(
     }
 }
 
+/// `POST /servers/{id}/action`: one action per request body (`{"reboot": {"type":
+/// "SOFT"}}`). Only `reboot` is modelled; other actions answer 400 as Nova does for an
+/// action it does not know. A reboot answers 202 with no body
+/// (nova/api/openstack/compute/servers.py `_action_reboot`).
+async fn server_action(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let mv = match microversion(&headers) {
+        Ok(mv) => mv,
+        Err(response) => return response,
+    };
+    let doc: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(_) => return bad_request("Malformed request body"),
+    };
+    let Some((action, args)) = doc
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.iter().next())
+    else {
+        return bad_request("Malformed request body");
+    };
+    if action != "reboot" {
+        return bad_request(&format!("There is no such action: {action}"));
+    }
+    // The schema (nova/api/openstack/compute/schemas/servers.py `reboot`) takes the type
+    // in upper, capitalised or lower case and nothing else.
+    let hard = match args.get("type").and_then(Value::as_str) {
+        Some("HARD" | "Hard" | "hard") => true,
+        Some("SOFT" | "Soft" | "soft") => false,
+        _ => {
+            return bad_request(
+                "Invalid input for field/attribute type. Value: None. None is not one of ['HARD', 'Hard', 'hard', 'SOFT', 'Soft', 'soft']",
+            );
+        }
+    };
+    let result =
+        s.cloud()
+            .reboot_server(&id, hard, mock_cloud::Mode::Seconds { t: REBOOT_SECONDS });
+    match result {
+        Ok(_) => {
+            let mut response = reply(mv, StatusCode::ACCEPTED, Value::Null);
+            *response.body_mut() = axum::body::Body::empty();
+            response
+                .headers_mut()
+                .remove(axum::http::header::CONTENT_TYPE);
+            response
+        }
+        Err(AdminError::NotFound(_)) => nova_error(
+            StatusCode::NOT_FOUND,
+            &format!("Instance {id} could not be found."),
+        ),
+        Err(e) => nova_error(StatusCode::CONFLICT, &e.to_string()),
+    }
+}
+
 async fn list_servers(State(s): State<Arc<Shared>>, headers: HeaderMap, query: Pairs) -> Response {
     list(&s, &headers, query, false)
 }
@@ -434,6 +498,160 @@ mod tests {
         let r = m.send("GET", "/compute/v2.1/", &[], Body::empty()).await;
         assert_eq!(r.status, StatusCode::OK);
         assert_eq!(r.body["version"]["min_version"], "2.1");
+    }
+
+    #[tokio::test]
+    async fn reboot_action_shows_reboot_then_active_with_the_same_addresses() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let node = m.admin().server_by_name("node-0").expect("seeded");
+        let action = format!("/compute/v2.1/servers/{}/action", node.id);
+        let show = format!("/compute/v2.1/servers/{}", node.id);
+        let before = m.get(&show, &token).await.body["server"]["addresses"].clone();
+
+        let r = m
+            .call("POST", &action, &token, json!({"reboot": {"type": "SOFT"}}))
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+        assert_eq!(r.body, Value::Null, "202 without a body");
+        let s = m.get(&show, &token).await.body["server"].clone();
+        assert_eq!(s["status"], "REBOOT");
+        assert_eq!(s["OS-EXT-STS:task_state"], "rebooting");
+        assert_eq!(s["OS-EXT-STS:vm_state"], "active");
+        assert_eq!(s["addresses"], before);
+
+        // A second soft reboot conflicts; a hard one takes over.
+        let r = m
+            .call("POST", &action, &token, json!({"reboot": {"type": "soft"}}))
+            .await;
+        assert_eq!(r.status, StatusCode::CONFLICT);
+        assert!(
+            r.body["conflictingRequest"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("task_state rebooting")),
+            "{}",
+            r.body
+        );
+        let r = m
+            .call("POST", &action, &token, json!({"reboot": {"type": "HARD"}}))
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+        let s = m.get(&show, &token).await.body["server"].clone();
+        assert_eq!(
+            (s["status"].as_str(), s["OS-EXT-STS:task_state"].as_str()),
+            (Some("HARD_REBOOT"), Some("rebooting_hard"))
+        );
+
+        // An API reboot ends by itself after REBOOT_SECONDS.
+        let deadline =
+            std::time::Instant::now() + std::time::Duration::from_secs_f64(REBOOT_SECONDS + 10.0);
+        loop {
+            let s = m.get(&show, &token).await.body["server"].clone();
+            if s["status"] == "ACTIVE" {
+                assert_eq!(s["OS-EXT-STS:task_state"], Value::Null);
+                assert_eq!(s["addresses"], before);
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still {}",
+                s["status"]
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn reboot_held_by_the_admin_lasts_until_released() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let node = m.admin().server_by_name("node-0").expect("seeded");
+        let info = m
+            .admin()
+            .reboot_server(&node.id, false, true)
+            .expect("reboot");
+        assert_eq!(info.status, "REBOOT");
+        let r = m
+            .get("/compute/v2.1/servers/detail?status=REBOOT", &token)
+            .await;
+        assert_eq!(r.body["servers"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            m.admin().server(&node.id).map(|s| s.status),
+            Some("REBOOT".to_string())
+        );
+        let info = m.admin().finish_reboot(&node.id).expect("finish");
+        assert_eq!(info.status, "ACTIVE");
+        assert_eq!(info.internal_ips, node.internal_ips);
+        assert!(matches!(
+            m.admin().finish_reboot(&node.id),
+            Err(AdminError::InvalidState(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn reboot_errors_use_the_nova_envelope() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let node = m.admin().server_by_name("node-0").expect("seeded");
+        let action = format!("/compute/v2.1/servers/{}/action", node.id);
+        for body in [
+            json!({"reboot": {"type": "WARM"}}),
+            json!({"reboot": {}}),
+            json!({"reboot": {"type": "SOFT"}, "pause": null}),
+        ] {
+            let r = m.call("POST", &action, &token, body.clone()).await;
+            assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}");
+            assert!(r.body["badRequest"]["message"].is_string(), "{}", r.body);
+        }
+        let r = m
+            .call("POST", &action, &token, json!({"pause": null}))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        let r = m
+            .call(
+                "POST",
+                "/compute/v2.1/servers/nope/action",
+                &token,
+                json!({"reboot": {"type": "HARD"}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+        assert!(r.body["itemNotFound"].is_object(), "{}", r.body);
+        m.admin()
+            .update_server(
+                &node.id,
+                crate::model::ServerPatch {
+                    status: Some("SHUTOFF".into()),
+                    ..Default::default()
+                },
+            )
+            .expect("stop");
+        let r = m
+            .call("POST", &action, &token, json!({"reboot": {"type": "SOFT"}}))
+            .await;
+        assert_eq!(r.status, StatusCode::CONFLICT);
+        assert_eq!(
+            r.body["conflictingRequest"]["message"],
+            format!(
+                "Cannot 'reboot' instance {} while it is in vm_state stopped",
+                node.id
+            )
+        );
+        // A hard reboot starts a stopped server.
+        let r = m
+            .call("POST", &action, &token, json!({"reboot": {"type": "HARD"}}))
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED);
+        // Nothing is rebooted without a token.
+        let r = m
+            .send(
+                "POST",
+                &action,
+                &[("content-type", "application/json")],
+                Body::from("{}"),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     }
 
     #[tokio::test]

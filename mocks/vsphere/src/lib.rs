@@ -34,7 +34,10 @@
 //! call returns; `reads`, `seconds`, `error`, `stuck` leave the task `running` and set the
 //! VM's power state only when it succeeds; [`Admin::set_task_policies`] changes the modes
 //! at run time. `WaitForUpdates[Ex]` blocks until a filtered object changes or
-//! `maxWaitSeconds` passes.
+//! `maxWaitSeconds` passes. `RebootGuest` and `ResetVM_Task` restart the guest: the VM
+//! stays `poweredOn` while VMware Tools are down and `guest.net` is empty, for
+//! [`REBOOT_SECONDS`] (or until [`Admin::finish_reboot`] when [`Admin::reboot_vm`] holds
+//! it), which is the window cloud-provider-vsphere#479 is about.
 //!
 //! Deliberate simplifications (each documented where it lives): an already-reached power
 //! state fails the task at once (`InvalidPowerState`); `WaitForUpdates[Ex]` reports whole
@@ -81,7 +84,9 @@ use mock_cloud::tls::{ClientAuth, LOCAL_SANS, TestCa, TlsError};
 use mock_cloud::{Faults, Journal, ServeError, ServerHandle};
 use serde::{Deserialize, Serialize};
 
-pub use model::{AdminError, Category, Nic, PowerState, Tag, VmInfo, VmPatch, VmSpec};
+pub use model::{
+    AdminError, Category, Nic, PowerState, REBOOT_SECONDS, Tag, VmInfo, VmPatch, VmSpec,
+};
 pub use seed::{AttachmentSeed, CategorySeed, LIFECYCLE_TYPES, SeedFile, TagSeed, VsphereState};
 pub use soap::{API_VERSION, METHODS, SESSION_COOKIE};
 pub use vapi::SESSION_HEADER;
@@ -263,6 +268,29 @@ impl Admin {
     pub fn update_vm(&self, id: &str, patch: VmPatch) -> Result<VmInfo, AdminError> {
         let mut inv = self.shared.inventory();
         inv.update_vm(id, patch)?;
+        inv.vm_info(id)
+            .ok_or_else(|| AdminError::NotFound(id.to_string()))
+    }
+
+    /// Restarts a powered-on VM's guest as `RebootGuest` does (VMware Tools down,
+    /// `guest.net` empty, power state unchanged); `hold` keeps it restarting until
+    /// [`Self::finish_reboot`], else it ends after [`REBOOT_SECONDS`] as through the API.
+    pub fn reboot_vm(&self, id: &str, hold: bool) -> Result<VmInfo, AdminError> {
+        let mode = if hold {
+            mock_cloud::Mode::Stuck
+        } else {
+            mock_cloud::Mode::Seconds { t: REBOOT_SECONDS }
+        };
+        let mut inv = self.shared.inventory();
+        inv.restart_guest(id, mode)?;
+        inv.vm_info(id)
+            .ok_or_else(|| AdminError::NotFound(id.to_string()))
+    }
+
+    /// Ends a VM's guest restart now: Tools report its NICs again.
+    pub fn finish_reboot(&self, id: &str) -> Result<VmInfo, AdminError> {
+        let mut inv = self.shared.inventory();
+        inv.set_restart_mode(id, mock_cloud::Mode::Immediate)?;
         inv.vm_info(id)
             .ok_or_else(|| AdminError::NotFound(id.to_string()))
     }

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use mock_cloud::lifecycle::{Lifecycle, Phase};
+use mock_cloud::lifecycle::{Lifecycle, Mode, Phase};
 use serde::{Deserialize, Serialize};
 
 /// Managed object types the inventory holds.
@@ -179,7 +179,34 @@ pub struct VmInfo {
     pub datacenter: String,
     /// MoRef id of the host.
     pub host: String,
+    /// A guest restart is in progress: VMware Tools are down, `guest.net` is empty.
+    #[serde(default)]
+    pub guest_restarting: bool,
 }
+
+/// How long a guest restart asked for through the API (`RebootGuest`, `ResetVM_Task`)
+/// keeps VMware Tools down (a real guest takes tens of seconds; the admin API can hold
+/// it).
+pub const REBOOT_SECONDS: f64 = 2.0;
+
+/// A guest restart in progress (`RebootGuest`, `ResetVM_Task`). While it lasts VMware
+/// Tools are not running, so vCenter reports no `guest.net` and no `guest.ipAddress`,
+/// `toolsRunningStatus` `guestToolsNotRunning`, while `runtime.powerState` stays
+/// `poweredOn` and `guest.hostName` keeps its last value (cloud-provider-vsphere#536
+/// shows nodes with a hostname and no IP). A CCM that trusts that empty `guest.net`
+/// blanks the node's addresses (cloud-provider-vsphere#479, #576).
+#[derive(Debug, Clone)]
+pub struct GuestRestart {
+    pub lifecycle: Lifecycle,
+}
+
+/// Restarts compare equal: a lifecycle's progress is not inventory state.
+impl PartialEq for GuestRestart {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for GuestRestart {}
 
 /// Admin operation errors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -205,12 +232,26 @@ pub struct VmState {
     pub datacenter: String,
     pub num_cpu: u32,
     pub memory_mb: u64,
+    /// A guest restart in progress, if any.
+    pub restart: Option<GuestRestart>,
 }
 
 impl VmState {
-    /// `guest.ipAddress`: the first IP of the first connected NIC.
+    /// Whether a guest restart is under way (VMware Tools down).
+    pub fn restarting(&self) -> bool {
+        self.restart
+            .as_ref()
+            .is_some_and(|r| r.lifecycle.clone().peek() == Phase::Pending)
+    }
+
+    /// The NICs as VMware Tools report them in `guest.net`: none while the guest restarts.
+    pub fn guest_nics(&self) -> &[Nic] {
+        if self.restarting() { &[] } else { &self.nics }
+    }
+
+    /// `guest.ipAddress`: the first IP of the first connected NIC Tools report.
     pub fn ip_address(&self) -> Option<&str> {
-        self.nics
+        self.guest_nics()
             .iter()
             .filter(|n| n.connected)
             .flat_map(|n| n.ip_addresses.iter())
@@ -567,6 +608,7 @@ impl Inventory {
             host_name: spec.host_name,
             nics,
             power: spec.power_state.unwrap_or_default(),
+            restart: None,
             host: host.clone(),
             resource_pool: dc.pool.clone(),
             datacenter: dc.id.clone(),
@@ -611,6 +653,9 @@ impl Inventory {
         }
         if let Some(p) = patch.power_state {
             vm.power = p;
+            if p != PowerState::PoweredOn {
+                vm.restart = None;
+            }
         }
         Ok(())
     }
@@ -647,7 +692,47 @@ impl Inventory {
                 .map(|d| d.name.clone())
                 .unwrap_or_default(),
             host: v.host.clone(),
+            guest_restarting: v.restarting(),
         })
+    }
+
+    /// Restarts the guest of a powered-on VM (`RebootGuest`, `ResetVM_Task`): Tools are
+    /// down until `mode` ends the restart. `Invalid` when the VM is not powered on.
+    pub fn restart_guest(&mut self, id: &str, mode: Mode) -> Result<(), AdminError> {
+        let vm = self
+            .objects
+            .get_mut(id)
+            .and_then(|o| o.vm.as_mut())
+            .ok_or_else(|| AdminError::NotFound(id.to_string()))?;
+        if vm.power != PowerState::PoweredOn {
+            return Err(AdminError::Invalid {
+                field: "power_state",
+                reason: format!("the VM is {}, not poweredOn", vm.power.as_str()),
+            });
+        }
+        vm.restart = Some(GuestRestart {
+            lifecycle: Lifecycle::begin(mode),
+        });
+        Ok(())
+    }
+
+    /// Changes how a guest restart in progress ends (`Mode::Immediate` ends it now).
+    pub fn set_restart_mode(&mut self, id: &str, mode: Mode) -> Result<(), AdminError> {
+        let vm = self
+            .objects
+            .get_mut(id)
+            .and_then(|o| o.vm.as_mut())
+            .ok_or_else(|| AdminError::NotFound(id.to_string()))?;
+        match vm.restart.as_mut() {
+            Some(r) if vm_restarting(&r.lifecycle) => {
+                r.lifecycle.set_mode(mode);
+                Ok(())
+            }
+            _ => Err(AdminError::Invalid {
+                field: "restart",
+                reason: format!("the guest of {id} is not restarting"),
+            }),
+        }
     }
 
     /// Records a finished task and returns its id.
@@ -861,6 +946,10 @@ impl Inventory {
             .map(|(t, _, _)| t.clone())
             .collect()
     }
+}
+
+fn vm_restarting(l: &Lifecycle) -> bool {
+    l.clone().peek() == Phase::Pending
 }
 
 fn validate_ips<'a>(ips: impl Iterator<Item = &'a String>) -> Result<(), AdminError> {

@@ -357,9 +357,12 @@ fn vm_properties(inv: &Inventory, o: &Obj, props: &mut Vec<(&'static str, Val)>)
     let Some(vm) = &o.vm else { return };
     let power = Val::Enum("VirtualMachinePowerState", vm.power.as_str().to_string());
     let running = vm.power == crate::model::PowerState::PoweredOn;
+    // Tools run while the VM is on, except while its guest restarts (see
+    // `model::GuestRestart`); the power state does not change for a restart.
+    let tools = running && !vm.restarting();
     let guest_id = "otherLinux64Guest";
     let nets: Vec<Val> = vm
-        .nics
+        .guest_nics()
         .iter()
         .enumerate()
         .map(|(i, n)| {
@@ -385,17 +388,12 @@ fn vm_properties(inv: &Inventory, o: &Obj, props: &mut Vec<(&'static str, Val)>)
             "toolsStatus",
             Val::Enum(
                 "VirtualMachineToolsStatus",
-                if running {
-                    "toolsOk"
-                } else {
-                    "toolsNotRunning"
-                }
-                .into(),
+                if tools { "toolsOk" } else { "toolsNotRunning" }.into(),
             ),
         )
         .put(
             "toolsRunningStatus",
-            s(if running {
+            s(if tools {
                 "guestToolsRunning"
             } else {
                 "guestToolsNotRunning"
@@ -407,7 +405,7 @@ fn vm_properties(inv: &Inventory, o: &Obj, props: &mut Vec<(&'static str, Val)>)
         .put("net", Val::Arr("ArrayOfGuestNicInfo", "GuestNicInfo", nets))
         .put(
             "guestState",
-            s(if running { "running" } else { "notRunning" }),
+            s(if tools { "running" } else { "notRunning" }),
         )
         .obj("GuestInfo");
     let runtime = Fields::new()

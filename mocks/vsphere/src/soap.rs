@@ -23,7 +23,7 @@ use mock_cloud::lifecycle::{Lifecycle, Mode};
 use mock_cloud::{FaultAction, RequestInfo};
 
 use crate::Shared;
-use crate::model::{Inventory, Kind, PowerState};
+use crate::model::{Inventory, Kind, PowerState, REBOOT_SECONDS};
 use crate::props::{self, Val};
 use crate::spec::{FilterSpec, Selection, SpecError, Traversal};
 use crate::xml::{Element, esc};
@@ -59,6 +59,8 @@ pub const METHODS: &[&str] = &[
     "FindAllByIp",
     "PowerOffVM_Task",
     "PowerOnVM_Task",
+    "RebootGuest",
+    "ResetVM_Task",
     "Fetch",
 ];
 
@@ -618,6 +620,7 @@ fn handle(shared: &Shared, call: &Call<'_>, cookie: Option<&str>) -> Result<Resp
             search(shared, call)
         }
         "PowerOffVM_Task" | "PowerOnVM_Task" => power(shared, call),
+        "RebootGuest" | "ResetVM_Task" => reboot(shared, call),
         "Fetch" => fetch(shared, call, session.as_ref()),
         _ => Err(Fault::new(
             "MethodNotFound",
@@ -1286,8 +1289,9 @@ fn search_hits(shared: &Shared, call: &Call<'_>) -> Result<Vec<(String, &'static
                 .host_name
                 .as_deref()
                 .is_some_and(|h| h.eq_ignore_ascii_case(&needle)),
+            // IPs come from VMware Tools: none while the guest restarts.
             (true, Some(v), _) => v
-                .nics
+                .guest_nics()
                 .iter()
                 .flat_map(|n| &n.ip_addresses)
                 .any(|ip| *ip == needle),
@@ -1361,6 +1365,57 @@ fn power(shared: &Shared, call: &Call<'_>) -> Result<Response, Fault> {
         inv.add_task(desc, id, None)
     } else {
         inv.add_running_task(desc, id, target, Lifecycle::begin(mode))
+    };
+    Ok(ok(
+        call.method,
+        format!("<returnval {}</returnval>", mo("Task", &task)),
+    ))
+}
+
+/// Guest restarts: `RebootGuest` asks VMware Tools to reboot the guest OS (no task; a
+/// `ToolsUnavailable` fault when Tools are not running, `InvalidPowerState` when the VM is
+/// not on), `ResetVM_Task` resets the VM (a task, in `error` with `InvalidPowerState`
+/// when it is not on). Either way the VM stays `poweredOn` and its guest restarts for
+/// [`REBOOT_SECONDS`] (see `model::GuestRestart` for what clients then see).
+fn reboot(shared: &Shared, call: &Call<'_>) -> Result<Response, Fault> {
+    let (ty, id) = call.this;
+    let mut inv = shared.inventory();
+    let (power, restarting) = inv
+        .get(id)
+        .filter(|_| ty == "VirtualMachine")
+        .and_then(|o| o.vm.as_ref())
+        .map(|v| (v.power, v.restarting()))
+        .ok_or_else(|| Fault::not_found(ty, id))?;
+    let mode = Mode::Seconds { t: REBOOT_SECONDS };
+    let invalid_power = (
+        "InvalidPowerState".to_string(),
+        "The attempted operation cannot be performed in the current state.".to_string(),
+    );
+    if call.method == "RebootGuest" {
+        if power != PowerState::PoweredOn {
+            return Err(
+                Fault::new("InvalidPowerState", invalid_power.1).with(format!(
+                    "<requestedState>poweredOn</requestedState><existingState>{}</existingState>",
+                    power.as_str()
+                )),
+            );
+        }
+        if restarting {
+            return Err(Fault::new(
+                "ToolsUnavailable",
+                "Cannot complete operation because VMware Tools is not running in this virtual machine.",
+            ));
+        }
+        inv.restart_guest(id, mode)
+            .map_err(|e| Fault::invalid_request(e.to_string()))?;
+        return Ok(ok(call.method, String::new()));
+    }
+    let task = if power != PowerState::PoweredOn {
+        inv.add_task("VirtualMachine.reset", id, Some(invalid_power))
+    } else {
+        inv.restart_guest(id, mode)
+            .map_err(|e| Fault::invalid_request(e.to_string()))?;
+        inv.add_task("VirtualMachine.reset", id, None)
     };
     Ok(ok(
         call.method,

@@ -2,7 +2,7 @@
 //! sessions, vAPI tagging and the admin API.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -272,6 +272,118 @@ async fn search_index_is_scoped_to_the_datacenter() {
         .soap(Some(&key), &format!(r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>{ip}</ip><vmSearch>true</vmSearch></FindByIp>"#))
         .await;
     assert!(b.contains(&vm.id), "{b}");
+}
+
+/// A guest restart keeps the VM on, takes its NICs and IP out of `guest` while Tools are
+/// down (hostName stays), refuses a second RebootGuest, and gives everything back.
+#[tokio::test]
+async fn guest_reboot_hides_guest_net_until_it_ends() {
+    let e = env();
+    let key = e.login().await;
+    let vm = e.vm("node-0");
+    let ip = vm.ip_address.clone().expect("ip");
+    let guest = |vm_id: String| {
+        let e = &e;
+        let key = key.clone();
+        async move {
+            e.soap(Some(&key), &format!(r#"<RetrieveProperties xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet><propSet><type>VirtualMachine</type><pathSet>guest</pathSet><pathSet>runtime.powerState</pathSet></propSet><objectSet><obj type="VirtualMachine">{vm_id}</obj></objectSet></specSet></RetrieveProperties>"#))
+                .await
+                .1
+        }
+    };
+    let before = guest(vm.id.clone()).await;
+    assert!(
+        before.contains(&format!("<ipAddress>{ip}</ipAddress>")),
+        "{before}"
+    );
+    assert!(before.contains("guestToolsRunning"), "{before}");
+
+    let (s, b) = e
+        .soap(Some(&key), &format!(r#"<RebootGuest xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></RebootGuest>"#, vm.id))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(b.contains("<RebootGuestResponse"), "{b}");
+    let during = guest(vm.id.clone()).await;
+    assert!(
+        !during.contains(&ip),
+        "no guest IP while Tools are down: {during}"
+    );
+    assert!(during.contains("guestToolsNotRunning"), "{during}");
+    assert!(during.contains("poweredOn"), "{during}");
+    assert!(during.contains("<hostName>node-0</hostName>"), "{during}");
+    let (_, b) = e
+        .soap(Some(&key), &format!(r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>{ip}</ip><vmSearch>true</vmSearch></FindByIp>"#))
+        .await;
+    assert!(!b.contains(&vm.id), "FindByIp goes through Tools: {b}");
+    let (s, b) = e
+        .soap(Some(&key), &format!(r#"<RebootGuest xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></RebootGuest>"#, vm.id))
+        .await;
+    assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(fault_type(&b), Some("ToolsUnavailable"), "{b}");
+    let info = e.vm("node-0");
+    assert!(info.guest_restarting);
+    assert_eq!(info.ip_address, None);
+    assert_eq!(info.nics, vm.nics, "the VM's NICs themselves are unchanged");
+
+    // It ends by itself after REBOOT_SECONDS.
+    let deadline = Instant::now() + Duration::from_secs_f64(REBOOT_SECONDS + 10.0);
+    loop {
+        let now = guest(vm.id.clone()).await;
+        if now.contains(&format!("<ipAddress>{ip}</ipAddress>")) {
+            assert!(now.contains("guestToolsRunning"), "{now}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still restarting: {now}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // ResetVM_Task: a task that succeeds, the guest restarting behind it; the admin holds
+    // and releases a restart; a powered-off VM cannot be reset.
+    let admin = Admin {
+        shared: e.shared.clone(),
+    };
+    let (s, b) = e
+        .soap(Some(&key), &format!(r#"<ResetVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></ResetVM_Task>"#, vm.id))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(b.contains("type=\"Task\""), "{b}");
+    assert!(e.vm("node-0").guest_restarting);
+    admin.finish_reboot(&vm.id).expect("finish");
+    assert!(!e.vm("node-0").guest_restarting);
+    let held = admin.reboot_vm(&vm.id, true).expect("reboot");
+    assert!(held.guest_restarting && held.ip_address.is_none());
+    assert_eq!(held.power_state, PowerState::PoweredOn);
+    let done = admin.finish_reboot(&vm.id).expect("finish");
+    assert_eq!(done.ip_address.as_deref(), Some(ip.as_str()));
+    assert!(admin.finish_reboot(&vm.id).is_err(), "nothing to finish");
+    admin
+        .update_vm(
+            &vm.id,
+            VmPatch {
+                power_state: Some(PowerState::PoweredOff),
+                ..Default::default()
+            },
+        )
+        .expect("off");
+    assert!(admin.reboot_vm(&vm.id, false).is_err());
+    let (s, b) = e
+        .soap(Some(&key), &format!(r#"<RebootGuest xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></RebootGuest>"#, vm.id))
+        .await;
+    assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(fault_type(&b), Some("InvalidPowerState"), "{b}");
+    let (_, b) = e
+        .soap(Some(&key), &format!(r#"<ResetVM_Task xmlns="urn:vim25"><_this type="VirtualMachine">{}</_this></ResetVM_Task>"#, vm.id))
+        .await;
+    let task = b
+        .split("type=\"Task\">")
+        .nth(1)
+        .and_then(|t| t.split('<').next())
+        .expect("task")
+        .to_string();
+    let (_, b) = e
+        .soap(Some(&key), &format!(r#"<RetrieveProperties xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet><propSet><type>Task</type><pathSet>info.state</pathSet></propSet><objectSet><obj type="Task">{task}</obj></objectSet></specSet></RetrieveProperties>"#))
+        .await;
+    assert!(b.contains(">error<"), "{b}");
 }
 
 #[tokio::test]

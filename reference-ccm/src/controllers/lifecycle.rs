@@ -4,7 +4,9 @@
 //! - Ready=True: remove the shutdown taint if present; the cloud is not asked.
 //! - otherwise: ask the cloud whether the instance exists. An error means "don't know": the
 //!   node is kept (deleting on API errors is the classic outage, k/k#71562). Gone: event
-//!   `DeletingNode`, then DELETE the Node (`DeletingNodeFailed` warning if that fails).
+//!   `DeletingNode`, then DELETE the Node (`DeletingNodeFailed` warning if that fails,
+//!   e.g. RBAC without `delete` on nodes, cloud-provider-openstack#3225; retried every
+//!   period, since the node is still listed).
 //!   Exists: if the instance is shut down, add `node.cloudprovider.kubernetes.io/shutdown`
 //!   (NoSchedule). The taint is removed only once the node is Ready again.
 
@@ -143,7 +145,9 @@ async fn act(nodes: &Api<Node>, events: &Api<Event>, node: &Node, decision: Deci
             .await;
             if let Err(e) = nodes.delete(&name, &DeleteParams::default()).await {
                 tracing::warn!(node = %name, "unable to delete node: {e}");
-                let message = format!("Error deleting node {name}: {e}");
+                // Upstream's wording (node_lifecycle_controller.go MonitorNodes); the next
+                // period tries again, as upstream's wait.Until loop does.
+                let message = format!("Failed deleting node {name}: {e}");
                 record(
                     events,
                     node,

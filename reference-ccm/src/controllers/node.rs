@@ -8,6 +8,14 @@
 //! `PatchNodeStatus` from `k8s.io/component-helpers`). Work is event driven through
 //! kube-runtime's `Controller` (workers = `--concurrent-node-syncs`) with a per-node
 //! exponential backoff of 5 ms doubling to 1000 s, like client-go's default rate limiter.
+//!
+//! The answers only some providers give are handled as upstream handles them (the NodeInit
+//! cases NI-06/08/13/16 reach them through the hidden `--testing-provider-quirk`):
+//! an empty cloud providerID keeps the taint unless the kubelet set one (k/k#123713); "nil
+//! metadata, nil error" is a successful sync that changes nothing and is not requeued (the
+//! node waits for its next event); AdditionalLabels never overwrite a label and are
+//! dropped in the Kubernetes namespaces; a provider with only the v1 `Instances` is asked
+//! by providerID first and by name after (`getInstanceMetadata`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -24,7 +32,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::address::{self, AddressUpdate, PROVIDED_NODE_IP_ANNOTATION};
-use crate::cloud::{CloudError, InstanceMetadata, Instances};
+use crate::cloud::{CloudError, InstanceMetadata, Instances, InstancesApi, Zone};
 use crate::metrics::Metrics;
 
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -120,8 +128,23 @@ impl<P: Instances> NodeSyncer<P> {
         if has_uninitialized_taint(node) {
             return Ok(false);
         }
-        match self.cloud.instance_metadata(node).await {
-            Ok(Some(meta)) => update_node_addresses(&self.nodes, node, &meta.node_addresses).await,
+        // `getInstanceNodeAddresses`: v2 metadata, or the v1 address calls alone.
+        let found = match self.cloud.instances_api() {
+            InstancesApi::V2 => self
+                .cloud
+                .instance_metadata(node)
+                .await
+                .map(|m| m.map(|m| m.node_addresses)),
+            InstancesApi::V1 { .. } => by_provider_id_or_name(
+                self.cloud
+                    .node_addresses_by_provider_id(&node_provider_id(node)),
+                self.cloud.node_addresses_by_name(node),
+            )
+            .await
+            .map(Some),
+        };
+        match found {
+            Ok(Some(addresses)) => update_node_addresses(&self.nodes, node, &addresses).await,
             Ok(None) => Ok(false),
             Err(source) => Err(SyncError::Cloud {
                 node: node.name_any(),
@@ -224,22 +247,128 @@ pub fn labels_to_reconcile(labels: &BTreeMap<String, String>) -> BTreeMap<String
         .collect()
 }
 
-/// Additional labels may not use the Kubernetes namespaces (`(^|\.)(kubernetes|k8s)\.io/`).
-fn is_reserved_label(key: &str) -> bool {
-    ["kubernetes.io/", "k8s.io/"]
-        .iter()
-        .any(|suffix| key.starts_with(suffix) || key.contains(&format!(".{suffix}")))
+/// Additional labels may not use the Kubernetes namespaces. Upstream tests the key with
+/// the unanchored regular expression `(kubernetes|k8s).io/` (any one character between the
+/// name and `io/`, anywhere in the key: `getNodeModifiersFromCloudProvider`), so
+/// `x.k8s.io/a`, `node-role.kubernetes.io/b` and `kubernetes.io/c` are all dropped.
+pub fn is_reserved_label(key: &str) -> bool {
+    ["kubernetes", "k8s"].iter().any(|name| {
+        key.match_indices(name).any(|(at, _)| {
+            let mut rest = key[at + name.len()..].chars();
+            // Go's `.` matches any character but a newline.
+            matches!(rest.next(), Some(c) if c != '\n') && rest.as_str().starts_with("io/")
+        })
+    })
+}
+
+fn node_provider_id(node: &Node) -> String {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap_or_default()
+}
+
+/// The v1 `*ByProviderIDOrName` helpers: the by-providerID answer, else the by-name one;
+/// both failing is an error naming both.
+async fn by_provider_id_or_name<T>(
+    by_id: impl Future<Output = Result<T, CloudError>>,
+    by_name: impl Future<Output = Result<T, CloudError>>,
+) -> Result<T, CloudError> {
+    match by_id.await {
+        Ok(v) => Ok(v),
+        Err(id_err) => by_name.await.map_err(|name_err| {
+            CloudError::Other(format!(
+                "error fetching by provider ID: {id_err}, and error by node name: {name_err}"
+            ))
+        }),
+    }
+}
+
+/// `getInstanceMetadata`: what initializes `node`, `Ok(None)` for nil metadata.
+///
+/// v2: `InstanceMetadata`; an empty providerID is taken from the node, and is an error when
+/// the node has none either (k/k#123713: the taint must stay, or the node would never get
+/// one). v1: the node's providerID or `GetInstanceProviderID` (NotImplemented tolerated:
+/// the by-name calls find the instance), then addresses, instance type and (with `Zones`)
+/// zone, each by providerID first and by name after.
+pub async fn instance_metadata_for<P: Instances>(
+    cloud: &P,
+    node: &Node,
+) -> Result<Option<InstanceMetadata>, SyncError> {
+    let name = node.name_any();
+    let cloud_err = |source| SyncError::Cloud {
+        node: name.clone(),
+        source,
+    };
+    let mut provider_id = node_provider_id(node);
+    let zones = match cloud.instances_api() {
+        InstancesApi::V2 => {
+            let Some(mut meta) = cloud.instance_metadata(node).await.map_err(cloud_err)? else {
+                return Ok(None);
+            };
+            if meta.provider_id.is_empty() {
+                if provider_id.is_empty() {
+                    return Err(SyncError::NoProviderId { node: name });
+                }
+                meta.provider_id = provider_id;
+            }
+            return Ok(Some(meta));
+        }
+        InstancesApi::V1 { zones } => zones,
+    };
+    if provider_id.is_empty() {
+        match cloud.instance_provider_id(node).await {
+            Ok(id) => provider_id = id,
+            Err(CloudError::NotImplemented) => tracing::warn!(
+                node = %name,
+                "provider has no instance IDs; looking the instance up by node name"
+            ),
+            Err(source) => return Err(cloud_err(source)),
+        }
+    }
+    let node_addresses = by_provider_id_or_name(
+        cloud.node_addresses_by_provider_id(&provider_id),
+        cloud.node_addresses_by_name(node),
+    )
+    .await
+    .map_err(cloud_err)?;
+    let instance_type = by_provider_id_or_name(
+        cloud.instance_type_by_provider_id(&provider_id),
+        cloud.instance_type_by_name(node),
+    )
+    .await
+    .map_err(cloud_err)?;
+    let Zone {
+        failure_domain: zone,
+        region,
+    } = if zones {
+        by_provider_id_or_name(
+            cloud.zone_by_provider_id(&provider_id),
+            cloud.zone_by_name(node),
+        )
+        .await
+        .map_err(|e| cloud_err(CloudError::Other(format!("failed to get zone: {e}"))))?
+    } else {
+        Zone::default()
+    };
+    Ok(Some(InstanceMetadata {
+        provider_id,
+        instance_type,
+        node_addresses,
+        zone,
+        region,
+        additional_labels: BTreeMap::new(),
+    }))
 }
 
 /// The spec/label/taint changes of initialization (`getNodeModifiersFromCloudProvider`
 /// plus taint removal), applied to `node` in place. Validation errors keep the taint.
+/// `meta` comes from [`instance_metadata_for`], which already refused a missing v2
+/// providerID; a v1 provider without provider IDs leaves `spec.providerID` unset.
 pub fn apply_initialization(node: &mut Node, meta: &InstanceMetadata) -> Result<(), SyncError> {
     let name = node.name_any();
     let spec = node.spec.get_or_insert_with(Default::default);
-    if spec.provider_id.as_deref().unwrap_or_default().is_empty() {
-        if meta.provider_id.is_empty() {
-            return Err(SyncError::NoProviderId { node: name });
-        }
+    if spec.provider_id.as_deref().unwrap_or_default().is_empty() && !meta.provider_id.is_empty() {
         spec.provider_id = Some(meta.provider_id.clone());
     }
     if let Some(provided) = node
@@ -271,10 +400,18 @@ pub fn apply_initialization(node: &mut Node, meta: &InstanceMetadata) -> Result<
     }
     for (key, value) in &meta.additional_labels {
         if is_reserved_label(key) {
-            tracing::info!(node = %name, "discarding additional label {key:?}: reserved namespace");
+            tracing::warn!(node = %name, "ignoring additional label {key}: Kubernetes namespaces are reserved");
             continue;
         }
-        labels.entry(key.clone()).or_insert_with(|| value.clone());
+        match labels.get(key) {
+            Some(existing) if existing != value => {
+                tracing::warn!(node = %name, "ignoring additional label {key}: the node already has another value");
+            }
+            Some(_) => {}
+            None => {
+                labels.insert(key.clone(), value.clone());
+            }
+        }
     }
     if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
         taints.retain(|t| t.key != UNINITIALIZED_TAINT);
@@ -284,13 +421,10 @@ pub fn apply_initialization(node: &mut Node, meta: &InstanceMetadata) -> Result<
 
 async fn initialize_node<P: Instances>(node: &Node, ctx: &Context<P>) -> Result<(), SyncError> {
     let name = node.name_any();
-    let meta = match ctx.cloud.instance_metadata(node).await {
-        Ok(Some(meta)) => meta,
-        Ok(None) => {
-            tracing::info!(node = %name, "cloud returned no instance metadata; node stays uninitialized");
-            return Ok(());
-        }
-        Err(source) => return Err(SyncError::Cloud { node: name, source }),
+    let Some(meta) = instance_metadata_for(ctx.cloud.as_ref(), node).await? else {
+        // Upstream returns success here: no requeue, the next node event syncs again.
+        tracing::info!(node = %name, "cloud answered nil metadata without an error; node left uninitialized until its next change");
+        return Ok(());
     };
     // Validate once against the cached node so an invalid node makes no API call.
     apply_initialization(&mut node.clone(), &meta)?;
@@ -622,17 +756,255 @@ mod tests {
     }
 
     #[test]
-    fn initialization_errors_keep_the_taint() {
-        // NI-06: no providerID anywhere.
-        let mut node = tainted_node();
-        let m = InstanceMetadata {
+    fn reserved_label_namespaces_match_upstreams_regex() {
+        for key in [
+            "kubernetes.io/a",
+            "k8s.io/a",
+            "x.k8s.io/a",
+            "node-role.kubernetes.io/control-plane",
+            "examplek8s.io/a",
+            "k8s-io/a",
+        ] {
+            assert!(is_reserved_label(key), "{key}");
+        }
+        for key in [
+            "example.com/a",
+            "k8s.example.com/a",
+            "kubernetes",
+            "a/k8s.io",
+        ] {
+            assert!(!is_reserved_label(key), "{key}");
+        }
+    }
+
+    /// A provider answering from fixed data, v2 or (with `v1`) v1 with optional failures.
+    struct Fake {
+        meta: Option<InstanceMetadata>,
+        v1: bool,
+        instance_id: Result<String, ()>,
+        by_id_fails: bool,
+        calls: Mutex<Vec<&'static str>>,
+    }
+
+    impl Fake {
+        fn v2(meta: Option<InstanceMetadata>) -> Self {
+            Self {
+                meta,
+                v1: false,
+                instance_id: Err(()),
+                by_id_fails: false,
+                calls: Mutex::new(Vec::new()),
+            }
+        }
+        fn v1(instance_id: Result<String, ()>, by_id_fails: bool) -> Self {
+            Self {
+                v1: true,
+                instance_id,
+                by_id_fails,
+                ..Self::v2(Some(meta()))
+            }
+        }
+        fn called(&self, what: &'static str) -> Result<InstanceMetadata, CloudError> {
+            if let Ok(mut c) = self.calls.lock() {
+                c.push(what);
+            }
+            if self.by_id_fails && what.ends_with("-by-id") {
+                return Err(CloudError::Other("boom".into()));
+            }
+            self.meta.clone().ok_or(CloudError::InstanceNotFound)
+        }
+        fn calls(&self) -> Vec<&'static str> {
+            self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+        }
+    }
+
+    impl Instances for Fake {
+        async fn instance_exists(&self, _: &Node) -> Result<bool, CloudError> {
+            Ok(true)
+        }
+        async fn instance_shutdown(&self, _: &Node) -> Result<bool, CloudError> {
+            Ok(false)
+        }
+        async fn instance_metadata(
+            &self,
+            _: &Node,
+        ) -> Result<Option<InstanceMetadata>, CloudError> {
+            // Nil metadata is an answer here, not "not found".
+            let _ = self.called("metadata");
+            Ok(self.meta.clone())
+        }
+        fn instances_api(&self) -> InstancesApi {
+            if self.v1 {
+                InstancesApi::V1 { zones: true }
+            } else {
+                InstancesApi::V2
+            }
+        }
+        async fn instance_provider_id(&self, _: &Node) -> Result<String, CloudError> {
+            self.called("instance-id")?;
+            self.instance_id
+                .clone()
+                .map_err(|()| CloudError::NotImplemented)
+        }
+        async fn node_addresses_by_provider_id(
+            &self,
+            _: &str,
+        ) -> Result<Vec<NodeAddress>, CloudError> {
+            Ok(self.called("addresses-by-id")?.node_addresses)
+        }
+        async fn node_addresses_by_name(&self, _: &Node) -> Result<Vec<NodeAddress>, CloudError> {
+            Ok(self.called("addresses-by-name")?.node_addresses)
+        }
+        async fn instance_type_by_provider_id(&self, _: &str) -> Result<String, CloudError> {
+            Ok(self.called("type-by-id")?.instance_type)
+        }
+        async fn instance_type_by_name(&self, _: &Node) -> Result<String, CloudError> {
+            Ok(self.called("type-by-name")?.instance_type)
+        }
+        async fn zone_by_provider_id(&self, _: &str) -> Result<Zone, CloudError> {
+            let m = self.called("zone-by-id")?;
+            Ok(Zone {
+                failure_domain: m.zone,
+                region: m.region,
+            })
+        }
+        async fn zone_by_name(&self, _: &Node) -> Result<Zone, CloudError> {
+            let m = self.called("zone-by-name")?;
+            Ok(Zone {
+                failure_domain: m.zone,
+                region: m.region,
+            })
+        }
+    }
+
+    fn with_provider_id(mut node: Node, id: &str) -> Node {
+        node.spec.get_or_insert_with(Default::default).provider_id = Some(id.into());
+        node
+    }
+
+    #[tokio::test]
+    async fn v2_empty_provider_id_needs_the_nodes_own_ni_06() {
+        let cloud = Fake::v2(Some(InstanceMetadata {
             provider_id: String::new(),
             ..meta()
-        };
+        }));
         assert!(matches!(
-            apply_initialization(&mut node, &m),
+            instance_metadata_for(&cloud, &tainted_node()).await,
             Err(SyncError::NoProviderId { .. })
         ));
+        let node = with_provider_id(tainted_node(), "openstack:///kubelet");
+        let m = instance_metadata_for(&cloud, &node).await.ok().flatten();
+        assert_eq!(
+            m.map(|m| m.provider_id).as_deref(),
+            Some("openstack:///kubelet")
+        );
+    }
+
+    #[tokio::test]
+    async fn v2_nil_metadata_is_none_not_an_error_ni_13() {
+        let cloud = Fake::v2(None);
+        assert!(matches!(
+            instance_metadata_for(&cloud, &tainted_node()).await,
+            Ok(None)
+        ));
+    }
+
+    #[tokio::test]
+    async fn v1_without_instance_id_initializes_by_name_ni_16() {
+        let cloud = Fake::v1(Err(()), true);
+        let m = instance_metadata_for(&cloud, &tainted_node())
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        assert_eq!(m.provider_id, "");
+        assert_eq!(m.instance_type, "m1.small");
+        assert_eq!((m.zone.as_str(), m.region.as_str()), ("nova", "RegionOne"));
+        assert_eq!(m.node_addresses, meta().node_addresses);
+        assert_eq!(
+            cloud.calls(),
+            [
+                "instance-id",
+                "addresses-by-id",
+                "addresses-by-name",
+                "type-by-id",
+                "type-by-name",
+                "zone-by-id",
+                "zone-by-name"
+            ]
+        );
+        // No providerID from a v1 provider is not an error: the node is initialized
+        // without one.
+        let mut node = tainted_node();
+        assert!(apply_initialization(&mut node, &m).is_ok());
+        assert!(node.spec.and_then(|s| s.provider_id).is_none());
+    }
+
+    #[tokio::test]
+    async fn v1_uses_the_kubelets_or_the_clouds_provider_id() {
+        let cloud = Fake::v1(Err(()), false);
+        let node = with_provider_id(tainted_node(), "openstack:///kubelet");
+        let m = instance_metadata_for(&cloud, &node).await.ok().flatten();
+        assert_eq!(
+            m.map(|m| m.provider_id).as_deref(),
+            Some("openstack:///kubelet")
+        );
+        assert_eq!(
+            cloud.calls(),
+            ["addresses-by-id", "type-by-id", "zone-by-id"]
+        );
+
+        let cloud = Fake::v1(Ok("openstack:///abc".into()), false);
+        let m = instance_metadata_for(&cloud, &tainted_node())
+            .await
+            .ok()
+            .flatten();
+        assert_eq!(
+            m.map(|m| m.provider_id).as_deref(),
+            Some("openstack:///abc")
+        );
+    }
+
+    #[tokio::test]
+    async fn v1_errors_other_than_not_implemented_and_double_failures_requeue() {
+        let mut cloud = Fake::v1(Err(()), true);
+        cloud.meta = None; // by name: not found either
+        assert!(matches!(
+            instance_metadata_for(&cloud, &tainted_node()).await,
+            Err(SyncError::Cloud { .. })
+        ));
+        struct Broken;
+        impl Instances for Broken {
+            async fn instance_exists(&self, _: &Node) -> Result<bool, CloudError> {
+                Ok(true)
+            }
+            async fn instance_shutdown(&self, _: &Node) -> Result<bool, CloudError> {
+                Ok(false)
+            }
+            async fn instance_metadata(
+                &self,
+                _: &Node,
+            ) -> Result<Option<InstanceMetadata>, CloudError> {
+                Ok(None)
+            }
+            fn instances_api(&self) -> InstancesApi {
+                InstancesApi::V1 { zones: false }
+            }
+            async fn instance_provider_id(&self, _: &Node) -> Result<String, CloudError> {
+                Err(CloudError::InstanceNotFound)
+            }
+        }
+        assert!(matches!(
+            instance_metadata_for(&Broken, &tainted_node()).await,
+            Err(SyncError::Cloud {
+                source: CloudError::InstanceNotFound,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn initialization_errors_keep_the_taint() {
         // NI-10 / NI-11: provided IP unknown or malformed.
         for bad in ["10.9.9.9", "bogus", "10.0.0.1,10.0.0.2"] {
             let mut node = tainted_node();

@@ -7,6 +7,7 @@
 
 pub mod aws;
 pub mod openstack;
+pub mod quirks;
 pub mod vsphere;
 
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};

@@ -474,16 +474,27 @@ impl Instances for Vsphere {
         let Some(info) = self.info_for(node).await? else {
             return Err(CloudError::InstanceNotFound);
         };
-        if info.host_name.is_empty() && info.ips.is_empty() {
-            return Err(CloudError::Other(
-                "VM has no guest hostName and no usable guest.net IP yet".into(),
-            ));
+        // No usable guest IP (VMware Tools down while the guest reboots, or not reporting
+        // yet) is an error, never "no addresses": upstream's DiscoverNode fails with
+        // "unable to find suitable IP address for node" (cloud-provider-vsphere
+        // pkg/cloudprovider/vsphere/nodemanager.go, since #585 for #576), so the periodic
+        // sync keeps the node's addresses instead of replacing them with the Hostname
+        // alone (cloud-provider-vsphere#479).
+        let node_addresses = node_addresses(&info, &self.config.nodes);
+        if !node_addresses
+            .iter()
+            .any(|a| a.type_ == INTERNAL_IP || a.type_ == EXTERNAL_IP)
+        {
+            return Err(CloudError::Other(format!(
+                "unable to find suitable IP address for node {}: the VM's guest.net has no usable IP",
+                node.metadata.name.as_deref().unwrap_or_default()
+            )));
         }
         let (zone, region) = self.zone_region(&info).await?;
         Ok(Some(InstanceMetadata {
             provider_id: format!("{PROVIDER_PREFIX}{}", info.uuid),
             instance_type: instance_type(&info),
-            node_addresses: node_addresses(&info, &self.config.nodes),
+            node_addresses,
             zone,
             region,
             additional_labels: Default::default(),
