@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use mock_kube_apiserver::{ApiServer, AuditEntry, Config as ApiConfig};
-use mock_kubelet::{KubeletConfig, SimKubelet, UNINITIALIZED_TAINT};
+use mock_kubelet::{KubeletConfig, ServiceFeed, SimKubelet, UNINITIALIZED_TAINT};
 
 mod other_cluster;
 pub use other_cluster::OtherCluster;
@@ -94,6 +94,9 @@ pub struct Environment {
     cloud_config: PathBuf,
     /// API servers of other clusters ([`Self::other_cluster`]).
     other_apiservers: Vec<ApiServer>,
+    /// The one Service watch every simulated kube-proxy of this cluster reads, started
+    /// with the first node ([`Self::kube_proxy_services`]).
+    service_feed: Option<ServiceFeed>,
 }
 
 impl Environment {
@@ -141,6 +144,7 @@ impl Environment {
             kubeconfig,
             cloud_config,
             other_apiservers: Vec::new(),
+            service_feed: None,
         })
     }
 
@@ -384,11 +388,20 @@ impl Environment {
         }
         // Every node runs kube-proxy: load balancers reach it on nodeIP:nodePort.
         config.proxy = true;
+        config.services = Some(self.kube_proxy_services());
         let kubelet = SimKubelet::start(self.kubelet_client.clone(), config)
             .await
             .map_err(|e| CaseError::infra("registering node", e))?;
         self.kubelets.insert(name.to_string(), kubelet);
         Ok(())
+    }
+
+    /// The Service watch the simulated kube-proxies share (one per cluster, like an
+    /// informer cache shared within a process; see `mock_kubelet::kube_proxy`).
+    fn kube_proxy_services(&mut self) -> ServiceFeed {
+        self.service_feed
+            .get_or_insert_with(|| ServiceFeed::start(self.kubelet_client.clone()))
+            .clone()
     }
 
     /// Creates the node's instance and registers the Node the way a kubelet with an
@@ -411,6 +424,7 @@ impl Environment {
         config.cloud_addresses = instance.cloud_addresses();
         config.labels = in_tree_labels(&instance);
         config.proxy = true;
+        config.services = Some(self.kube_proxy_services());
         let kubelet = SimKubelet::start(self.kubelet_client.clone(), config)
             .await
             .map_err(|e| CaseError::infra("registering in-tree node", e))?;

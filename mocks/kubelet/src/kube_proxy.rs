@@ -30,6 +30,11 @@
 //! Ports are unbound when their Service goes away, stops wanting them, or the node IP
 //! changes. A port that cannot be bound (taken, or the IP is not local) is logged and
 //! retried every [`RETRY_PERIOD`].
+//!
+//! The proxies of one simulated cluster may share one Service watch ([`ServiceFeed`]), as
+//! the informers of one process share a cache: with 50 nodes, 50 watches each decoding
+//! every Service write cost the harness more CPU than the CCM under test spent on the
+//! whole sync (`bench lb`). A kubelet given no feed watches on its own.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -258,23 +263,74 @@ impl Bound {
     }
 }
 
-/// Runs until `stopped` turns true; then every port is closed before it returns.
+/// One watch of every Service, shared by the simulated kube-proxies of a cluster: a
+/// reflector store and a counter that moves after each event (a proxy that falls behind
+/// sees one change for a whole burst). Cloning shares it; the watch stops when the last
+/// clone is dropped.
+#[derive(Clone)]
+pub struct ServiceFeed {
+    store: Store<Service>,
+    changes: watch::Receiver<u64>,
+    _task: Arc<AbortOnDrop>,
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl std::fmt::Debug for ServiceFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceFeed")
+            .field("services", &self.store.state().len())
+            .field("changes", &*self.changes.borrow())
+            .finish()
+    }
+}
+
+impl ServiceFeed {
+    /// Starts watching Services through `client` (needs a Tokio runtime).
+    pub fn start(client: kube::Client) -> Self {
+        let (store, writer) = reflector::store::<Service>();
+        let (tx, changes) = watch::channel(0u64);
+        let events = reflector::reflector(
+            writer,
+            watcher(Api::<Service>::all(client), watcher::Config::default()),
+        )
+        // kube-proxy reads no managedFields; dropping them keeps the store small.
+        .modify(|s| s.metadata.managed_fields = None)
+        .default_backoff();
+        let task = tokio::spawn(async move {
+            let mut events = std::pin::pin!(events);
+            while events.next().await.is_some() {
+                tx.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        });
+        Self {
+            store,
+            changes,
+            _task: Arc::new(AbortOnDrop(task)),
+        }
+    }
+}
+
+/// Runs until `stopped` turns true; then every port is closed before it returns. Services
+/// come from `feed`, or from a watch of this proxy's own.
 pub(crate) async fn run(
     client: kube::Client,
     node_name: String,
+    feed: Option<ServiceFeed>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let (services, services_writer) = reflector::store::<Service>();
+    let feed = feed.unwrap_or_else(|| ServiceFeed::start(client.clone()));
+    let services = feed.store.clone();
+    let mut service_changes = feed.changes.clone();
+    // Whatever the shared store holds already counts as a change for this proxy.
+    service_changes.mark_changed();
     let (nodes, nodes_writer) = reflector::store::<Node>();
-    let service_events = reflector::reflector(
-        services_writer,
-        watcher(
-            Api::<Service>::all(client.clone()),
-            watcher::Config::default(),
-        ),
-    )
-    .default_backoff()
-    .map(|_| ());
     let node_events = reflector::reflector(
         nodes_writer,
         watcher(
@@ -284,7 +340,7 @@ pub(crate) async fn run(
     )
     .default_backoff()
     .map(|_| ());
-    let mut events = futures::stream::select(service_events, node_events).boxed();
+    let mut node_events = node_events.boxed();
 
     let mut bound: HashMap<Binding, Bound> = HashMap::new();
     let mut failed: HashMap<Binding, String> = HashMap::new();
@@ -293,12 +349,15 @@ pub(crate) async fn run(
     loop {
         tokio::select! {
             _ = stopped.changed() => break,
-            event = events.next() => {
+            // A burst of Service writes (100 LoadBalancer Services being created) is one
+            // reconcile: the feed's counter only says that something changed.
+            changed = service_changes.changed() => {
+                if changed.is_err() { break }
+            }
+            event = node_events.next() => {
                 if event.is_none() { break }
-                // A burst of Service writes (100 LoadBalancer Services being created) is
-                // one reconcile: take every event already waiting before looking.
                 let mut ended = false;
-                while let Some(next) = events.next().now_or_never() {
+                while let Some(next) = node_events.next().now_or_never() {
                     if next.is_none() {
                         ended = true;
                         break;

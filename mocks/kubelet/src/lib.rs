@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use kube_proxy::LOCAL_ENDPOINTS_ANNOTATION;
+pub use kube_proxy::{LOCAL_ENDPOINTS_ANNOTATION, ServiceFeed};
 
 /// Taint the kubelet adds at registration with an external cloud provider.
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -96,6 +96,8 @@ pub struct KubeletConfig {
     /// (kubernetes/cloud-provider-vsphere pkg/cloudprovider/vsphere/nodemanager.go); empty
     /// for the other clouds.
     pub system_uuid: String,
+    /// The cluster's shared Service watch for the kube-proxy; `None`: it watches alone.
+    pub services: Option<kube_proxy::ServiceFeed>,
 }
 
 impl KubeletConfig {
@@ -113,6 +115,7 @@ impl KubeletConfig {
             proxy: false,
             cloud_addresses: Vec::new(),
             system_uuid: String::new(),
+            services: None,
         }
     }
 
@@ -286,6 +289,7 @@ impl SimKubelet {
             tokio::spawn(kube_proxy::run(
                 client.clone(),
                 config.node_name.clone(),
+                config.services.clone(),
                 stopped.clone(),
             ))
         });

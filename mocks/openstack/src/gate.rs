@@ -151,7 +151,7 @@ pub(crate) async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: 
     // A dropped connection has no status; the journal says 0.
     let status = if reset { 0 } else { response.status().as_u16() };
     if method != axum::http::Method::GET {
-        shared.dataplane_wake.notify_one();
+        shared.model_changed();
     }
     shared.journal.record(
         service.name(),

@@ -160,9 +160,13 @@ pub(crate) struct Lbaas {
     next_seq: u64,
     pub(crate) vips: Pool,
     pub policies: Policies,
-    /// Member health as the data plane's monitors last saw it (`dataplane`); members
-    /// not in it show ONLINE when monitored.
+    /// Member health as the data plane's monitors last saw it (`dataplane`), only for
+    /// members not ONLINE: members not in it show ONLINE when monitored.
     pub member_health: BTreeMap<String, MemberStatus>,
+    /// Pending transitions that have completed (or failed). A read can complete one
+    /// without a write request, so the data plane's reconciler counts these as well as
+    /// writes to know when its plan is stale.
+    pub transitions: u64,
 }
 
 impl Default for Lbaas {
@@ -178,6 +182,7 @@ impl Default for Lbaas {
             ),
             policies: Policies::default(),
             member_health: BTreeMap::new(),
+            transitions: 0,
         }
     }
 }
@@ -572,6 +577,9 @@ impl Lbaas {
         let op = *op;
         let phase = if read { life.read() } else { life.peek() };
         let now = jiff::Timestamp::now();
+        if phase != Phase::Pending {
+            self.transitions += 1;
+        }
         match phase {
             Phase::Pending => true,
             Phase::Done if op == Op::Delete => {

@@ -232,9 +232,20 @@ pub(crate) struct Shared {
     pub faults: Faults,
     /// Wakes the data plane's reconciler after a write.
     pub dataplane_wake: tokio::sync::Notify,
+    /// Bumped after every write (and reset), so the reconciler can tell that nothing
+    /// changed since its last plan; see [`Shared::model_changed`].
+    pub dataplane_rev: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
+    /// Tells the data plane that the model changed: call after the change is made (and
+    /// its lock released), so a plan made before it is never taken as current.
+    pub fn model_changed(&self) {
+        self.dataplane_rev
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.dataplane_wake.notify_one();
+    }
+
     /// The cloud state. Callers hold it briefly and never across an await.
     /// The cloud, with reboots that have run their course ended first (so every reader,
     /// API or admin, sees the same settled state).
@@ -350,6 +361,7 @@ impl Admin {
     fn reset_cloud(&self) {
         let seed = self.shared.seed.clone();
         *self.shared.cloud() = seed;
+        self.shared.model_changed();
         // The seed file's rules were checked at start, so this cannot fail.
         if let Err(e) = self.shared.config.seed.apply_faults(&self.shared.faults) {
             tracing::warn!(error = %e, "re-applying the seed's fault rules");
@@ -531,7 +543,7 @@ impl Admin {
             };
             id
         };
-        self.shared.dataplane_wake.notify_one();
+        self.shared.model_changed();
         let project = &self.shared.identity.project_id;
         let cloud = self.shared.cloud();
         let lb = cloud
@@ -689,6 +701,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         journal: Journal::new(),
         faults,
         dataplane_wake: tokio::sync::Notify::new(),
+        dataplane_rev: std::sync::atomic::AtomicU64::new(0),
         base,
         config,
     })

@@ -248,6 +248,14 @@ pub fn stable_node_set<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<Nod
         .collect()
 }
 
+/// The informer transform upstream's controller managers install
+/// (kubernetes cmd/kube-controller-manager/app/controllermanager.go `trim`): the caches
+/// drop `managedFields`, which no controller reads. Every sync copies the node set out of
+/// the cache, and a Node's managedFields outweigh the rest of it.
+fn trim_managed_fields<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 fn key_of(s: &Service) -> String {
     format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any())
 }
@@ -803,6 +811,7 @@ pub async fn run<L: LoadBalancer>(client: Client, cloud: Arc<L>, opts: ServiceCo
         let mut keys = Vec::new();
         let mut stream = watcher(services, watcher::Config::default())
             .default_backoff()
+            .modify(trim_managed_fields)
             .boxed();
         loop {
             match stream.try_next().await {
@@ -817,6 +826,7 @@ pub async fn run<L: LoadBalancer>(client: Client, cloud: Arc<L>, opts: ServiceCo
         let mut keys = Vec::new();
         let mut stream = watcher(nodes, watcher::Config::default())
             .default_backoff()
+            .modify(trim_managed_fields)
             .boxed();
         loop {
             match stream.try_next().await {
