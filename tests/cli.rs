@@ -1077,22 +1077,30 @@ fn external_run(with_ccm: bool, focus: &str) -> (String, String, bool) {
     )
 }
 
-// External mode: black-box [Conformance] cases with an external form (NI-01: every node is
-// initialized) run against the cluster; [Mock] cases skip with the reason.
+// External mode: black-box [Conformance] cases with an external form (NI-01 and NI-02 read
+// the Nodes; LB-01, LB-03 and LB-04 drive a Service in a namespace of their own) run against
+// the cluster; [Mock] cases skip with the reason.
 #[test]
 fn external_mode_runs_black_box_cases_and_skips_mock_ones() {
-    let (junit, stdout, ok) = external_run(true, r"\((NI-01|LB-05)\)");
+    let (junit, stdout, ok) = external_run(true, r"\((NI-01|NI-02|LB-01|LB-03|LB-04|LB-05)\)");
     assert!(ok, "run failed:\n{stdout}");
-    assert!(
-        stdout.contains("PASS") && stdout.contains("(NI-01)"),
-        "{stdout}"
-    );
+    for id in ["NI-01", "NI-02", "LB-01", "LB-03", "LB-04"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains("PASS") && l.contains(&format!("({id})"))),
+            "{id} did not pass:\n{stdout}"
+        );
+    }
     assert!(
         junit
             .contains("not run: needs the mock cloud ([Mock]); external mode has no cloud control"),
         "{junit}"
     );
     assert_eq!(junit.matches("<skipped").count(), 1, "{junit}");
+    // LB-01 reports what it measured and what it could not check.
+    assert!(junit.contains("ingress_ready_seconds"), "{junit}");
+    assert!(junit.contains("no workload in external mode"), "{junit}");
 }
 
 // The external NI-01 can fail: without a CCM the nodes keep the uninitialized taint.

@@ -17,9 +17,20 @@ pub enum Probe<T> {
 const POLL: Duration = Duration::from_millis(50);
 
 /// Polls `probe` until it returns `Done` or `timeout` passes.
-pub async fn eventually<T, F, Fut>(
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, probe: F) -> Result<T, CaseError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Probe<T>, CaseError>>,
+{
+    eventually_every(what, timeout, POLL, probe).await
+}
+
+/// [`eventually`] polling every `period` (external clusters: a real API server and a
+/// real cloud get polled gently over minutes).
+pub async fn eventually_every<T, F, Fut>(
     what: &str,
     timeout: Duration,
+    period: Duration,
     mut probe: F,
 ) -> Result<T, CaseError>
 where
@@ -41,7 +52,7 @@ where
                 last,
             ));
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(period).await;
     }
 }
 
