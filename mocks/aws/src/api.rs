@@ -167,6 +167,9 @@ pub(crate) async fn endpoint(
     let mut journal_query = uri.query().unwrap_or("").to_string();
     let mut fault = None;
     let mut reset = false;
+    // Describe* changes nothing the data plane serves (a lifecycle a read completes is
+    // picked up by its periodic pass), so only other calls wake it.
+    let mut read_only = false;
 
     let result: Result<(String, String), AwsError> = async {
         let body = body.map_err(|e| {
@@ -195,6 +198,7 @@ pub(crate) async fn endpoint(
             check_signature(&shared, service, &method, &uri, &headers, &body)?;
         }
         let action = params.action()?.to_string();
+        read_only = action.starts_with("Describe");
         let target = fault_target(&action, &params);
         let resource = fault_resource(&params);
         // The query protocol POSTs every call; the engine's notion of a read (GET, which
@@ -278,7 +282,9 @@ pub(crate) async fn endpoint(
     }
     // A dropped connection has no status; the journal says 0 (as mock-openstack's).
     let status = if reset { 0 } else { response.status().as_u16() };
-    shared.dataplane_wake.notify_one();
+    if !read_only {
+        shared.dataplane_wake.notify_one();
+    }
     shared.journal.record(
         service.name(),
         method.as_str(),

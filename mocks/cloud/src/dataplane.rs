@@ -892,7 +892,16 @@ async fn shared_probe(
 async fn run_probe(probe: &Probe, addr: SocketAddr, timeout: Duration) -> bool {
     let attempt = async {
         match probe {
-            Probe::Tcp => TcpStream::connect(addr).await.is_ok(),
+            // Connect, then close with a reset as HAProxy's checks do (`nolinger`): no
+            // FIN exchange and no TIME_WAIT, which at thousands of probes a second on
+            // loopback was most of the mock's kernel time (`bench lb`).
+            Probe::Tcp => match TcpStream::connect(addr).await {
+                Ok(stream) => {
+                    let _ = stream.set_zero_linger();
+                    true
+                }
+                Err(_) => false,
+            },
             Probe::Http { path, expected } => http_probe(addr, path, expected).await,
             // Silence until the timeout counts as up, so it bounds itself.
             Probe::Udp => udp_probe(addr, timeout).await,
