@@ -52,6 +52,10 @@ pub struct CertifyArgs {
     /// Run against an existing cluster instead (external mode).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// External mode: seconds a case waits for the cloud to create or delete a load
+    /// balancer (default 1200).
+    #[arg(long, value_name = "SECONDS", requires = "kubeconfig")]
+    pub cloud_timeout: Option<u64>,
     /// The folder to write (JUnit, logs, Prow files, README.md, testgrid-config.yaml).
     #[arg(long)]
     pub out: PathBuf,
@@ -95,6 +99,7 @@ pub fn certify(args: CertifyArgs) -> Result<ExitCode> {
         ccm_old: None,
         ccm_new: None,
         kubeconfig: args.kubeconfig,
+        cloud_timeout: args.cloud_timeout,
         focus: args.focus,
         skip: args.skip,
         artifacts: Some(args.out.clone()),

@@ -157,6 +157,10 @@ struct RunArgs {
     /// Run against an existing cluster (external mode).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// External mode: how long a case waits for the cloud to create or delete a load
+    /// balancer, in seconds (default 1200, upstream e2e's real-cloud bound).
+    #[arg(long, value_name = "SECONDS", requires = "kubeconfig")]
+    cloud_timeout: Option<u64>,
     /// Only cases whose full name matches this regular expression.
     #[arg(long)]
     focus: Option<String>,
@@ -312,6 +316,9 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         }
     }
     settings.kubeconfig = args.kubeconfig;
+    if let Some(secs) = args.cloud_timeout {
+        settings.cloud_timeout = std::time::Duration::from_secs(secs);
+    }
     if let Some(dir) = args.artifacts {
         settings.artifacts = dir;
     }

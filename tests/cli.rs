@@ -1044,7 +1044,7 @@ fn run_with_a_third_party_ccm_binary_uses_that_binary() {
 
 /// Starts `cluster --cloud openstack --nodes 2` (with the reference CCM when `with_ccm`)
 /// and runs `run --kubeconfig` against it with `focus`; returns the JUnit text and stdout.
-fn external_run(with_ccm: bool, focus: &str) -> (String, String, bool) {
+fn external_run(with_ccm: bool, focus: &str, extra: &[&str]) -> (String, String, bool) {
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready.json");
     let mut args = vec!["cluster", "--cloud", "openstack", "--nodes", "2"];
@@ -1064,7 +1064,9 @@ fn external_run(with_ccm: bool, focus: &str) -> (String, String, bool) {
             "--kubeconfig",
             &kubeconfig,
         ])
-        .args(["--focus", focus, "--artifacts"])
+        .args(["--focus", focus])
+        .args(extra)
+        .arg("--artifacts")
         .arg(&artifacts)
         .env_remove("PROW_JOB_ID")
         .output()
@@ -1082,7 +1084,7 @@ fn external_run(with_ccm: bool, focus: &str) -> (String, String, bool) {
 // the cluster; [Mock] cases skip with the reason.
 #[test]
 fn external_mode_runs_black_box_cases_and_skips_mock_ones() {
-    let (junit, stdout, ok) = external_run(true, r"\((NI-01|NI-02|LB-01|LB-03|LB-04|LB-05)\)");
+    let (junit, stdout, ok) = external_run(true, r"\((NI-01|NI-02|LB-01|LB-03|LB-04|LB-05)\)", &[]);
     assert!(ok, "run failed:\n{stdout}");
     for id in ["NI-01", "NI-02", "LB-01", "LB-03", "LB-04"] {
         assert!(
@@ -1106,8 +1108,17 @@ fn external_mode_runs_black_box_cases_and_skips_mock_ones() {
 // The external NI-01 can fail: without a CCM the nodes keep the uninitialized taint.
 #[test]
 fn external_mode_fails_ni01_when_nothing_initializes_the_nodes() {
-    let (junit, stdout, ok) = external_run(false, r"\(NI-01\)");
+    let (junit, stdout, ok) = external_run(false, r"\(NI-01\)", &[]);
     assert!(!ok, "expected a failure:\n{stdout}");
     assert!(junit.contains("<failure"), "{junit}");
     assert!(junit.contains("not initialized"), "{junit}");
+}
+
+// The external LB-01 can fail: without a CCM no ingress appears within --cloud-timeout.
+#[test]
+fn external_mode_fails_lb01_when_no_ccm_ensures_the_load_balancer() {
+    let (junit, stdout, ok) = external_run(false, r"\(LB-01\)", &["--cloud-timeout", "2"]);
+    assert!(!ok, "expected a failure:\n{stdout}");
+    assert!(junit.contains("<failure"), "{junit}");
+    assert!(junit.contains("a load-balancer ingress"), "{junit}");
 }

@@ -348,7 +348,7 @@ async fn run_case(
     if let Some(kubeconfig) = &settings.kubeconfig {
         // The cases with a black-box form run it (crate::external); the rest stay skipped.
         if !case.is_mock_only()
-            && let Some(result) = crate::external::run(case.id, kubeconfig).await
+            && let Some(result) = crate::external::run(case.id, kubeconfig, &settings).await
         {
             return match result {
                 Ok(metrics) => (Ok(()), metrics),

@@ -1,7 +1,8 @@
 //! What a run is configured with. `cargo test --test conformance` reads it from the
 //! environment (libtest-mimic refuses unknown flags); `ccm-conformance run` from its flags.
 //! Variable names are a contract (DESIGN.md): `CCM_CONFORMANCE_PROVIDERS`,
-//! `CCM_CONFORMANCE_CCM`, `CCM_CONFORMANCE_CCM_ARGS`, `CCM_CONFORMANCE_KUBECONFIG`, `ARTIFACTS`.
+//! `CCM_CONFORMANCE_CCM`, `CCM_CONFORMANCE_CCM_ARGS`, `CCM_CONFORMANCE_KUBECONFIG`, `ARTIFACTS`;
+//! added since: `CCM_CONFORMANCE_CLOUD_TIMEOUT` (seconds, external mode).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,6 +29,10 @@ pub struct Settings {
     /// `CCM_CONFORMANCE_CCM_OLD`, `CCM_CONFORMANCE_CCM_NEW`); `None` = [`Self::ccm`].
     pub ccm_old: Option<PathBuf>,
     pub ccm_new: Option<PathBuf>,
+    /// External mode: how long a case waits for the cloud to create or delete a load
+    /// balancer (`--cloud-timeout`, `CCM_CONFORMANCE_CLOUD_TIMEOUT` in seconds). Default
+    /// 20 min (ccm-behaviour.md §4 LB-01/LB-04, upstream e2e against a real cloud).
+    pub cloud_timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +54,7 @@ impl Settings {
             build_log: None,
             ccm_old: None,
             ccm_new: None,
+            cloud_timeout: Duration::from_secs(20 * 60),
         }
     }
 
@@ -75,6 +81,16 @@ impl Settings {
         }
         if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_ARGS") {
             s.ccm_args = v.split_whitespace().map(str::to_string).collect();
+        }
+        if let Ok(v) = std::env::var("CCM_CONFORMANCE_CLOUD_TIMEOUT") {
+            s.cloud_timeout =
+                v.trim()
+                    .parse()
+                    .map(Duration::from_secs)
+                    .map_err(|_| SettingsError::Invalid {
+                        var: "CCM_CONFORMANCE_CLOUD_TIMEOUT",
+                        reason: format!("{v:?} is not a number of seconds"),
+                    })?;
         }
         if let Ok(v) = std::env::var("CCM_CONFORMANCE_KUBECONFIG") {
             if !v.is_empty() {

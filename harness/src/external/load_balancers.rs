@@ -7,7 +7,9 @@
 //! Service selecting no pods, and deletes both at the end. What it cannot see without a
 //! workload or cloud credentials: traffic through the load balancer (there are no pods to
 //! answer) and the cloud side of a delete (only that the CCM let the Service go, which it
-//! does once the cloud confirmed). Timeouts are upstream e2e's for a real cloud.
+//! does once the cloud confirmed). Waits on the cloud are bounded by
+//! [`Settings::cloud_timeout`](crate::settings::Settings::cloud_timeout), 20 min by default
+//! as upstream e2e allows a real cloud.
 
 use std::time::Duration;
 
@@ -20,9 +22,6 @@ use crate::case::{CaseError, CaseMetrics};
 use crate::invariants::LB_FINALIZER;
 use crate::wait::{Probe, eventually_every};
 
-/// Creating or deleting a cloud load balancer (ccm-behaviour.md §4 LB-01/LB-04: 20 min
-/// against a real cloud).
-const LB_TIMEOUT: Duration = Duration::from_secs(20 * 60);
 /// How often the API is polled (upstream e2e polls every 2 s; a little faster keeps a
 /// run against a quick cluster short).
 const POLL: Duration = Duration::from_secs(1);
@@ -34,10 +33,12 @@ struct Fixture {
     services: Api<Service>,
     events: Api<Event>,
     namespace: String,
+    /// How long the cloud may take to create or delete the load balancer.
+    timeout: Duration,
 }
 
 impl Fixture {
-    async fn new(client: kube::Client, case: &str) -> Result<Self, CaseError> {
+    async fn new(client: kube::Client, case: &str, timeout: Duration) -> Result<Self, CaseError> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -62,6 +63,7 @@ impl Fixture {
             events: Api::namespaced(client, &namespace),
             namespaces,
             namespace,
+            timeout,
         })
     }
 
@@ -122,7 +124,7 @@ impl Fixture {
 
     /// Waits for the Service's first ingress entry and returns the Service.
     async fn wait_ingress(&self) -> Result<Service, CaseError> {
-        eventually_every("a load-balancer ingress", LB_TIMEOUT, POLL, || async {
+        eventually_every("a load-balancer ingress", self.timeout, POLL, || async {
             Ok(match self.get().await? {
                 Some(s) if !ingress(&s).is_empty() => Probe::Done(s),
                 Some(s) => Probe::Pending(format!(
@@ -136,7 +138,7 @@ impl Fixture {
     }
 
     async fn wait_reason(&self, reason: &str) -> Result<(), CaseError> {
-        eventually_every(&format!("a {reason} event"), LB_TIMEOUT, POLL, || async {
+        eventually_every(&format!("a {reason} event"), self.timeout, POLL, || async {
             let r = self.reasons().await?;
             Ok(if r.iter().any(|x| x == reason) {
                 Probe::Done(())
@@ -153,7 +155,7 @@ impl Fixture {
             .delete(SVC, &DeleteParams::default())
             .await
             .map_err(|e| CaseError::infra("deleting Service", e))?;
-        eventually_every("the Service to be gone", LB_TIMEOUT, POLL, || async {
+        eventually_every("the Service to be gone", self.timeout, POLL, || async {
             Ok(match self.get().await? {
                 None => Probe::Done(()),
                 Some(s) => Probe::Pending(format!(
@@ -204,12 +206,13 @@ macro_rules! ensure {
 async fn with_fixture<F>(
     client: kube::Client,
     case: &str,
+    timeout: Duration,
     body: F,
 ) -> Result<CaseMetrics, CaseError>
 where
     F: AsyncFnOnce(&Fixture) -> Result<CaseMetrics, CaseError>,
 {
-    let fixture = Fixture::new(client, case).await?;
+    let fixture = Fixture::new(client, case, timeout).await?;
     let result = body(&fixture).await;
     fixture.cleanup().await;
     result
@@ -255,8 +258,11 @@ async fn ensured(f: &Fixture) -> Result<(Service, Duration), CaseError> {
 }
 
 /// LB-01 (with LB-02's ipMode rule), then the Service is deleted and must go.
-pub(super) async fn create(client: kube::Client) -> Result<CaseMetrics, CaseError> {
-    with_fixture(client, "LB-01", async |f: &Fixture| {
+pub(super) async fn create(
+    client: kube::Client,
+    timeout: Duration,
+) -> Result<CaseMetrics, CaseError> {
+    with_fixture(client, "LB-01", timeout, async |f: &Fixture| {
         let (svc, ready) = ensured(f).await?;
         f.delete_and_wait_gone().await?;
         let first = ingress(&svc).into_iter().next().unwrap_or_default();
@@ -280,13 +286,16 @@ pub(super) async fn create(client: kube::Client) -> Result<CaseMetrics, CaseErro
 
 /// LB-03: LoadBalancer → ClusterIP empties the ingress, removes the finalizer and reports
 /// DeletingLoadBalancer/DeletedLoadBalancer; back to LoadBalancer adds the finalizer again.
-pub(super) async fn to_cluster_ip_and_back(client: kube::Client) -> Result<CaseMetrics, CaseError> {
-    with_fixture(client, "LB-03", async |f: &Fixture| {
+pub(super) async fn to_cluster_ip_and_back(
+    client: kube::Client,
+    timeout: Duration,
+) -> Result<CaseMetrics, CaseError> {
+    with_fixture(client, "LB-03", timeout, async |f: &Fixture| {
         ensured(f).await?;
         f.set_type("ClusterIP").await?;
         eventually_every(
             "no ingress and no finalizer after the change to ClusterIP",
-            LB_TIMEOUT,
+            f.timeout,
             POLL,
             || async {
                 Ok(match f.get().await? {
@@ -327,8 +336,9 @@ pub(super) async fn to_cluster_ip_and_back(client: kube::Client) -> Result<CaseM
 /// DeletedLoadBalancer.
 pub(super) async fn delete_waits_for_the_cloud(
     client: kube::Client,
+    timeout: Duration,
 ) -> Result<CaseMetrics, CaseError> {
-    with_fixture(client, "LB-04", async |f: &Fixture| {
+    with_fixture(client, "LB-04", timeout, async |f: &Fixture| {
         ensured(f).await?;
         let started = std::time::Instant::now();
         f.delete_and_wait_gone().await?;

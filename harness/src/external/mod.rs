@@ -17,6 +17,7 @@ use std::path::Path;
 
 use crate::case::{CaseError, CaseMetrics};
 use crate::env::client_for;
+use crate::settings::Settings;
 
 /// Case ids with an external form.
 const CASES: &[&str] = &["NI-01", "NI-02", "LB-01", "LB-03", "LB-04"];
@@ -28,7 +29,12 @@ pub fn has_check(case_id: &str) -> bool {
 
 /// Runs the external form of `case_id` against the cluster of `kubeconfig`;
 /// `None` when the case has none.
-pub async fn run(case_id: &str, kubeconfig: &Path) -> Option<Result<CaseMetrics, CaseError>> {
+pub async fn run(
+    case_id: &str,
+    kubeconfig: &Path,
+    settings: &Settings,
+) -> Option<Result<CaseMetrics, CaseError>> {
+    let cloud = settings.cloud_timeout;
     if !has_check(case_id) {
         return None;
     }
@@ -39,9 +45,9 @@ pub async fn run(case_id: &str, kubeconfig: &Path) -> Option<Result<CaseMetrics,
     Some(match case_id {
         "NI-01" => nodes::every_node_initialized(client).await,
         "NI-02" => nodes::topology_labels_in_pairs(client).await,
-        "LB-01" => load_balancers::create(client).await,
-        "LB-03" => load_balancers::to_cluster_ip_and_back(client).await,
-        "LB-04" => load_balancers::delete_waits_for_the_cloud(client).await,
+        "LB-01" => load_balancers::create(client, cloud).await,
+        "LB-03" => load_balancers::to_cluster_ip_and_back(client, cloud).await,
+        "LB-04" => load_balancers::delete_waits_for_the_cloud(client, cloud).await,
         _ => return None,
     })
 }
