@@ -6,9 +6,10 @@
 //! `vcenter.<name>` entry per vCenter with its `server` and `datacenters`, and `labels`
 //! naming the tag categories for zone and region, and `nodes` choosing which guest IPs
 //! become InternalIP and ExternalIP by subnet (`pkg/cloudprovider/vsphere/config/
-//! types_yaml.go` `NodesYAML`, INI `[Nodes]` in `types_ini_legacy.go`). Only one vCenter is
-//! supported here, and of `nodes` only the subnet settings (`internalNetworkSubnetCidr`,
-//! `externalNetworkSubnetCidr` and their `exclude…` forms), not the VM network names.
+//! types_yaml.go` `NodesYAML`, INI `[Nodes]` in `types_ini_legacy.go`): by subnet
+//! (`internalNetworkSubnetCidr`, `externalNetworkSubnetCidr` and their `exclude…` forms) and
+//! by the NIC's VM network name (`internalVmNetworkName`, `externalVmNetworkName`). Only one
+//! vCenter is supported here.
 
 use serde::Deserialize;
 
@@ -53,6 +54,10 @@ pub struct NodeNetworks {
     pub external_subnets: Vec<Cidr>,
     pub exclude_internal_subnets: Vec<Cidr>,
     pub exclude_external_subnets: Vec<Cidr>,
+    /// `internalVmNetworkName` / `externalVmNetworkName`: a NIC on this VM network (names
+    /// compared ignoring case) gives the address when no subnet matched; empty = unset.
+    pub internal_vm_network_name: String,
+    pub external_vm_network_name: String,
 }
 
 /// A comma-separated CIDR list (upstream `parseCIDRs`: an unparsable entry is an error).
@@ -170,6 +175,10 @@ struct YamlNodes {
     exclude_internal_network_subnet_cidr: Option<String>,
     #[serde(default)]
     exclude_external_network_subnet_cidr: Option<String>,
+    #[serde(default)]
+    internal_vm_network_name: Option<String>,
+    #[serde(default)]
+    external_vm_network_name: Option<String>,
 }
 
 impl YamlNodes {
@@ -191,6 +200,8 @@ impl YamlNodes {
                 "excludeExternalNetworkSubnetCidr",
                 self.exclude_external_network_subnet_cidr.as_deref(),
             )?,
+            internal_vm_network_name: self.internal_vm_network_name.clone().unwrap_or_default(),
+            external_vm_network_name: self.external_vm_network_name.clone().unwrap_or_default(),
         })
     }
 }
@@ -313,6 +324,8 @@ fn parse_ini(text: &str) -> Result<VsphereConfig, String> {
                     "exclude-external-network-subnet-cidr" => {
                         nodes.exclude_external_network_subnet_cidr = Some(value)
                     }
+                    "internal-vm-network-name" => nodes.internal_vm_network_name = Some(value),
+                    "external-vm-network-name" => nodes.external_vm_network_name = Some(value),
                     _ => {}
                 }
                 continue;
@@ -423,6 +436,23 @@ mod tests {
             ini.nodes.exclude_external_subnets,
             vec![cidr("192.168.9.0/24")]
         );
+        // The VM network names (upstream config tests `TestReadConfigNetworkName`).
+        let named = VsphereConfig::parse(
+            "global:\n  user: a\nvcenter:\n  vc1:\n    server: h\n\
+             nodes:\n  internalVmNetworkName: \"Internal K8s Traffic\"\n  externalVmNetworkName: \"External/Outbound Traffic\"\n",
+        )
+        .unwrap();
+        assert_eq!(named.nodes.internal_vm_network_name, "Internal K8s Traffic");
+        assert_eq!(
+            named.nodes.external_vm_network_name,
+            "External/Outbound Traffic"
+        );
+        let named_ini = VsphereConfig::parse(
+            "[Global]\nuser = a\n[VirtualCenter \"h\"]\n[Nodes]\ninternal-vm-network-name = \"Internal K8s Traffic\"\n\
+             external-vm-network-name = \"External/Outbound Traffic\"\n",
+        )
+        .unwrap();
+        assert_eq!(named_ini.nodes, named.nodes);
         // No `nodes`: nothing set.
         let none = VsphereConfig::parse("global:\n  user: a\nvcenter:\n  vc1: {}\n").unwrap();
         assert_eq!(none.nodes, NodeNetworks::default());

@@ -70,12 +70,19 @@ pub struct VmInfo {
     pub uuid: String,
     pub power_state: String,
     pub host_name: String,
-    /// IPs of NICs with `deviceConfigId != -1`, in NIC order.
-    pub ips: Vec<String>,
+    /// IPs of NICs with `deviceConfigId != -1`, in NIC order, with their NIC's network.
+    pub ips: Vec<GuestIp>,
     pub num_cpu: u32,
     pub memory_mb: u64,
     pub guest_id: String,
     pub host: Option<MoRef>,
+}
+
+/// One guest IP and the VM network of the NIC that has it (`GuestNicInfo.network`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuestIp {
+    pub ip: String,
+    pub network: String,
 }
 
 impl Vsphere {
@@ -356,13 +363,18 @@ fn node_ips(node: &Node) -> Vec<String> {
 }
 
 /// IPs of `guest.net` NICs that are VM devices (`deviceConfigId != -1`).
-fn guest_ips(val: &Element) -> Vec<String> {
+fn guest_ips(val: &Element) -> Vec<GuestIp> {
     val.children
         .iter()
         .filter(|nic| nic.text_at(&["deviceConfigId"]) != "-1")
-        .flat_map(|nic| nic.all("ipAddress"))
-        .map(|ip| ip.text.trim().to_owned())
-        .filter(|ip| {
+        .flat_map(|nic| {
+            let network = nic.text_at(&["network"]).trim().to_owned();
+            nic.all("ipAddress").map(move |ip| GuestIp {
+                ip: ip.text.trim().to_owned(),
+                network: network.clone(),
+            })
+        })
+        .filter(|GuestIp { ip, .. }| {
             ip.parse::<IpAddr>().is_ok_and(|a| match a {
                 IpAddr::V4(v4) => !v4.is_link_local() && !v4.is_unspecified(),
                 IpAddr::V6(v6) => {
@@ -379,22 +391,25 @@ fn guest_ips(val: &Element) -> Vec<String> {
 /// (`kubernetes/cloud-provider-vsphere` `pkg/cloudprovider/vsphere/nodemanager.go`), for
 /// IPv4 and then IPv6: of the family's guest IPs, those outside the exclude subnets are
 /// candidates; the InternalIP is the first candidate inside an internal subnet (subnets in
-/// config order), the ExternalIP likewise with the external subnets; when neither is found
-/// (or no subnet is set) the family's first candidate is both. Then the hostname.
+/// config order), else the first on a NIC of `internalVmNetworkName` (ignoring case), the
+/// ExternalIP likewise with the external settings; when neither is found (or nothing is
+/// set) the family's first candidate is both. Then the hostname.
 ///
 /// Differences from upstream: both families are reported whenever the VM has IPs of them
 /// (upstream reports the families of `ipFamily` in the config, default IPv4 only), a family
-/// with no candidate is skipped rather than failing the lookup, the Hostname comes last,
-/// and the VM network names (`internalVmNetworkName`/`externalVmNetworkName`) are not
-/// modelled.
+/// with no candidate is skipped rather than failing the lookup, and the Hostname comes last.
 pub fn node_addresses(info: &VmInfo, nets: &NodeNetworks) -> Vec<NodeAddress> {
-    let ips: Vec<IpAddr> = info.ips.iter().filter_map(|ip| ip.parse().ok()).collect();
+    let ips: Vec<(IpAddr, &str)> = info
+        .ips
+        .iter()
+        .filter_map(|g| Some((g.ip.parse().ok()?, g.network.as_str())))
+        .collect();
     let mut out: Vec<NodeAddress> = Vec::new();
     for v6 in [false, true] {
-        let family: Vec<IpAddr> = ips
+        let family: Vec<(IpAddr, &str)> = ips
             .iter()
             .copied()
-            .filter(|ip| ip.is_ipv6() == v6)
+            .filter(|(ip, _)| ip.is_ipv6() == v6)
             .collect();
         let (internal, external) = discover_ips(&family, nets);
         for (kind, ip) in [(INTERNAL_IP, internal), (EXTERNAL_IP, external)] {
@@ -412,35 +427,51 @@ pub fn node_addresses(info: &VmInfo, nets: &NodeNetworks) -> Vec<NodeAddress> {
     out
 }
 
-/// `(internal, external)` among one family's IPs (upstream `discoverIPs`).
-fn discover_ips(family: &[IpAddr], nets: &NodeNetworks) -> (Option<IpAddr>, Option<IpAddr>) {
+/// `(internal, external)` among one family's IPs, each with its NIC's network (upstream
+/// `discoverIPs`: subnet match first, then `findNetworkNameMatch`, then the first IP).
+fn discover_ips(
+    family: &[(IpAddr, &str)],
+    nets: &NodeNetworks,
+) -> (Option<IpAddr>, Option<IpAddr>) {
     let host = |ip: &IpAddr| Cidr {
         addr: *ip,
         prefix: if ip.is_ipv4() { 32 } else { 128 },
     };
-    let outside = |excluded: &[Cidr]| -> Vec<IpAddr> {
+    let outside = |excluded: &[Cidr]| -> Vec<(IpAddr, &str)> {
         family
             .iter()
             .copied()
-            .filter(|ip| !excluded.iter().any(|net| net.contains(&host(ip))))
+            .filter(|(ip, _)| !excluded.iter().any(|net| net.contains(&host(ip))))
             .collect()
     };
     let internal_candidates = outside(&nets.exclude_internal_subnets);
     let external_candidates = outside(&nets.exclude_external_subnets);
-    let in_subnets = |candidates: &[IpAddr], subnets: &[Cidr]| {
+    let in_subnets = |candidates: &[(IpAddr, &str)], subnets: &[Cidr]| {
         subnets.iter().find_map(|net| {
             candidates
                 .iter()
-                .copied()
+                .map(|(ip, _)| *ip)
                 .find(|ip| net.contains(&host(ip)))
         })
     };
-    let internal = in_subnets(&internal_candidates, &nets.internal_subnets);
-    let external = in_subnets(&external_candidates, &nets.external_subnets);
+    let on_network = |candidates: &[(IpAddr, &str)], name: &str| {
+        (!name.is_empty())
+            .then(|| {
+                candidates
+                    .iter()
+                    .find(|(_, network)| network.eq_ignore_ascii_case(name))
+                    .map(|(ip, _)| *ip)
+            })
+            .flatten()
+    };
+    let internal = in_subnets(&internal_candidates, &nets.internal_subnets)
+        .or_else(|| on_network(&internal_candidates, &nets.internal_vm_network_name));
+    let external = in_subnets(&external_candidates, &nets.external_subnets)
+        .or_else(|| on_network(&external_candidates, &nets.external_vm_network_name));
     if internal.is_none() && external.is_none() {
         (
-            internal_candidates.first().copied(),
-            external_candidates.first().copied(),
+            internal_candidates.first().map(|(ip, _)| *ip),
+            external_candidates.first().map(|(ip, _)| *ip),
         )
     } else {
         (internal, external)

@@ -237,13 +237,17 @@ fn guest_net_skips_non_device_nics_and_link_local() {
         r#"<val><GuestNicInfo><deviceConfigId>4000</deviceConfigId><ipAddress>10.0.0.5</ipAddress><ipAddress>fe80::1</ipAddress><ipAddress>fd00::5</ipAddress></GuestNicInfo><GuestNicInfo><deviceConfigId>-1</deviceConfigId><ipAddress>172.17.0.1</ipAddress></GuestNicInfo><GuestNicInfo><ipAddress>169.254.1.1</ipAddress><ipAddress>192.168.1.9</ipAddress></GuestNicInfo></val>"#,
     )
     .expect("xml");
-    assert_eq!(guest_ips(&val), vec!["10.0.0.5", "fd00::5", "192.168.1.9"]);
+    let ips: Vec<String> = guest_ips(&val).into_iter().map(|g| g.ip).collect();
+    assert_eq!(ips, vec!["10.0.0.5", "fd00::5", "192.168.1.9"]);
 }
 
 #[test]
 fn addresses_and_instance_type() {
     let info = VmInfo {
-        ips: vec!["10.0.0.5".into()],
+        ips: vec![GuestIp {
+            ip: "10.0.0.5".into(),
+            network: "VM Network".into(),
+        }],
         host_name: "node-0".into(),
         num_cpu: 2,
         memory_mb: 4096,
@@ -274,11 +278,102 @@ fn pairs(info: &VmInfo, nets: &config::NodeNetworks) -> Vec<(String, String)> {
 }
 
 fn vm_with(ips: &[&str]) -> VmInfo {
+    let on: Vec<(&str, &str)> = ips.iter().map(|ip| (*ip, "VM Network")).collect();
+    vm_on(&on)
+}
+
+/// A VM whose NICs have these (IP, VM network) pairs.
+fn vm_on(ips: &[(&str, &str)]) -> VmInfo {
     VmInfo {
-        ips: ips.iter().map(|s| s.to_string()).collect(),
+        ips: ips
+            .iter()
+            .map(|(ip, network)| GuestIp {
+                ip: ip.to_string(),
+                network: network.to_string(),
+            })
+            .collect(),
         host_name: "node-0".into(),
         ..VmInfo::default()
     }
+}
+
+#[test]
+fn guest_net_keeps_each_ips_network() {
+    let val = xml::parse(
+        r#"<val><GuestNicInfo><network>VM Network</network><deviceConfigId>4000</deviceConfigId><ipAddress>10.0.0.5</ipAddress></GuestNicInfo><GuestNicInfo><network>Internal K8s Traffic</network><deviceConfigId>4001</deviceConfigId><ipAddress>192.168.7.5</ipAddress></GuestNicInfo></val>"#,
+    )
+    .expect("xml");
+    let got: Vec<(String, String)> = guest_ips(&val)
+        .into_iter()
+        .map(|g| (g.ip, g.network))
+        .collect();
+    assert_eq!(
+        got,
+        expect(&[
+            ("10.0.0.5", "VM Network"),
+            ("192.168.7.5", "Internal K8s Traffic")
+        ])
+    );
+}
+
+/// upstream nodemanager.go `discoverIPs`: subnets first, then the VM network names
+/// (ignoring case), then the first IP for both.
+#[test]
+fn vm_network_names_pick_addresses_when_no_subnet_matches() {
+    let vm = vm_on(&[
+        ("10.0.0.5", "VM Network"),
+        ("192.168.7.5", "internal k8s traffic"),
+        ("203.0.113.9", "External/Outbound Traffic"),
+    ]);
+    let mut by_name = nets(&[], &[]);
+    by_name.internal_vm_network_name = "Internal K8s Traffic".into();
+    by_name.external_vm_network_name = "External/Outbound Traffic".into();
+    assert_eq!(
+        pairs(&vm, &by_name),
+        expect(&[
+            ("InternalIP", "192.168.7.5"),
+            ("ExternalIP", "203.0.113.9"),
+            ("Hostname", "node-0")
+        ])
+    );
+    // A subnet match wins over the name.
+    let mut both = nets(&["10.0.0.0/8"], &[]);
+    both.internal_vm_network_name = "Internal K8s Traffic".into();
+    both.external_vm_network_name = "External/Outbound Traffic".into();
+    assert_eq!(
+        pairs(&vm, &both),
+        expect(&[
+            ("InternalIP", "10.0.0.5"),
+            ("ExternalIP", "203.0.113.9"),
+            ("Hostname", "node-0")
+        ])
+    );
+    // Only the internal name set and found: no ExternalIP (upstream logs a warning).
+    let mut internal_only = nets(&[], &[]);
+    internal_only.internal_vm_network_name = "Internal K8s Traffic".into();
+    assert_eq!(
+        pairs(&vm, &internal_only),
+        expect(&[("InternalIP", "192.168.7.5"), ("Hostname", "node-0")])
+    );
+    // A name no NIC has: the first IP is both, as without any setting.
+    let mut unknown = nets(&[], &[]);
+    unknown.internal_vm_network_name = "nope".into();
+    assert_eq!(
+        pairs(&vm, &unknown),
+        expect(&[
+            ("InternalIP", "10.0.0.5"),
+            ("ExternalIP", "10.0.0.5"),
+            ("Hostname", "node-0")
+        ])
+    );
+    // An excluded IP is not a candidate even on the named network.
+    let mut excluded = by_name.clone();
+    excluded.exclude_internal_subnets =
+        vec![crate::controllers::route::Cidr::parse("192.168.0.0/16").expect("cidr")];
+    assert_eq!(
+        pairs(&vm, &excluded),
+        expect(&[("ExternalIP", "203.0.113.9"), ("Hostname", "node-0")])
+    );
 }
 
 fn nets(internal: &[&str], external: &[&str]) -> config::NodeNetworks {
