@@ -47,5 +47,7 @@ if ! command -v gsutil >/dev/null 2>&1; then
   $SUDO ln -sf /opt/ccm-conformance-gsutil/bin/gsutil /usr/local/bin/gsutil
 fi
 
-command -v kubectl >/dev/null && kubectl version --client 2>/dev/null | head -1
+# The first line only, read to the end: `| head -1` closes the pipe early and kubectl's
+# SIGPIPE fails the script under pipefail (seen once in CI: exit 141).
+command -v kubectl >/dev/null && kubectl version --client 2>/dev/null | sed -n 1p
 python3 -c 'import junitparser; print("junitparser", junitparser.version)'
