@@ -622,6 +622,29 @@ impl Environment {
         .await
     }
 
+    /// Waits until node `name` is gone from the API (the lifecycle controller deleted it),
+    /// failing after `timeout` with the providerID it still had.
+    pub async fn wait_node_deleted(&self, name: &str, timeout: Duration) -> Result<(), CaseError> {
+        let nodes = self.nodes();
+        eventually(&format!("node {name} deleted"), timeout, || {
+            let nodes = nodes.clone();
+            async move {
+                let node = nodes
+                    .get_opt(name)
+                    .await
+                    .map_err(|e| CaseError::infra(&format!("getting node {name}"), e))?;
+                Ok(match node {
+                    None => Probe::Done(()),
+                    Some(n) => Probe::Pending(format!(
+                        "{name} still exists with providerID {:?}",
+                        provider_id(&n)
+                    )),
+                })
+            }
+        })
+        .await
+    }
+
     /// Checks that node `name` exists and satisfies `check` throughout `period`.
     pub async fn node_holds(
         &self,

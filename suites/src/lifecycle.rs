@@ -127,21 +127,7 @@ async fn nl01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     let (instance, _) = initialized_node(env, "node-a", NodeOptions::default()).await?;
     env.cloud().delete_instance(&instance.id)?;
     env.stop_kubelet("node-a").await?;
-    let nodes = env.nodes();
-    ccm_harness::eventually("node-a deleted", REACT, || {
-        let nodes = nodes.clone();
-        async move {
-            let n = nodes
-                .get_opt("node-a")
-                .await
-                .map_err(|e| CaseError::infra("getting node", e))?;
-            Ok(match n {
-                None => ccm_harness::Probe::Done(()),
-                Some(_) => ccm_harness::Probe::Pending("node-a still exists".into()),
-            })
-        }
-    })
-    .await?;
+    env.wait_node_deleted("node-a", REACT).await?;
     let events = env.node_events("node-a").await?;
     let deleting = events
         .iter()
@@ -342,21 +328,7 @@ async fn nl06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     );
     // Allowed again: the next period deletes the node.
     env.clear_denials();
-    let nodes = env.nodes();
-    eventually("node-a deleted once allowed", REACT, || {
-        let nodes = nodes.clone();
-        async move {
-            let n = nodes
-                .get_opt("node-a")
-                .await
-                .map_err(|e| CaseError::infra("getting node", e))?;
-            Ok(match n {
-                None => Probe::Done(()),
-                Some(_) => Probe::Pending("node-a still exists".into()),
-            })
-        }
-    })
-    .await?;
+    env.wait_node_deleted("node-a", REACT).await?;
     Ok(vec![
         ("denied_delete_attempts".into(), times.len().to_string()),
         ("longest_retry_gap_seconds".into(), format!("{longest:.3}")),
@@ -384,25 +356,9 @@ async fn nl07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         old.id
     );
     let started = std::time::Instant::now();
-    let nodes = env.nodes();
-    eventually("the old node-a deleted", REACT, || {
-        let nodes = nodes.clone();
-        async move {
-            let n = nodes
-                .get_opt("node-a")
-                .await
-                .map_err(|e| CaseError::infra("getting node", e))?;
-            Ok(match n {
-                None => Probe::Done(()),
-                Some(n) => Probe::Pending(format!(
-                    "node-a still exists with providerID {:?}",
-                    provider_id(&n)
-                )),
-            })
-        }
-    })
-    .await
-    .map_err(|e| env.with_ccm_log(e))?;
+    env.wait_node_deleted("node-a", REACT)
+        .await
+        .map_err(|e| env.with_ccm_log(e))?;
     let deleted_after = started.elapsed();
     // The new machine's kubelet (--cloud-provider=external) registers the same name.
     env.add_node_on("node-a", &new, NodeOptions::default())

@@ -700,28 +700,10 @@ async fn leader_migration_nodes(
     // The KCM is upgraded to --cloud-provider=external: the CCM takes over.
     kcm.stop().await;
     let handed_over = std::time::Instant::now();
-    let nodes = env.nodes();
-    eventually(
-        "the CCM to delete node-b after taking cloud-node-lifecycle over",
-        LB_TIMEOUT + LIFECYCLE_WATCH,
-        || {
-            let nodes = nodes.clone();
-            async move {
-                Ok(
-                    match nodes
-                        .get_opt("node-b")
-                        .await
-                        .map_err(|e| CaseError::infra("getting node", e))?
-                    {
-                        None => Probe::Done(()),
-                        Some(_) => Probe::Pending("node-b still exists".into()),
-                    },
-                )
-            }
-        },
-    )
-    .await
-    .map_err(|e| with_replica_logs(env, e))?;
+    // The CCM deletes node-b after taking cloud-node-lifecycle over.
+    env.wait_node_deleted("node-b", LB_TIMEOUT + LIFECYCLE_WATCH)
+        .await
+        .map_err(|e| with_replica_logs(env, e))?;
     let handover = handed_over.elapsed();
     // Roll the CCM replicas one at a time: node-a sees nothing.
     let recorder = Recorder::start(env, &[]).await?;
