@@ -10,7 +10,9 @@
 #   gcp-storage-emulator,    uploads to GCS are read back with Google's client
 #   google-cloud-storage
 #   pyvmomi                  the mock vSphere is judged by VMware's Python SDK...
-#   golang-go, govmomi       ...side by side with vcsim, built offline from Debian's govmomi
+#   Go 1.26                  ...side by side with vcsim (govmomi v0.53.0's simulator, built
+#                            from the Go module proxy on first use); the Go judges
+#                            (judges/go: gophercloud, aws-sdk-go-v2, govmomi) need it too
 #   kubernetes (PyPI)        the embedded API server is judged by the official Python client
 #   chromium                 the TestGrid-style dashboard is screenshotted headless
 #   gsutil (own venv)        uploads are read back with Google's gsutil too; it pins old
@@ -21,8 +23,10 @@ need_apt=()
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
-command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
-[ -d /usr/share/gocode/src/github.com/vmware/govmomi ] || need_apt+=(golang-github-vmware-govmomi-dev)
+# Go 1.26: the tarball's /usr/local/go/bin/go counts (the tests look there too). Debian's
+# golang-go is older; Go >= 1.21 with GOTOOLCHAIN=auto fetches go1.26 through the module
+# proxy when a go.mod asks for it.
+command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || need_apt+=(golang-go)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -46,7 +46,8 @@ pub struct CertifyArgs {
     /// Provider whose CCM is certified (one of the harness's providers).
     #[arg(long)]
     pub provider: String,
-    /// The CCM binary to run (or `reference`).
+    /// The CCM binary to run (or `reference`, or `upstream[@vX.Y.Z]`: the provider's
+    /// upstream CCM built from its Go module).
     #[arg(long)]
     pub ccm: Option<String>,
     /// Run against an existing cluster instead (external mode).

@@ -45,6 +45,26 @@ enum Command {
     /// Run the suites against a provider's CCM and write a self-certification folder:
     /// JUnit, logs, Prow files, README.md and testgrid-config.yaml.
     Certify(cli_testgrid::CertifyArgs),
+    /// Upstream's cloud-controller-managers, built from their Go modules.
+    #[command(subcommand)]
+    Upstream(UpstreamCommand),
+}
+
+#[derive(Subcommand)]
+enum UpstreamCommand {
+    /// Build (or find in the cache) a provider's upstream CCM with the `go` command; the
+    /// binary's path is the last line of stdout. Cache:
+    /// $XDG_CACHE_HOME/ccm-conformance/upstream/<provider>-<version>/.
+    Build(UpstreamBuildArgs),
+}
+
+#[derive(Args)]
+struct UpstreamBuildArgs {
+    /// aws, openstack or vsphere.
+    provider: String,
+    /// A release tag of the provider's module (default: the newest one known to build).
+    #[arg(long)]
+    version: Option<String>,
 }
 
 #[derive(Args)]
@@ -98,6 +118,10 @@ struct TestgridConfigArgs {
     /// The job is a presubmit (results under pr-logs/directory/<job>).
     #[arg(long)]
     presubmit: bool,
+    /// Which CCM the job runs: `upstream` names the tab `upstream-<provider>-ccm` (one tab
+    /// per upstream CCM beside the reference CCM's, as ci/prow's periodics upload them).
+    #[arg(long, default_value = "reference")]
+    ccm: String,
 }
 
 #[derive(Args)]
@@ -142,17 +166,18 @@ struct RunArgs {
     /// Provider to run (repeatable; default: all available).
     #[arg(long = "provider")]
     providers: Vec<String>,
-    /// `reference` or the path of a CCM binary.
+    /// `reference`, `upstream[@vX.Y.Z]` (each provider's upstream CCM, built from its Go
+    /// module or found in the cache) or the path of a CCM binary.
     #[arg(long, default_value = "reference")]
     ccm: String,
     /// Extra flag for the CCM (repeatable), e.g. --ccm-arg=--v=4.
     #[arg(long = "ccm-arg", allow_hyphen_values = true)]
     ccm_args: Vec<String>,
-    /// The upgrade suite's old CCM (N): `reference` or a binary path (default: --ccm).
-    #[arg(long, value_name = "PATH")]
+    /// The upgrade suite's old CCM (N): as --ccm (default: --ccm).
+    #[arg(long, value_name = "CCM")]
     ccm_old: Option<String>,
-    /// The upgrade suite's new CCM (N+1): `reference` or a binary path (default: --ccm).
-    #[arg(long, value_name = "PATH")]
+    /// The upgrade suite's new CCM (N+1): as --ccm (default: --ccm).
+    #[arg(long, value_name = "CCM")]
     ccm_new: Option<String>,
     /// Run against an existing cluster (external mode).
     #[arg(long)]
@@ -226,6 +251,11 @@ struct MockArgs {
     /// (openstack).
     #[arg(long)]
     tls: bool,
+    /// Also serve the instance metadata service (IMDSv2) on a second port; the ready
+    /// file's `imds_endpoint` names it (aws). `PUT <admin_url>/imds {"instance_id": ...}`
+    /// chooses the instance it speaks for.
+    #[arg(long)]
+    imds: bool,
     /// Written once serving: the mock's connection object (DESIGN.md).
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -234,7 +264,10 @@ struct MockArgs {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            // kube's client logs every connection a case's teardown cuts (watches on an API
+            // server that just stopped): noise on a run's screen, so off unless RUST_LOG asks.
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client=off,kube_runtime=off".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -251,6 +284,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => diff(args),
         Command::Dashboard(args) => cli_testgrid::dashboard(args),
         Command::Certify(args) => cli_testgrid::certify(args),
+        Command::Upstream(UpstreamCommand::Build(args)) => upstream_build(args),
         Command::Bench(args) if matches!(args.name.as_str(), "junit" | "publish") => {
             cli_testgrid::bench(
                 &args.name,
@@ -300,20 +334,28 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             Provider::parse_list(&args.providers.join(",")).map_err(anyhow::Error::msg)?;
     }
     settings.set_ccm(&args.ccm);
-    if !settings.ccm.exists() {
-        bail!("CCM binary {} does not exist", settings.ccm.display());
-    }
     settings.ccm_args = args.ccm_args;
     if let Some(v) = &args.ccm_old {
-        settings.ccm_old = ccm_harness::settings::ccm_path(v);
+        settings.set_ccm_old(v);
     }
     if let Some(v) = &args.ccm_new {
-        settings.ccm_new = ccm_harness::settings::ccm_path(v);
+        settings.set_ccm_new(v);
     }
-    for path in [&settings.ccm_old, &settings.ccm_new].into_iter().flatten() {
+    for path in [
+        Some(&settings.ccm),
+        settings.ccm_old.as_ref(),
+        settings.ccm_new.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
         if !path.exists() {
             bail!("CCM binary {} does not exist", path.display());
         }
+    }
+    if !args.list {
+        let providers = settings.providers.clone();
+        resolve_upstream(&mut settings, &providers)?;
     }
     settings.kubeconfig = args.kubeconfig;
     if let Some(secs) = args.cloud_timeout {
@@ -470,16 +512,80 @@ fn diff(args: DiffArgs) -> Result<ExitCode> {
     })
 }
 
-/// Column headers TestGrid shows: versions of the pieces under test.
-fn run_metadata(settings: &Settings) -> ccm_testgrid::prow::RunMetadata {
-    let ccm_version = std::process::Command::new(&settings.ccm)
+/// Builds (or finds in the cache) upstream's CCM for `providers` when a role asks for it,
+/// reporting progress on stderr.
+fn resolve_upstream(settings: &mut Settings, providers: &[Provider]) -> Result<()> {
+    if settings.uses_upstream() {
+        settings.resolve_upstream(providers, &mut |line| eprintln!("{line}"))?;
+    }
+    Ok(())
+}
+
+/// `upstream build`: progress on stderr, the binary's path as the last line of stdout.
+fn upstream_build(args: UpstreamBuildArgs) -> Result<ExitCode> {
+    let Some(upstream) = ccm_upstream::ccm(&args.provider) else {
+        bail!(
+            "no upstream CCM for {:?} (known: {})",
+            args.provider,
+            ccm_upstream::CCMS
+                .iter()
+                .map(|u| u.provider)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    let built =
+        ccm_upstream::Builder::default().build(upstream, args.version.as_deref(), &mut |line| {
+            eprintln!("{line}")
+        })?;
+    eprintln!(
+        "{} {} {}",
+        upstream.binary,
+        built.version,
+        if built.reused {
+            "found in the cache"
+        } else {
+            "built"
+        }
+    );
+    println!("{}", built.path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The first line of `BIN --version`.
+fn binary_version(binary: &Path) -> Option<String> {
+    std::process::Command::new(binary)
         .arg("--version")
         .output()
         .ok()
         .filter(|o| o.status.success())
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.lines().next().map(str::to_string))
-        .unwrap_or_else(|| "unknown".into());
+}
+
+/// Column headers TestGrid shows: versions of the pieces under test.
+fn run_metadata(settings: &Settings) -> ccm_testgrid::prow::RunMetadata {
+    // Upstream CCMs differ per provider: name each.
+    let mut versions: Vec<String> = Vec::new();
+    for &p in &settings.providers {
+        let v = binary_version(&settings.for_provider(p).ccm).unwrap_or_else(|| "unknown".into());
+        let v = if settings.uses_upstream() {
+            format!(
+                "{} {v}",
+                ccm_upstream::ccm(p.name()).map_or("?", |u| u.binary)
+            )
+        } else {
+            v
+        };
+        if !versions.contains(&v) {
+            versions.push(v);
+        }
+    }
+    let ccm_version = if versions.is_empty() {
+        "unknown".into()
+    } else {
+        versions.join(", ")
+    };
     ccm_testgrid::prow::RunMetadata {
         k8s_version: mock_kube_apiserver::discovery::GIT_VERSION.to_string(),
         ccm_version,
@@ -535,7 +641,19 @@ fn testgrid_config(args: TestgridConfigArgs) -> Result<()> {
         JobKind::Periodic
     };
     let layout = JobLayout::new(&prefix, &args.job, kind)?;
-    let spec = ccm_testgrid::config::ConfigSpec::new(&args.provider, &bucket, layout);
+    let mut spec = ccm_testgrid::config::ConfigSpec::new(&args.provider, &bucket, layout);
+    match args.ccm.as_str() {
+        "reference" => {}
+        "upstream" => {
+            let binary = ccm_upstream::ccm(&args.provider)
+                .map(|u| u.binary)
+                .ok_or_else(|| anyhow::anyhow!("no upstream CCM for {:?}", args.provider))?;
+            spec.tab_name = format!("upstream-{}-ccm", args.provider);
+            spec.description =
+                format!("CCM conformance of upstream's {binary} (built from its Go module)");
+        }
+        other => bail!("--ccm {other:?}: expected reference or upstream"),
+    }
     print!("{}", ccm_testgrid::config::render(&spec)?);
     Ok(())
 }
@@ -660,6 +778,9 @@ async fn mock(args: MockArgs) -> Result<ExitCode> {
     if args.tls && args.cloud == "aws" {
         bail!("--tls is not supported for the aws mock yet (vsphere always serves HTTPS)");
     }
+    if args.imds && args.cloud != "aws" {
+        bail!("--imds is for the aws mock (its instance metadata service)");
+    }
     // Mocks exist independently of the providers the suites can run, so this matches on
     // the cloud name itself.
     let (listen, nodes) = (args.listen, args.nodes);
@@ -701,6 +822,7 @@ async fn mock(args: MockArgs) -> Result<ExitCode> {
                         listen,
                         nodes,
                         seed,
+                        imds: args.imds,
                         ..Default::default()
                     })
                 },
@@ -805,7 +927,8 @@ async fn bench(args: BenchArgs) -> Result<()> {
     if let Some(dir) = args.artifacts {
         settings.artifacts = dir;
     }
-    let settings = Arc::new(settings);
+    resolve_upstream(&mut settings, &[provider])?;
+    let settings = Arc::new(settings.for_provider(provider));
     let mut reports = Vec::new();
     for run in 1..=args.runs.max(1) {
         let dir = settings
@@ -857,7 +980,8 @@ async fn bench_lb(args: BenchArgs) -> Result<()> {
     if let Some(dir) = args.artifacts {
         settings.artifacts = dir;
     }
-    let settings = Arc::new(settings);
+    resolve_upstream(&mut settings, &[provider])?;
+    let settings = Arc::new(settings.for_provider(provider));
     let mut reports = Vec::new();
     for run in 1..=args.runs.max(1) {
         let dir = settings.artifacts.join("bench").join(format!("lb-{run}"));

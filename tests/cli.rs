@@ -373,6 +373,34 @@ fn a_run_leaves_prow_files_and_publishes_to_a_file_bucket() {
     assert!(out.status.success());
     let yaml = String::from_utf8_lossy(&out.stdout);
     assert!(yaml.contains("my-bucket/logs/ci-ccm-openstack"), "{yaml}");
+
+    // A tab per upstream CCM, as the ci-ccm-conformance-upstream-* periodics upload.
+    let upstream = |provider: &str| {
+        Command::new(BIN)
+            .args([
+                "testgrid-config",
+                "--provider",
+                provider,
+                "--bucket",
+                "gs://b",
+            ])
+            .args([
+                "--job",
+                "ci-ccm-conformance-upstream-aws",
+                "--ccm",
+                "upstream",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = upstream("aws");
+    let yaml = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{yaml}");
+    assert!(yaml.contains("upstream-aws-ccm"), "{yaml}");
+    assert!(yaml.contains("aws-cloud-controller-manager"), "{yaml}");
+    let out = upstream("nope");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no upstream CCM"));
 }
 
 /// (state, parent PID) of a process, from /proc; `None` once it is gone.
@@ -1121,4 +1149,48 @@ fn external_mode_fails_lb01_when_no_ccm_ensures_the_load_balancer() {
     assert!(!ok, "expected a failure:\n{stdout}");
     assert!(junit.contains("<failure"), "{junit}");
     assert!(junit.contains("a load-balancer ingress"), "{junit}");
+}
+
+/// `upstream build` refuses what it cannot build with one clear line and a non-zero exit,
+/// before running `go` (the builds themselves are exercised by `.ci/run`, which builds the
+/// three upstream CCMs and runs the suites with them).
+#[test]
+fn upstream_build_refuses_unknown_providers_and_bad_versions() {
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .arg("upstream")
+            .arg("build")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["gcp"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no upstream CCM for \"gcp\"") && err.contains("aws, openstack, vsphere"),
+        "{err}"
+    );
+    let out = run(&["aws", "--version", "latest"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"latest\" is not a Go module version"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // No go on PATH: one line naming the cause, nothing in the cache.
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["upstream", "build", "aws"])
+        .env("CCM_CONFORMANCE_GO", "/nonexistent/go")
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`go` command was not found"), "{err}");
+    let upstream = cache.path().join("ccm-conformance/upstream");
+    let left = std::fs::read_dir(&upstream).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "nothing half-written in {}", upstream.display());
 }

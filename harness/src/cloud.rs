@@ -180,7 +180,8 @@ pub enum FaultSpec {
 pub struct CloudLoadBalancer {
     pub id: String,
     pub name: String,
-    /// The address clients reach it on inside the cloud.
+    /// The address clients reach it on: OpenStack's floating IP on the VIP port when it has
+    /// one (what upstream reports as the ingress), else the VIP.
     pub vip: String,
     /// The cloud's provisioning state (e.g. Octavia `ACTIVE`, `PENDING_CREATE`).
     pub state: String,
@@ -308,6 +309,18 @@ impl CloudControl {
         }
     }
 
+    /// `n` addresses the cloud accepts as new external IPs of an instance, none in use
+    /// (127/8 where the data plane needs them bound; vSphere's are not loopback, see
+    /// [`vsphere::INTERNAL_SUBNETS`]).
+    pub fn spare_external_ips(&self, n: usize) -> Vec<String> {
+        match self {
+            CloudControl::OpenStack(_) | CloudControl::Aws(_) => {
+                (0..n).map(|i| format!("127.20.9.{}", 9 - i % 9)).collect()
+            }
+            CloudControl::Vsphere(m) => m.spare_external_ips(n),
+        }
+    }
+
     /// A providerID naming `instance` in a form its provider accepts but its CCM would not
     /// compute itself, where the generic `<name>://<region>/<id>` is not one (NI-07):
     /// vSphere's BIOS UUID in upper case (cloud-provider-vsphere compares UUIDs without
@@ -353,6 +366,18 @@ impl CloudControl {
                     "[Global]\nauth-url = \"{}\"\nusername = \"{}\"\npassword = \"{}\"\ntenant-name = \"{}\"\ndomain-name = \"{}\"\nregion = \"{}\"\n",
                     r.auth_url, r.username, r.password, r.project_name, r.domain_name, r.region
                 );
+                // The VIP subnet and the external network named, as deployments do:
+                // upstream would otherwise derive the subnet from a node's providerID (and
+                // fail while nodes have none) and pick an external network itself
+                // (cloud-provider-openstack `getSubnetIDForLB`, `getFloatingNetworkIDForLB`).
+                let admin = m.admin();
+                conf.push_str("\n[LoadBalancer]\n");
+                if let Some(subnet) = admin.private_subnet_id() {
+                    conf.push_str(&format!("subnet-id = \"{subnet}\"\n"));
+                }
+                if let Some(net) = admin.external_network_id() {
+                    conf.push_str(&format!("floating-network-id = \"{net}\"\n"));
+                }
                 if let Some(router) = m.admin().routers().first() {
                     conf.push_str(&format!("\n[Route]\nrouter-id = \"{}\"\n", router.id));
                 }
@@ -640,25 +665,29 @@ impl CloudControl {
     /// Every load balancer in the cloud.
     pub fn load_balancers(&self) -> Vec<CloudLoadBalancer> {
         match self {
-            CloudControl::OpenStack(m) => m
-                .admin()
-                .load_balancers()
-                .iter()
-                .map(|lb| {
-                    let text = |k: &str| {
-                        lb.get(k)
-                            .and_then(|v| v.as_str())
-                            .unwrap_or_default()
-                            .to_string()
-                    };
-                    CloudLoadBalancer {
-                        id: text("id"),
-                        name: text("name"),
-                        vip: text("vip_address"),
-                        state: text("provisioning_status"),
-                    }
-                })
-                .collect(),
+            CloudControl::OpenStack(m) => {
+                let admin = m.admin();
+                admin
+                    .load_balancers()
+                    .iter()
+                    .map(|lb| {
+                        let text = |k: &str| {
+                            lb.get(k)
+                                .and_then(|v| v.as_str())
+                                .unwrap_or_default()
+                                .to_string()
+                        };
+                        CloudLoadBalancer {
+                            id: text("id"),
+                            name: text("name"),
+                            vip: admin
+                                .floating_ip_of_port(&text("vip_port_id"))
+                                .unwrap_or_else(|| text("vip_address")),
+                            state: text("provisioning_status"),
+                        }
+                    })
+                    .collect()
+            }
             CloudControl::Aws(m) => m.load_balancers(),
             CloudControl::Vsphere(_) => Vec::new(),
         }
@@ -839,6 +868,7 @@ impl AwsMock {
             nodes,
             address_block,
             cluster_id: AWS_CLUSTER_ID.to_string(),
+            imds: true,
             ..Default::default()
         };
         let mock = mock_aws::MockAws::start(config)
@@ -874,12 +904,27 @@ impl AwsMock {
         // Dual-stack node addresses (IPv4 first), so instances given IPv6 addresses report
         // them; instances without any are unaffected.
         conf.push_str("NodeIPFamilies = ipv4\nNodeIPFamilies = ipv6\n");
-        for (i, service) in ["ec2", "elasticloadbalancing"].iter().enumerate() {
+        // Service IDs of aws-sdk-go-v2, which upstream matches exactly since v1.31
+        // (shared/reference/upstream-builds.md); the instance metadata service too, as
+        // upstream reads its identity document at start.
+        let services = [
+            ("EC2", "ec2"),
+            ("Elastic Load Balancing", "elasticloadbalancing"),
+            ("Elastic Load Balancing v2", "elasticloadbalancing"),
+        ];
+        for (i, (service, signing)) in services.iter().enumerate() {
             conf.push_str(&format!(
-                "\n[ServiceOverride \"{}\"]\nService = {service}\nRegion = {region}\nURL = {url}\nSigningRegion = {region}\nSigningName = {service}\n",
+                "\n[ServiceOverride \"{}\"]\nService = {service}\nRegion = {region}\nURL = {url}\nSigningRegion = {region}\nSigningName = {signing}\n",
                 i + 1,
                 region = r.region,
                 url = r.endpoint,
+            ));
+        }
+        if let Some(imds) = &r.imds_endpoint {
+            conf.push_str(&format!(
+                "\n[ServiceOverride \"{}\"]\nService = ec2imds\nRegion = {region}\nURL = {imds}\nSigningRegion = {region}\n",
+                services.len() + 1,
+                region = r.region,
             ));
         }
         conf
@@ -892,7 +937,6 @@ impl AwsMock {
             ("AWS_ACCESS_KEY_ID".into(), r.access_key_id),
             ("AWS_SECRET_ACCESS_KEY".into(), r.secret_access_key),
             ("AWS_REGION".into(), r.region),
-            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
         ]
     }
 

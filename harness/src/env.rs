@@ -215,19 +215,47 @@ impl Environment {
     /// when it exits or never becomes healthy.
     pub async fn start_ccm_with(&mut self, extra: &[&str]) -> Result<(), CaseError> {
         self.stop_ccm().await;
-        let port = free_port().map_err(|e| CaseError::infra("finding a free port", e))?;
-        let mut args = self.ccm_command_line(port);
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let mut ccm = CcmProcess::spawn_with_env(
-            &self.settings.ccm,
-            &args,
-            &self.cloud_env(),
-            &self.dir.join("ccm.log"),
-            port,
-        )?;
-        ccm.wait_healthy(Duration::from_secs(30)).await?;
+        let binary = self.settings.ccm.clone();
+        let ccm = self
+            .spawn_healthy(&binary, extra, &self.dir.join("ccm.log"))
+            .await?;
         self.ccm = Some(ccm);
         Ok(())
+    }
+
+    /// Spawns `binary` with [`Self::ccm_command_line`] and `extra` on a free port and waits
+    /// for its `/healthz`. The port is free when chosen but another process of the run may
+    /// bind it before the CCM does: then (and only then) it tries again on another port.
+    async fn spawn_healthy(
+        &self,
+        binary: &Path,
+        extra: &[&str],
+        log: &Path,
+    ) -> Result<CcmProcess, CaseError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let port = free_port().map_err(|e| CaseError::infra("finding a free port", e))?;
+            let mut args = self.ccm_command_line(port);
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let mut ccm = CcmProcess::spawn_with_env(binary, &args, &self.cloud_env(), log, port)?;
+            match ccm.wait_healthy(Duration::from_secs(30)).await {
+                Ok(()) => return Ok(ccm),
+                Err(e) => {
+                    // Go: "listen tcp 127.0.0.1:N: bind: address already in use";
+                    // Rust: "Address already in use (os error 98)".
+                    let lost_port = ccm.exited().is_some()
+                        && ccm
+                            .log_tail(5)
+                            .to_ascii_lowercase()
+                            .contains("address already in use");
+                    ccm.stop().await;
+                    if !(lost_port && attempt < 3) {
+                        return Err(e);
+                    }
+                }
+            }
+        }
     }
 
     /// Starts a named CCM replica beside the primary CCM: its own `--secure-port`, its own
@@ -243,16 +271,12 @@ impl Environment {
         extra: &[&str],
     ) -> Result<(), CaseError> {
         self.stop_replica(name).await;
-        let port = free_port().map_err(|e| CaseError::infra("finding a free port", e))?;
-        let mut args = self.ccm_command_line(port);
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let binary = binary.unwrap_or(&self.settings.ccm);
+        let binary = binary.unwrap_or(&self.settings.ccm).to_path_buf();
         let log = self.dir.join(format!("ccm-{name}.log"));
-        let mut ccm = CcmProcess::spawn_with_env(binary, &args, &self.cloud_env(), &log, port)?;
-        if let Err(e) = ccm.wait_healthy(Duration::from_secs(30)).await {
-            ccm.stop().await;
-            return Err(prefix_failure(&format!("replica {name}"), e));
-        }
+        let ccm = self
+            .spawn_healthy(&binary, extra, &log)
+            .await
+            .map_err(|e| prefix_failure(&format!("replica {name}"), e))?;
         self.replicas.insert(name.to_string(), ccm);
         Ok(())
     }

@@ -170,10 +170,19 @@ pub async fn seed_load_balancer(
     };
     let text = |k: &str| lb[k].as_str().unwrap_or_default().to_string();
     let vip = text("vip_address");
+    // The in-tree provider put a floating IP on the VIP port (the harness's cloud.conf names
+    // the floating network) and reported it as the ingress.
+    let fip = match env.cloud() {
+        CloudControl::OpenStack(m) => m
+            .admin()
+            .seed_floating_ip(&text("vip_port_id"))
+            .map_err(|e| CaseError::infra("seeding the in-tree floating IP", e))?,
+        _ => vip.clone(),
+    };
     Ok(InTreeLoadBalancer {
         // What a 1.30 API server defaulted ipMode to.
-        ingress: json!({"ip": vip, "ipMode": "VIP"}),
-        address: vip.clone(),
+        ingress: json!({"ip": fip, "ipMode": "VIP"}),
+        address: fip.clone(),
         cloud: CloudLoadBalancer {
             id: text("id"),
             name: text("name"),

@@ -79,16 +79,54 @@ async fn octavia_delete(ready: &serde_json::Value, lb_id: &str) -> Result<(), Ca
         .json()
         .await
         .map_err(|e| CaseError::infra("reading the Keystone token", e))?;
-    let endpoint = catalog["token"]["catalog"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|svc| svc["type"] == "load-balancer")
-        .flat_map(|svc| svc["endpoints"].as_array().into_iter().flatten())
-        .find(|e| e["interface"] == "public")
-        .and_then(|e| e["url"].as_str())
-        .map(|u| u.trim_end_matches('/').to_string())
-        .ok_or_else(|| CaseError::failed("no load-balancer endpoint in the catalog"))?;
+    let endpoint_of = |kind: &str| {
+        catalog["token"]["catalog"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|svc| svc["type"] == kind)
+            .flat_map(|svc| svc["endpoints"].as_array().into_iter().flatten())
+            .find(|e| e["interface"] == "public")
+            .and_then(|e| e["url"].as_str())
+            .map(|u| u.trim_end_matches('/').to_string())
+            .ok_or_else(|| CaseError::failed(format!("no {kind} endpoint in the catalog")))
+    };
+    let endpoint = endpoint_of("load-balancer")?;
+    let network = endpoint_of("network")?;
+    // The operator releases the floating IP on the VIP port too (`openstack floating ip
+    // delete`): deleting a load balancer leaves it allocated, unattached.
+    let get_json = |url: String| {
+        let request = http.get(url).header("X-Auth-Token", token.clone());
+        async move {
+            request
+                .send()
+                .await
+                .map_err(|e| CaseError::infra("reading mock OpenStack", e))?
+                .json::<serde_json::Value>()
+                .await
+                .map_err(|e| CaseError::infra("reading mock OpenStack", e))
+        }
+    };
+    let lb = get_json(format!("{endpoint}/v2/lbaas/loadbalancers/{lb_id}")).await?;
+    if let Some(port) = lb["loadbalancer"]["vip_port_id"].as_str() {
+        let fips = get_json(format!("{network}/v2.0/floatingips?port_id={port}")).await?;
+        for fip in fips["floatingips"].as_array().into_iter().flatten() {
+            let Some(id) = fip["id"].as_str() else {
+                continue;
+            };
+            let answer = http
+                .delete(format!("{network}/v2.0/floatingips/{id}"))
+                .header("X-Auth-Token", token.clone())
+                .send()
+                .await
+                .map_err(|e| CaseError::infra("deleting a floating IP in mock Neutron", e))?;
+            ensure!(
+                answer.status().is_success(),
+                "expected Neutron to delete floating IP {id}, observed {}",
+                answer.status()
+            );
+        }
+    }
     let answer = http
         .delete(format!(
             "{endpoint}/v2/lbaas/loadbalancers/{lb_id}?cascade=true"

@@ -16,6 +16,7 @@ use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
 use tokio::runtime::Runtime;
 
 use crate::case::{Case, CaseError};
+use crate::cloud::Provider;
 use crate::env::Environment;
 use crate::interrupt::{self, EXIT_INTERRUPTED, Signal};
 use crate::progress::{Progress, Verdict};
@@ -124,7 +125,7 @@ pub fn run_with(
         },
         _ => None,
     };
-    let settings = Arc::new(settings);
+    let mut settings = settings;
     // The plan: every trial `keep` accepts and libtest's filters select, in run order.
     let planned: Vec<(String, String)> = settings
         .providers
@@ -137,6 +138,27 @@ pub fn run_with(
         .filter(|(_, name)| keep(name))
         .filter(|(_, name)| !args.is_filtered_out(&Trial::test(name.clone(), || Ok(()))))
         .collect();
+    // Upstream CCMs are built (or found in the cache) before the first case, for the
+    // providers the plan runs, so no case's time includes a Go build.
+    if !args.list && settings.uses_upstream() {
+        let providers: Vec<Provider> = settings
+            .providers
+            .iter()
+            .copied()
+            .filter(|p| planned.iter().any(|(name, _)| name == p.name()))
+            .collect();
+        if let Err(e) = settings.resolve_upstream(&providers, &mut |line| eprintln!("{line}")) {
+            eprintln!("error: {e}");
+            return Conclusion {
+                num_filtered_out: 0,
+                num_passed: 0,
+                num_failed: 1,
+                num_ignored: 0,
+                num_measured: 0,
+            };
+        }
+    }
+    let settings = Arc::new(settings);
     let print = options.progress_lines && !args.list;
     let progress = Arc::new(Progress::new(
         planned,
@@ -265,6 +287,7 @@ fn trials_with_progress(
 ) -> Vec<Trial> {
     let mut out = Vec::new();
     for &provider in &settings.providers {
+        let settings = Arc::new(settings.for_provider(provider));
         for case in cases {
             let name = case.full_name(provider);
             let (case, settings, junit, log, progress) = (

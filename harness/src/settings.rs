@@ -3,7 +3,13 @@
 //! Variable names are a contract (DESIGN.md): `CCM_CONFORMANCE_PROVIDERS`,
 //! `CCM_CONFORMANCE_CCM`, `CCM_CONFORMANCE_CCM_ARGS`, `CCM_CONFORMANCE_KUBECONFIG`, `ARTIFACTS`;
 //! added since: `CCM_CONFORMANCE_CLOUD_TIMEOUT` (seconds, external mode).
+//!
+//! A CCM is named as `reference` (ours), a path, or `upstream[@vX.Y.Z]`: upstream's Go CCM
+//! of each provider, which differs per provider, so it is built (or found in the cache) by
+//! [`Settings::resolve_upstream`] before the run and put in place per provider by
+//! [`Settings::for_provider`].
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,12 +39,68 @@ pub struct Settings {
     /// balancer (`--cloud-timeout`, `CCM_CONFORMANCE_CLOUD_TIMEOUT` in seconds). Default
     /// 20 min (ccm-behaviour.md §4 LB-01/LB-04, upstream e2e against a real cloud).
     pub cloud_timeout: Duration,
+    /// The roles (`--ccm`, `--ccm-old`, `--ccm-new`) that run upstream's CCM, and the
+    /// binaries built for them.
+    pub upstream: UpstreamCcms,
+}
+
+/// How the CCM of a role is named on the command line or in the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CcmChoice {
+    /// The reference CCM (`reference`, or empty).
+    Reference,
+    /// Upstream's CCM of each provider (`upstream`, `upstream@vX.Y.Z`); `None` = the
+    /// default version of [`ccm_upstream::Upstream`].
+    Upstream(Option<String>),
+    /// A binary the user brings.
+    Path(PathBuf),
+}
+
+impl CcmChoice {
+    pub fn parse(value: &str) -> Self {
+        match value.trim() {
+            "" | "reference" => CcmChoice::Reference,
+            "upstream" => CcmChoice::Upstream(None),
+            v => match v.strip_prefix("upstream@") {
+                Some(version) => CcmChoice::Upstream(Some(version.to_string())),
+                None => CcmChoice::Path(PathBuf::from(v)),
+            },
+        }
+    }
+}
+
+/// Upstream CCM choices per role and, once resolved, each provider's binary.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamCcms {
+    /// `Some(version)` when the role runs upstream (`Some(None)` = default version).
+    pub ccm: Option<Option<String>>,
+    pub old: Option<Option<String>>,
+    pub new: Option<Option<String>>,
+    built: BTreeMap<(Provider, Option<String>), PathBuf>,
+}
+
+impl UpstreamCcms {
+    fn roles(&self) -> impl Iterator<Item = &Option<String>> {
+        [&self.ccm, &self.old, &self.new].into_iter().flatten()
+    }
+
+    fn binary(&self, provider: Provider, version: &Option<String>) -> Option<PathBuf> {
+        self.built.get(&(provider, version.clone())).cloned()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
     #[error("{var}: {reason}")]
     Invalid { var: &'static str, reason: String },
+    #[error("upstream {provider} CCM: {source}")]
+    Upstream {
+        provider: &'static str,
+        #[source]
+        source: ccm_upstream::BuildError,
+    },
+    #[error("there is no upstream CCM for {0} in this harness")]
+    NoUpstream(&'static str),
 }
 
 impl Settings {
@@ -55,6 +117,7 @@ impl Settings {
             ccm_old: None,
             ccm_new: None,
             cloud_timeout: Duration::from_secs(20 * 60),
+            upstream: UpstreamCcms::default(),
         }
     }
 
@@ -74,10 +137,10 @@ impl Settings {
             s.set_ccm(&v);
         }
         if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_OLD") {
-            s.ccm_old = ccm_path(&v);
+            s.set_ccm_old(&v);
         }
         if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_NEW") {
-            s.ccm_new = ccm_path(&v);
+            s.set_ccm_new(&v);
         }
         if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_ARGS") {
             s.ccm_args = v.split_whitespace().map(str::to_string).collect();
@@ -100,11 +163,97 @@ impl Settings {
         Ok(s)
     }
 
-    /// `reference` keeps the built-in CCM; anything else is a path to the CCM binary.
+    /// `reference` keeps the built-in CCM, `upstream[@vX.Y.Z]` picks upstream's CCM of
+    /// each provider; anything else is a path to the CCM binary.
     pub fn set_ccm(&mut self, value: &str) {
-        if !value.is_empty() && value != "reference" {
-            self.ccm = PathBuf::from(value);
+        match CcmChoice::parse(value) {
+            CcmChoice::Reference => {}
+            CcmChoice::Upstream(v) => self.upstream.ccm = Some(v),
+            CcmChoice::Path(p) => self.ccm = p,
         }
+    }
+
+    /// The upgrade suite's N (`--ccm-old`): as [`Self::set_ccm`].
+    pub fn set_ccm_old(&mut self, value: &str) {
+        match CcmChoice::parse(value) {
+            CcmChoice::Reference => {}
+            CcmChoice::Upstream(v) => self.upstream.old = Some(v),
+            CcmChoice::Path(p) => self.ccm_old = Some(p),
+        }
+    }
+
+    /// The upgrade suite's N+1 (`--ccm-new`): as [`Self::set_ccm`].
+    pub fn set_ccm_new(&mut self, value: &str) {
+        match CcmChoice::parse(value) {
+            CcmChoice::Reference => {}
+            CcmChoice::Upstream(v) => self.upstream.new = Some(v),
+            CcmChoice::Path(p) => self.ccm_new = Some(p),
+        }
+    }
+
+    /// Whether any role runs upstream's CCM.
+    pub fn uses_upstream(&self) -> bool {
+        self.upstream.roles().next().is_some()
+    }
+
+    /// Builds (or finds in the cache) upstream's CCM for every provider of `providers` and
+    /// every role that asks for it. `progress` hears what is being built.
+    pub fn resolve_upstream(
+        &mut self,
+        providers: &[Provider],
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(), SettingsError> {
+        let versions: Vec<Option<String>> = self.upstream.roles().cloned().collect();
+        let builder = ccm_upstream::Builder::default();
+        for &provider in providers {
+            let upstream = ccm_upstream::ccm(provider.name())
+                .ok_or(SettingsError::NoUpstream(provider.name()))?;
+            for version in &versions {
+                if self.upstream.binary(provider, version).is_some() {
+                    continue;
+                }
+                let built = builder
+                    .build(upstream, version.as_deref(), &mut |line| {
+                        progress(&format!("upstream {} CCM: {line}", provider.name()))
+                    })
+                    .map_err(|source| SettingsError::Upstream {
+                        provider: provider.name(),
+                        source,
+                    })?;
+                progress(&format!(
+                    "upstream {} CCM {}: {}{}",
+                    provider.name(),
+                    built.version,
+                    built.path.display(),
+                    if built.reused { " (cached)" } else { "" }
+                ));
+                self.upstream
+                    .built
+                    .insert((provider, version.clone()), built.path);
+            }
+        }
+        Ok(())
+    }
+
+    /// These settings as one provider's cases see them: `upstream` roles replaced by that
+    /// provider's upstream binary (resolved by [`Self::resolve_upstream`]; an unresolved
+    /// role keeps the path it had).
+    pub fn for_provider(&self, provider: Provider) -> Settings {
+        let mut s = self.clone();
+        let pick = |role: &Option<Option<String>>| {
+            role.as_ref()
+                .and_then(|v| self.upstream.binary(provider, v))
+        };
+        if let Some(p) = pick(&self.upstream.ccm) {
+            s.ccm = p;
+        }
+        if let Some(p) = pick(&self.upstream.old) {
+            s.ccm_old = Some(p);
+        }
+        if let Some(p) = pick(&self.upstream.new) {
+            s.ccm_new = Some(p);
+        }
+        s
     }
 }
 
@@ -120,15 +269,51 @@ impl Settings {
     }
 }
 
-/// `""` and `reference` mean the CCM under test; anything else is a path.
-pub fn ccm_path(value: &str) -> Option<PathBuf> {
-    (!value.is_empty() && value != "reference").then(|| PathBuf::from(value))
-}
-
 /// `$ARTIFACTS` or `./_artifacts`.
 pub fn default_artifacts() -> PathBuf {
     std::env::var_os("ARTIFACTS")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("_artifacts"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ccm_choices() {
+        assert_eq!(CcmChoice::parse("reference"), CcmChoice::Reference);
+        assert_eq!(CcmChoice::parse(""), CcmChoice::Reference);
+        assert_eq!(CcmChoice::parse("upstream"), CcmChoice::Upstream(None));
+        assert_eq!(
+            CcmChoice::parse("upstream@v1.36.0"),
+            CcmChoice::Upstream(Some("v1.36.0".into()))
+        );
+        assert_eq!(
+            CcmChoice::parse("./bin/my-ccm"),
+            CcmChoice::Path(PathBuf::from("./bin/my-ccm"))
+        );
+    }
+
+    #[test]
+    fn upstream_roles_resolve_per_provider() {
+        let mut s = Settings::new(PathBuf::from("/x/reference-ccm"));
+        s.set_ccm("upstream");
+        s.set_ccm_old("upstream@v1.35.0");
+        assert!(s.uses_upstream());
+        s.upstream
+            .built
+            .insert((Provider::Aws, None), "/c/aws-new".into());
+        s.upstream
+            .built
+            .insert((Provider::Aws, Some("v1.35.0".into())), "/c/aws-old".into());
+        let aws = s.for_provider(Provider::Aws);
+        assert_eq!(aws.ccm, PathBuf::from("/c/aws-new"));
+        assert_eq!(aws.ccm_old(), std::path::Path::new("/c/aws-old"));
+        assert_eq!(aws.ccm_new(), std::path::Path::new("/c/aws-new"));
+        // Not resolved for OpenStack: keeps what it had.
+        let os = s.for_provider(Provider::OpenStack);
+        assert_eq!(os.ccm, PathBuf::from("/x/reference-ccm"));
+    }
 }

@@ -227,6 +227,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         serving::start(
             std::net::SocketAddr::new(opts.bind_address, opts.secure_port),
             metrics.clone(),
+            opts.authorization_always_allow_paths.clone(),
         )
         .await?;
     }

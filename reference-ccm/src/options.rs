@@ -102,6 +102,13 @@ pub struct Options {
     pub secure_port: u16,
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: std::net::IpAddr,
+    /// Paths served without authorization. Upstream delegates every other path to the API
+    /// server's SubjectAccessReview and, with no `--authorization-kubeconfig`, denies it
+    /// (k8s.io/cloud-provider `options/options.go`: `/healthz`, `/readyz`, `/livez`); this
+    /// CCM does not delegate, so any other path is denied. Deployments that scrape
+    /// `/metrics` without credentials add it here.
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
+    pub authorization_always_allow_paths: Vec<String>,
     #[arg(long, default_value = "kubernetes")]
     pub cluster_name: String,
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]

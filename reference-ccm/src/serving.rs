@@ -31,8 +31,15 @@ pub enum ServingError {
     },
 }
 
-/// Binds now (so a busy port is a startup error) and serves in the background.
-pub async fn start(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<SocketAddr, ServingError> {
+/// Binds now (so a busy port is a startup error) and serves in the background. Paths
+/// outside `always_allow` are refused with 403, as upstream's delegated authorizer refuses
+/// them when it has no API server to ask (`--authorization-always-allow-paths`).
+pub async fn start(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    always_allow: Vec<String>,
+) -> Result<SocketAddr, ServingError> {
+    let always_allow = Arc::new(always_allow);
     let cert =
         rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?;
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
@@ -55,13 +62,17 @@ pub async fn start(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<SocketAddr
             };
             let acceptor = acceptor.clone();
             let metrics = metrics.clone();
+            let always_allow = always_allow.clone();
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
                 let service = hyper::service::service_fn(move |req| {
                     let metrics = metrics.clone();
-                    async move { Ok::<_, std::convert::Infallible>(route(&req, &metrics)) }
+                    let always_allow = always_allow.clone();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(route(&req, &metrics, &always_allow))
+                    }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(tls), service)
@@ -72,8 +83,33 @@ pub async fn start(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<SocketAddr
     Ok(local)
 }
 
-fn route<B>(req: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
-    let (status, content_type, body) = match req.uri().path() {
+/// Whether `path` is one of `patterns` (a pattern ending in `*` is a prefix, as upstream's
+/// path authorizer, k8s.io/apiserver `authorization/path`).
+fn allowed(path: &str, patterns: &[String]) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => path.starts_with(prefix),
+        None => p == path,
+    })
+}
+
+fn route<B>(req: &Request<B>, metrics: &Metrics, always_allow: &[String]) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if !allowed(path, always_allow) {
+        // The body upstream's authorization filter writes (apiserver `responsewriters`).
+        let body = serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("forbidden: User \"system:anonymous\" cannot get path \"{path}\""),
+            "reason": "Forbidden", "details": {}, "code": 403
+        });
+        let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+        *response.status_mut() = StatusCode::FORBIDDEN;
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        return response;
+    }
+    let (status, content_type, body) = match path {
         "/healthz" | "/livez" | "/readyz" => {
             (StatusCode::OK, "text/plain; charset=utf-8", "ok".to_owned())
         }
@@ -103,14 +139,22 @@ mod tests {
     #[test]
     fn routes() {
         let m = Metrics::default();
-        let get = |p: &str| {
+        let open: Vec<String> = ["/healthz", "/metrics", "/nope", "/debug/*"]
+            .map(String::from)
+            .to_vec();
+        let get = |p: &str, allow: &[String]| {
             Request::get(p)
                 .body(())
-                .map(|r| route(&r, &m).status())
+                .map(|r| route(&r, &m, allow).status())
                 .ok()
         };
-        assert_eq!(get("/healthz"), Some(StatusCode::OK));
-        assert_eq!(get("/metrics"), Some(StatusCode::OK));
-        assert_eq!(get("/nope"), Some(StatusCode::NOT_FOUND));
+        assert_eq!(get("/healthz", &open), Some(StatusCode::OK));
+        assert_eq!(get("/metrics", &open), Some(StatusCode::OK));
+        assert_eq!(get("/nope", &open), Some(StatusCode::NOT_FOUND));
+        assert_eq!(get("/debug/x", &open), Some(StatusCode::NOT_FOUND));
+        // Upstream's defaults: /metrics needs authorization, which is refused.
+        let defaults: Vec<String> = ["/healthz", "/readyz", "/livez"].map(String::from).to_vec();
+        assert_eq!(get("/healthz", &defaults), Some(StatusCode::OK));
+        assert_eq!(get("/metrics", &defaults), Some(StatusCode::FORBIDDEN));
     }
 }

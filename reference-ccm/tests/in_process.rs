@@ -125,6 +125,8 @@ async fn initializes_a_node_and_serves_healthz() -> anyhow::Result<()> {
         "--leader-elect=false".to_owned(),
         "--bind-address=127.0.0.1".to_owned(),
         format!("--secure-port={port}"),
+        // /metrics is authorized like upstream's unless opened (cloud-provider options).
+        "--authorization-always-allow-paths=/healthz,/metrics".to_owned(),
     ])?;
     let ccm = tokio::spawn(reference_ccm::run(opts));
 
@@ -169,6 +171,12 @@ async fn initializes_a_node_and_serves_healthz() -> anyhow::Result<()> {
         .await?;
     assert_eq!(healthz.status(), 200);
     assert_eq!(healthz.text().await?, "ok");
+    // Not in the always-allowed paths: refused as upstream's delegated authorizer does.
+    let readyz = https
+        .get(format!("https://127.0.0.1:{port}/readyz"))
+        .send()
+        .await?;
+    assert_eq!(readyz.status(), 403);
     let metrics = https
         .get(format!("https://127.0.0.1:{port}/metrics"))
         .send()

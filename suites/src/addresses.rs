@@ -168,17 +168,18 @@ async fn na01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         },
     )
     .await?;
+    let external = env.cloud().spare_external_ips(1).remove(0);
     env.cloud().update_instance(
         &instance.id,
         InstancePatch {
-            external_ips: Some(vec!["127.20.9.9".into()]),
+            external_ips: Some(vec![external.clone()]),
             ..Default::default()
         },
     )?;
     wait_address(
         env,
         "node-a",
-        ("ExternalIP", "127.20.9.9"),
+        ("ExternalIP", external.as_str()),
         PERIOD * 2 + Duration::from_secs(3),
     )
     .await?;
@@ -252,17 +253,18 @@ async fn na03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         "expected Hostname node-a after init, observed {}",
         show_addresses(&node)
     );
+    let external = env.cloud().spare_external_ips(2).remove(1);
     let changed = env.cloud().update_instance(
         &instance.id,
         InstancePatch {
-            external_ips: Some(vec!["127.20.9.8".into()]),
+            external_ips: Some(vec![external.clone()]),
             ..Default::default()
         },
     )?;
     wait_address(
         env,
         "node-a",
-        ("ExternalIP", "127.20.9.8"),
+        ("ExternalIP", external.as_str()),
         PERIOD * 2 + Duration::from_secs(3),
     )
     .await?;
@@ -338,25 +340,31 @@ async fn na06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         status: 500,
         count: None,
     });
+    let mut spare = env.cloud().spare_external_ips(4);
+    let (for_b, for_a) = (spare.remove(3), spare.remove(2));
     env.cloud().update_instance(
         &a.id,
         InstancePatch {
-            external_ips: Some(vec!["127.20.9.7".into()]),
+            external_ips: Some(vec![for_a]),
             ..Default::default()
         },
     )?;
     env.cloud().update_instance(
         &b.id,
         InstancePatch {
-            external_ips: Some(vec!["127.20.9.6".into()]),
+            external_ips: Some(vec![for_b.clone()]),
             ..Default::default()
         },
     )?;
     wait_address(
         env,
         "node-b",
-        ("ExternalIP", "127.20.9.6"),
-        PERIOD * 2 + Duration::from_secs(3),
+        ("ExternalIP", for_b.as_str()),
+        // The failing lookup may hold the sync up for its SDK's retries before node-b's
+        // turn (aws-sdk-go-v2's standard retryer: 3 attempts with exponential backoff; the
+        // AWS CCM then retries a failed DescribeInstances batch one instance at a time,
+        // cloud-provider-aws pkg/providers/v1/describe_instance_batch.go).
+        PERIOD * 2 + Duration::from_secs(10),
     )
     .await?;
     addresses_hold(env, "node-a", &addresses(&node_a), PERIOD * 2).await?;

@@ -246,12 +246,22 @@ async fn ready_ingress(env: &Environment) -> Result<String, CaseError> {
     Ok(ip)
 }
 
+/// The reasons of the Service's events, one per occurrence, oldest write first.
+/// client-go's recorder (which upstream CCMs use) folds a repeat of an identical event into
+/// the existing Event object and raises its `count` (client-go `tools/record`
+/// `events_cache.go`, `EventCorrelator`), so an occurrence is a unit of `count`, not an
+/// object.
 async fn reasons(env: &Environment) -> Result<Vec<String>, CaseError> {
     Ok(env
         .service_events(SVC)
         .await?
         .into_iter()
-        .filter_map(|e| e.reason)
+        .flat_map(|e| {
+            let n = e.count.unwrap_or(1).max(1) as usize;
+            e.reason
+                .into_iter()
+                .flat_map(move |r| std::iter::repeat_n(r, n))
+        })
         .collect())
 }
 

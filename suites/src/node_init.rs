@@ -370,10 +370,12 @@ async fn ni07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         .cloud()
         .alternate_provider_id(&instance)
         .unwrap_or(preset);
-    env.add_node(
+    // The kubelet runs on that instance, so it reports the machine's system UUID as a
+    // real kubelet does (the vSphere CCM finds VMs by it).
+    env.add_node_on(
         "node-a",
+        &instance,
         NodeOptions {
-            instance: None,
             kubelet_provider_id: Some(preset.clone()),
             ..Default::default()
         },

@@ -468,12 +468,13 @@ async fn up06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 
 /// A leader-migration config with the canonical controller names (ccm-behaviour.md §3 B:
 /// ship explicit configs with canonical names), every migrated controller for either
-/// component.
+/// component. No `resourceLock`: Kubernetes 1.37 removed the field from
+/// `controllermanager.config.k8s.io/v1` (k8s.io/controller-manager v0.37 `config/v1/types.go`;
+/// a 1.37 CCM refuses it in strict decoding) and earlier releases default it to `leases`.
 pub const CANONICAL_MIGRATION_CONFIG: &str = "\
 kind: LeaderMigrationConfiguration
 apiVersion: controllermanager.config.k8s.io/v1
 leaderName: cloud-provider-extraction-migration
-resourceLock: leases
 controllerLeaders:
 - name: node-route-controller
   component: '*'

@@ -36,11 +36,18 @@ pub const ZONE_CATEGORY: &str = "k8s-zone";
 /// Tag category for regions, as `labels.region` in the harness's vsphere.conf.
 pub const REGION_CATEGORY: &str = "k8s-region";
 /// `nodes.internalNetworkSubnetCidr` of the harness's vsphere.conf: the guest IPs the
-/// harness hands out as internal (`127.60.<block>.<n>`) and the IPv6 ones cases use.
-pub const INTERNAL_SUBNETS: &[&str] = &["127.60.0.0/16", "fd00::/8"];
+/// harness hands out as internal (`198.18.<block>.<n>`) and the IPv6 ones cases use.
+///
+/// Not 127/8 as on the other clouds: upstream's vSphere CCM drops loopback, link-local
+/// and unspecified guest IPs (cloud-provider-vsphere `nodemanager.go`
+/// `excludeLocalhostIPs`, `util.go` `ErrOnLocalOnlyIPAddr`), and vSphere has no load
+/// balancers whose data plane would need the addresses bound on this machine. The
+/// benchmarking range (RFC 2544, 198.18.0.0/15) is never routed and nothing here sends
+/// traffic to it.
+pub const INTERNAL_SUBNETS: &[&str] = &["198.18.0.0/16", "fd00::/8"];
 /// `nodes.externalNetworkSubnetCidr`: the external IPs the harness hands out
-/// (`127.61.<block>.<n>`) and the ones cases name (`127.20.9.<n>`).
-pub const EXTERNAL_SUBNETS: &[&str] = &["127.61.0.0/16", "127.20.0.0/16"];
+/// (`198.19.<block>.<n>`).
+pub const EXTERNAL_SUBNETS: &[&str] = &["198.19.0.0/16"];
 /// The region tag on the (one) datacenter.
 pub const REGION: &str = "region-a";
 /// The zone of an instance whose case names none.
@@ -49,7 +56,9 @@ const DATACENTER: &str = "DC0";
 /// Host 0 is in [`DEFAULT_ZONE`], host 1 in no zone, the others get the zones cases name.
 const HOSTS: usize = 8;
 /// `guestId` the mock reports for every VM; the CCM's instance type ends with it.
-const GUEST_OS: &str = "otherLinux64";
+/// The OS name in the instance type of every mock VM: mock-vSphere reports the guest ID
+/// `otherLinux64Guest`, which upstream's `GuestOSLookup` names `linux`.
+const GUEST_OS_NAME: &str = "linux";
 const MEMORY_MB: u64 = 4096;
 /// SearchIndex methods the CCM looks instances up with.
 const LOOKUPS: &[&str] = &[
@@ -70,9 +79,9 @@ pub struct VsphereCloud {
 
 #[derive(Default)]
 struct State {
-    /// Next host octet of `127.60.<block>.<n>` (internal) to hand out.
+    /// Next host octet of `198.18.<block>.<n>` (internal) to hand out.
     next_ip: u16,
-    /// Next host octet of `127.61.<block>.<n>` (external) to hand out.
+    /// Next host octet of `198.19.<block>.<n>` (external) to hand out.
     next_external_ip: u16,
     /// By BIOS UUID: how the case named the VM's addresses and its CPU count.
     vms: BTreeMap<String, Tracked>,
@@ -197,7 +206,7 @@ impl VsphereCloud {
             .map(|_| {
                 let i = st.next_ip;
                 st.next_ip += 1;
-                format!("127.60.{}.{}", self.address_block, 10 + (i - 10) % 240)
+                format!("198.18.{}.{}", self.address_block, 10 + (i - 10) % 240)
             })
             .collect()
     }
@@ -208,7 +217,7 @@ impl VsphereCloud {
             .map(|_| {
                 let i = st.next_external_ip;
                 st.next_external_ip += 1;
-                format!("127.61.{}.{}", self.address_block, 10 + (i - 10) % 240)
+                format!("198.19.{}.{}", self.address_block, 10 + (i - 10) % 240)
             })
             .collect()
     }
@@ -218,8 +227,15 @@ impl VsphereCloud {
         self.allocate_ips(n)
     }
 
+    /// Fresh external guest IPs (never handed out before).
+    pub fn spare_external_ips(&self, n: usize) -> Vec<String> {
+        self.allocate_external_ips(n)
+    }
+
     /// The harness's vsphere.conf in upstream's YAML format (cloud-provider-vsphere
-    /// pkg/common/config/types_yaml.go): credentials, port and CA file in `global`, the
+    /// pkg/common/config/types_yaml.go): credentials, port and CA file in `global` (no
+    /// `ipFamily`: upstream's default, IPv4 only; its alpha dual-stack needs
+    /// ENABLE_ALPHA_DUAL_STACK and then an address of each family on every VM), the
     /// mock as the one `vcenter` entry scoped to its datacenter, the tag categories, and
     /// the `nodes` subnets that tell internal from external guest IPs.
     pub fn cloud_config(&self) -> String {
@@ -412,7 +428,7 @@ impl VsphereCloud {
             region: REGION.to_string(),
             // cloud-provider-vsphere instances.go: vsphere-vm.cpu-N.mem-Ggb.os-<guest>.
             instance_type: format!(
-                "vsphere-vm.cpu-{num_cpu}.mem-{}gb.os-{GUEST_OS}",
+                "vsphere-vm.cpu-{num_cpu}.mem-{}gb.os-{GUEST_OS_NAME}",
                 MEMORY_MB / 1024
             ),
             internal_ips,
@@ -591,16 +607,16 @@ mod tests {
         assert_eq!(a.provider_id, format!("vsphere://{}", a.id));
         assert_eq!(a.system_uuid, a.id);
         assert_eq!((a.zone.as_str(), a.region.as_str()), (DEFAULT_ZONE, REGION));
-        assert_eq!(a.internal_ips, vec!["127.60.200.10".to_string()]);
-        assert_eq!(a.external_ips, vec!["127.61.200.10".to_string()]);
+        assert_eq!(a.internal_ips, vec!["198.18.200.10".to_string()]);
+        assert_eq!(a.external_ips, vec!["198.19.200.10".to_string()]);
         let vm = c.mock.admin().vm_by_name("node-a").unwrap();
         let guest: Vec<String> = vm
             .nics
             .iter()
             .flat_map(|n| n.ip_addresses.clone())
             .collect();
-        assert_eq!(guest, vec!["127.60.200.10", "127.61.200.10"]);
-        assert_eq!(a.instance_type, "vsphere-vm.cpu-2.mem-4gb.os-otherLinux64");
+        assert_eq!(guest, vec!["198.18.200.10", "198.19.200.10"]);
+        assert_eq!(a.instance_type, "vsphere-vm.cpu-2.mem-4gb.os-linux");
         let b = c
             .create_instance(InstanceSpec {
                 name: "node-b".into(),
@@ -632,13 +648,13 @@ mod tests {
             .update_instance(
                 &a.id,
                 InstancePatch {
-                    external_ips: Some(vec!["127.20.9.9".into()]),
+                    external_ips: Some(vec!["198.19.9.9".into()]),
                     ..Default::default()
                 },
             )
             .unwrap();
         assert_eq!(changed.internal_ips, a.internal_ips);
-        assert_eq!(changed.external_ips, vec!["127.20.9.9".to_string()]);
+        assert_eq!(changed.external_ips, vec!["198.19.9.9".to_string()]);
         c.update_instance(
             &a.id,
             InstancePatch {
@@ -695,8 +711,8 @@ mod tests {
         assert!(conf.contains(&format!("caFile: \"{}\"", r.ca_file.unwrap())));
         assert!(conf.contains("zone: k8s-zone") && conf.contains("region: k8s-region"));
         assert!(conf.contains("- DC0"));
-        assert!(conf.contains("internalNetworkSubnetCidr: \"127.60.0.0/16,fd00::/8\""));
-        assert!(conf.contains("externalNetworkSubnetCidr: \"127.61.0.0/16,127.20.0.0/16\""));
+        assert!(conf.contains("internalNetworkSubnetCidr: \"198.18.0.0/16,fd00::/8\""));
+        assert!(conf.contains("externalNetworkSubnetCidr: \"198.19.0.0/16\""));
     }
 
     #[test]
@@ -705,17 +721,17 @@ mod tests {
         // One of each kind, IPv6 internal only; a second internal IPv4 is not reported.
         assert_eq!(
             split_addresses(&s(&[
-                "127.60.1.10",
-                "127.60.1.11",
-                "127.20.9.9",
+                "198.18.1.10",
+                "198.18.1.11",
+                "198.19.9.9",
                 "fd00::9:1"
             ])),
-            (s(&["127.60.1.10", "fd00::9:1"]), s(&["127.20.9.9"]))
+            (s(&["198.18.1.10", "fd00::9:1"]), s(&["198.19.9.9"]))
         );
         // No external IP: no ExternalIP.
         assert_eq!(
-            split_addresses(&s(&["127.60.1.10"])),
-            (s(&["127.60.1.10"]), s(&[]))
+            split_addresses(&s(&["198.18.1.10"])),
+            (s(&["198.18.1.10"]), s(&[]))
         );
         // Outside every subnet: the family's first IP is both.
         assert_eq!(
@@ -724,8 +740,8 @@ mod tests {
         );
         assert_eq!(split_addresses(&[]), (vec![], vec![]));
         assert!(in_subnet("fd00::9:1".parse().unwrap(), "fd00::/8"));
-        assert!(!in_subnet("127.61.0.1".parse().unwrap(), "127.60.0.0/16"));
-        assert!(!in_subnet("127.60.0.1".parse().unwrap(), "fd00::/8"));
+        assert!(!in_subnet("198.19.0.1".parse().unwrap(), "198.18.0.0/16"));
+        assert!(!in_subnet("198.18.0.1".parse().unwrap(), "fd00::/8"));
     }
 
     #[test]

@@ -1068,6 +1068,45 @@ fn describe_security_groups(cloud: &Cloud, p: &Params, x: &mut Xml) -> Result<()
             "vpc-id" => Some(vec![g.vpc_id.clone()]),
             "description" => Some(vec![g.description.clone()]),
             "owner-id" => Some(vec![cloud.account_id.clone()]),
+            // Inbound-rule filters (EC2 API reference, DescribeSecurityGroups "Filter.N"):
+            // a group matches when any of its ingress permissions has the value.
+            // cloud-provider-aws finds the groups that reference an ELB's group with
+            // `ip-permission.group-id` (aws.go, buildELBSecurityGroupList callers).
+            "ip-permission.group-id" => Some(
+                g.ingress
+                    .iter()
+                    .flat_map(|perm| perm.groups.iter().cloned())
+                    .collect(),
+            ),
+            "ip-permission.group-name" => Some(
+                g.ingress
+                    .iter()
+                    .flat_map(|perm| perm.groups.iter())
+                    .filter_map(|id| cloud.security_groups.iter().find(|sg| &sg.id == id))
+                    .map(|sg| sg.name.clone())
+                    .collect(),
+            ),
+            "ip-permission.cidr" => Some(
+                g.ingress
+                    .iter()
+                    .flat_map(|perm| perm.cidrs.iter().cloned())
+                    .collect(),
+            ),
+            "ip-permission.protocol" => {
+                Some(g.ingress.iter().map(|perm| perm.protocol.clone()).collect())
+            }
+            "ip-permission.from-port" => Some(
+                g.ingress
+                    .iter()
+                    .filter_map(|perm| perm.from_port.map(|v| v.to_string()))
+                    .collect(),
+            ),
+            "ip-permission.to-port" => Some(
+                g.ingress
+                    .iter()
+                    .filter_map(|perm| perm.to_port.map(|v| v.to_string()))
+                    .collect(),
+            ),
             _ => None,
         };
         if passes(&filters, &cloud.tags_of(&g.id), attr)? {

@@ -11,8 +11,16 @@
 //!
 //! Paths: `instance-id`, `instance-type`, `placement/availability-zone`,
 //! `placement/availability-zone-id`, `placement/region`, `local-ipv4`, `local-hostname`,
-//! `hostname`, `public-ipv4`, `public-hostname`, `mac`, and `/latest/meta-data/` listing them
-//! (docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-categories.html).
+//! `hostname`, `public-ipv4`, `public-hostname`, `mac`, `iam/info`, and `/latest/meta-data/`
+//! listing them (docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-categories.html).
+//!
+//! Dynamic data: `GET /latest/dynamic/instance-identity/document`, the instance identity
+//! document (JSON, the fields and order of the EC2 user guide's "Instance identity
+//! documents" page: `accountId`, `architecture`, `availabilityZone`, `billingProducts`,
+//! `devpayProductCodes`, `marketplaceProductCodes`, `imageId`, `instanceId`,
+//! `instanceType`, `kernelId`, `pendingTime`, `privateIp`, `ramdiskId`, `region`,
+//! `version`), what the AWS CCM reads first at start (aws-sdk-go-v2
+//! `feature/ec2/imds` `GetInstanceIdentityDocument`), and `/latest/dynamic/` listing it.
 //!
 //! The instance's role: `iam/security-credentials/` lists one role ([`ROLE`]) and
 //! `iam/security-credentials/<role>` answers its temporary credentials as JSON (`Code`,
@@ -28,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 
@@ -145,6 +153,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/latest/api/token", put(token))
         .route("/latest/meta-data/", get(listing))
         .route("/latest/meta-data/{*path}", get(metadata))
+        .route("/latest/dynamic/", get(dynamic_listing))
+        .route("/latest/dynamic/{*path}", get(dynamic))
         .fallback(|| async { text(StatusCode::NOT_FOUND, "Not Found") })
         .with_state(shared)
 }
@@ -227,6 +237,18 @@ async fn metadata(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Ur
         "mac" => Some(crate::ec2::mac_of(i)),
         "iam" => Some("info\nsecurity-credentials/".into()),
         "iam/security-credentials" => Some(ROLE.into()),
+        "iam/info" => {
+            let c = &shared.imds.credentials;
+            Some(
+                serde_json::json!({
+                    "Code": "Success",
+                    "LastUpdated": c.last_updated,
+                    "InstanceProfileArn": instance_profile_arn(&cloud.account_id),
+                    "InstanceProfileId": INSTANCE_PROFILE_ID,
+                })
+                .to_string(),
+            )
+        }
         p if p.strip_prefix("iam/security-credentials/") == Some(ROLE) => {
             let c = &shared.imds.credentials;
             Some(
@@ -248,6 +270,95 @@ async fn metadata(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Ur
         Some(v) => text(StatusCode::OK, v),
         None => text(StatusCode::NOT_FOUND, "Not Found"),
     }
+}
+
+/// The instance profile holding [`ROLE`] (`iam/info`).
+fn instance_profile_arn(account: &str) -> String {
+    format!("arn:aws:iam::{account}:instance-profile/{ROLE}")
+}
+
+/// The instance profile's id (IAM ids of instance profiles start with `AIPA`).
+const INSTANCE_PROFILE_ID: &str = "AIPAJ2CCMCONFORMANCE01";
+
+async fn dynamic_listing(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if !authorized(&shared, &headers) {
+        return unauthorized();
+    }
+    text(StatusCode::OK, "instance-identity/")
+}
+
+/// `/latest/dynamic/instance-identity/...`: the listing and the identity document.
+async fn dynamic(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri) -> Response {
+    if !authorized(&shared, &headers) {
+        return unauthorized();
+    }
+    let path = uri
+        .path()
+        .strip_prefix("/latest/dynamic/")
+        .unwrap_or_default();
+    match path.trim_end_matches('/') {
+        "instance-identity" => text(StatusCode::OK, "document"),
+        "instance-identity/document" => match identity_document(&shared) {
+            Some(doc) => {
+                let mut r = text(StatusCode::OK, doc);
+                // IMDS serves the document as text/plain, like every other path.
+                r.headers_mut()
+                    .insert("content-type", HeaderValue::from_static("text/plain"));
+                r
+            }
+            None => text(StatusCode::NOT_FOUND, "Not Found"),
+        },
+        _ => text(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}
+
+/// The chosen instance's identity document, pretty-printed with `" : "` as IMDS does
+/// (`None`: no instance chosen, or it is gone).
+fn identity_document(shared: &Shared) -> Option<String> {
+    let id = shared.imds.instance()?;
+    let cloud = shared.cloud();
+    let i = cloud.instance(&id)?;
+    let doc = serde_json::json!({
+        "accountId": cloud.account_id,
+        "architecture": "x86_64",
+        "availabilityZone": i.zone,
+        "billingProducts": null,
+        "devpayProductCodes": null,
+        "marketplaceProductCodes": null,
+        "imageId": i.image_id,
+        "instanceId": i.id,
+        "instanceType": i.instance_type,
+        "kernelId": null,
+        "pendingTime": i.launch_time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        "privateIp": i.private_ip.to_string(),
+        "ramdiskId": null,
+        "region": cloud.region,
+        "version": "2017-09-30",
+    });
+    // serde_json keeps insertion order only with `preserve_order`; write the document's
+    // documented key order by hand.
+    let keys = [
+        "accountId",
+        "architecture",
+        "availabilityZone",
+        "billingProducts",
+        "devpayProductCodes",
+        "marketplaceProductCodes",
+        "imageId",
+        "instanceId",
+        "instanceType",
+        "kernelId",
+        "pendingTime",
+        "privateIp",
+        "ramdiskId",
+        "region",
+        "version",
+    ];
+    let lines: Vec<String> = keys
+        .iter()
+        .map(|k| format!("  \"{k}\" : {}", doc[*k]))
+        .collect();
+    Some(format!("{{\n{}\n}}", lines.join(",\n")))
 }
 
 #[cfg(test)]
@@ -428,6 +539,103 @@ mod tests {
                 .await
                 .0,
             StatusCode::NOT_FOUND
+        );
+    }
+
+    /// aws-sdk-go-v2 `feature/ec2/imds` `GetInstanceIdentityDocument` (the AWS CCM's first
+    /// call at start) reads `/latest/dynamic/instance-identity/document`, which the mock
+    /// did not serve (404), and decodes `pendingTime` as RFC 3339; `GetIAMInfo` reads
+    /// `iam/info`, which the `iam/` listing named but the mock answered 404. Fields as the
+    /// EC2 user guide's "Instance identity documents" and "Instance metadata categories"
+    /// pages show them.
+    #[tokio::test]
+    async fn identity_document_and_iam_info_describe_the_chosen_instance() {
+        let shared = Arc::new(
+            build_shared(
+                Config {
+                    nodes: 2,
+                    ..Config::default()
+                },
+                "http://127.0.0.1:1".into(),
+            )
+            .expect("shared"),
+        );
+        let r = router(shared.clone());
+        let req = Request::put("/latest/api/token")
+            .header(TTL_HEADER, "21600")
+            .body(Body::empty())
+            .expect("request");
+        let (status, token) = call(&r, req).await;
+        assert_eq!(status, StatusCode::OK);
+        let doc_path = "/latest/dynamic/instance-identity/document";
+        assert_eq!(
+            call(&r, get_with(doc_path, None)).await.0,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            call(&r, get_with(doc_path, Some(&token))).await.0,
+            StatusCode::NOT_FOUND,
+            "no instance chosen"
+        );
+        let (id, zone, ip, image, itype) = {
+            let cloud = shared.cloud();
+            let i = &cloud.instances[1];
+            (
+                i.id.clone(),
+                i.zone.clone(),
+                i.private_ip.to_string(),
+                i.image_id.clone(),
+                i.instance_type.clone(),
+            )
+        };
+        shared.imds.set_instance(Some(id.clone()));
+        let (status, body) = call(&r, get_with(doc_path, Some(&token))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let doc: serde_json::Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(doc["instanceId"], id.as_str());
+        assert_eq!(doc["availabilityZone"], zone.as_str());
+        assert_eq!(doc["privateIp"], ip.as_str());
+        assert_eq!(doc["imageId"], image.as_str());
+        assert_eq!(doc["instanceType"], itype.as_str());
+        assert_eq!(doc["region"], "us-west-2");
+        assert_eq!(doc["accountId"], "123456789012");
+        assert_eq!(doc["version"], "2017-09-30");
+        assert!(doc["kernelId"].is_null() && doc["billingProducts"].is_null());
+        let pending = doc["pendingTime"].as_str().expect("pendingTime");
+        assert!(
+            pending.parse::<jiff::Timestamp>().is_ok() && pending.ends_with('Z'),
+            "{pending}"
+        );
+        assert!(body.starts_with("{\n  \"accountId\" : "), "{body}");
+        let (status, listing) = call(&r, get_with("/latest/dynamic/", Some(&token))).await;
+        assert_eq!(
+            (status, listing.as_str()),
+            (StatusCode::OK, "instance-identity/")
+        );
+        let (status, listing) = call(
+            &r,
+            get_with("/latest/dynamic/instance-identity/", Some(&token)),
+        )
+        .await;
+        assert_eq!((status, listing.as_str()), (StatusCode::OK, "document"));
+
+        let (status, body) = call(&r, get_with("/latest/meta-data/iam/info", Some(&token))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let info: serde_json::Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(info["Code"], "Success");
+        assert_eq!(
+            info["InstanceProfileArn"],
+            format!("arn:aws:iam::123456789012:instance-profile/{ROLE}").as_str()
+        );
+        assert!(
+            info["InstanceProfileId"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("AIPA"))
+        );
+        assert!(
+            info["LastUpdated"]
+                .as_str()
+                .is_some_and(|v| v.parse::<jiff::Timestamp>().is_ok())
         );
     }
 }

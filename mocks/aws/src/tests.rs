@@ -672,6 +672,44 @@ async fn security_group_lifecycle() {
             .code(),
         "DependencyViolation"
     );
+    // What cloud-provider-aws v1.37 sends to find the groups that reference an ELB's
+    // group (aws-sdk-go-v2 DescribeSecurityGroups with an `ip-permission.group-id` filter).
+    let referencing = m
+        .ec2(
+            "DescribeSecurityGroups",
+            &[
+                ("Filter.1.Name", "ip-permission.group-id"),
+                ("Filter.1.Value.1", sg.as_str()),
+            ],
+        )
+        .await;
+    // One group (groupName once); its own id comes first, the referenced one inside.
+    assert_eq!(
+        referencing.all("groupName").len(),
+        1,
+        "{}",
+        referencing.body
+    );
+    assert_eq!(
+        referencing.all("groupId")[0],
+        default,
+        "{}",
+        referencing.body
+    );
+    let by_cidr = m
+        .ec2(
+            "DescribeSecurityGroups",
+            &[
+                ("Filter.1.Name", "ip-permission.cidr"),
+                ("Filter.1.Value.1", "0.0.0.0/0"),
+            ],
+        )
+        .await;
+    assert!(
+        by_cidr.all("groupId").contains(&sg) && !by_cidr.all("groupId").contains(&default),
+        "{}",
+        by_cidr.body
+    );
     assert_eq!(
         m.ec2("RevokeSecurityGroupIngress", &by_group)
             .await

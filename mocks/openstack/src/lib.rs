@@ -451,6 +451,50 @@ impl Admin {
             .collect()
     }
 
+    /// The id of the private subnet the servers' ports are on.
+    pub fn private_subnet_id(&self) -> Option<String> {
+        let cloud = self.shared.cloud();
+        let network = cloud.networks.iter().find(|n| !n.external)?;
+        Some(network.subnet_id.clone())
+    }
+
+    /// The id of the external (floating IP) network.
+    pub fn external_network_id(&self) -> Option<String> {
+        let cloud = self.shared.cloud();
+        cloud
+            .networks
+            .iter()
+            .find(|n| n.external)
+            .map(|n| n.id.clone())
+    }
+
+    /// The floating IP associated with `port_id`, if any.
+    pub fn floating_ip_of_port(&self, port_id: &str) -> Option<String> {
+        let cloud = self.shared.cloud();
+        cloud
+            .l3
+            .floatingips
+            .values()
+            .find(|f| f.port_id.as_deref() == Some(port_id))
+            .map(|f| f.address.to_string())
+    }
+
+    /// Associates a new floating IP with `port_id` (a load balancer's `vip_port_id`, say)
+    /// and returns its address, as a tenant tool or an earlier CCM would have made it.
+    pub fn seed_floating_ip(&self, port_id: &str) -> Result<String, AdminError> {
+        let address = {
+            let mut cloud = self.shared.cloud();
+            crate::neutron_l3::seed_fip(&mut cloud, port_id).map_err(|reason| {
+                AdminError::Invalid {
+                    field: "port_id",
+                    reason,
+                }
+            })?
+        };
+        self.shared.model_changed();
+        Ok(address.to_string())
+    }
+
     /// Every router as `(id, name, routes)`, routes as `(destination, nexthop)`.
     pub fn routers(&self) -> Vec<RouterInfo> {
         let cloud = self.shared.cloud();

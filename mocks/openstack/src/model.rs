@@ -224,7 +224,10 @@ pub(crate) struct Port {
     pub device_owner: String,
     pub status: String,
     pub fixed_ips: Vec<IpAddr>,
+    /// `allowed_address_pairs` as (ip_address or CIDR, mac_address).
+    pub allowed_address_pairs: Vec<(String, String)>,
     pub created: jiff::Timestamp,
+    pub updated: jiff::Timestamp,
 }
 
 #[derive(Debug, Clone)]
@@ -404,6 +407,10 @@ fn parse_name(name: &str) -> Result<String, AdminError> {
     Ok(name.to_string())
 }
 
+/// Ports of the seed router (its interface and its gateway), present in every cloud.
+#[cfg(test)]
+pub(crate) const ROUTER_PORTS: usize = 2;
+
 impl Cloud {
     pub fn new(default_az: &str) -> Self {
         let private_net = new_id();
@@ -437,7 +444,7 @@ impl Cloud {
             ),
             (public_net.clone(), public_subnet.clone(), public.cidr, true),
         ]);
-        Self {
+        let mut cloud = Self {
             l3,
             secgroups: crate::neutron_sg::SecGroups::seeded(),
             servers: HashMap::new(),
@@ -464,6 +471,49 @@ impl Cloud {
             next_mac: 1,
             default_az: default_az.to_string(),
             lbaas: crate::lbaas::Lbaas::default(),
+        };
+        cloud.seed_router_ports();
+        cloud
+    }
+
+    /// The ports Neutron keeps for the seed router: its interface on the private subnet
+    /// (the subnet's gateway IP, `network:router_interface`) and its external gateway
+    /// (`network:router_gateway`). cloud-provider-openstack finds the networks it routes on
+    /// by listing the ports whose `device_id` is the router (`routes.go`
+    /// `getRouterNetworkIDs`), then the node's port on one of them.
+    pub(crate) fn seed_router_ports(&mut self) {
+        let Some(router) = self.l3.routers.values().next().cloned() else {
+            return;
+        };
+        let sides = [
+            (
+                0,
+                IpAddr::V4(self.subnets[0].gateway),
+                "network:router_interface",
+            ),
+            (1, router.external_ip, "network:router_gateway"),
+        ];
+        for (i, ip, owner) in sides {
+            let (network_id, subnet_id) = (self.networks[i].id.clone(), self.subnets[i].id.clone());
+            let id = new_id();
+            let mac = self.next_mac();
+            self.ports.insert(
+                id.clone(),
+                Port {
+                    id,
+                    name: String::new(),
+                    network_id,
+                    subnet_id,
+                    mac,
+                    device_id: router.id.clone(),
+                    device_owner: owner.to_string(),
+                    status: "ACTIVE".to_string(),
+                    fixed_ips: vec![ip],
+                    allowed_address_pairs: Vec::new(),
+                    created: router.created,
+                    updated: router.created,
+                },
+            );
         }
     }
 
@@ -612,7 +662,9 @@ impl Cloud {
             device_owner: format!("compute:{}", if az.is_empty() { "nova" } else { &az }),
             status: "ACTIVE".to_string(),
             fixed_ips: fixed,
+            allowed_address_pairs: Vec::new(),
             created: now,
+            updated: now,
         };
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -1012,7 +1064,11 @@ mod tests {
         let mut c = Cloud::new("nova");
         let a = c.create_server(spec("a")).expect("a");
         c.delete_server(&a.id).expect("delete");
-        assert!(c.ports.is_empty());
+        assert_eq!(
+            c.ports.len(),
+            ROUTER_PORTS,
+            "only the router's ports are left"
+        );
         assert!(c.order.is_empty());
         assert_eq!(
             c.delete_server(&a.id),

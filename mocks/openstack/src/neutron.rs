@@ -56,7 +56,7 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
         .route("/network/v2.0/extensions", get(list_extensions))
         .route("/network/v2.0/extensions/{alias}", get(show_extension))
         .route("/network/v2.0/ports", get(list_ports))
-        .route("/network/v2.0/ports/{id}", get(show_port))
+        .route("/network/v2.0/ports/{id}", get(show_port).put(update_port))
         .route("/network/v2.0/networks", get(list_networks))
         .route("/network/v2.0/networks/{id}", get(show_network))
         .route("/network/v2.0/subnets", get(list_subnets))
@@ -209,14 +209,18 @@ fn port_json(s: &Shared, port: &Port) -> Value {
         "device_id": port.device_id,
         "device_owner": port.device_owner,
         "fixed_ips": fixed,
-        "allowed_address_pairs": [],
+        "allowed_address_pairs": port
+            .allowed_address_pairs
+            .iter()
+            .map(|(ip, mac)| json!({"ip_address": ip, "mac_address": mac}))
+            .collect::<Vec<_>>(),
         "extra_dhcp_opts": [],
         "security_groups": [],
         "port_security_enabled": true,
         "binding:vnic_type": "normal",
         "tags": [],
         "created_at": iso_seconds(port.created),
-        "updated_at": iso_seconds(port.created),
+        "updated_at": iso_seconds(port.updated),
         "revision_number": 1,
     })
 }
@@ -324,6 +328,85 @@ async fn show_port(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Resp
             &format!("Port {id} could not be found."),
         ),
     }
+}
+
+/// `PUT /v2.0/ports/{id}`: `name`, `description` and `allowed_address_pairs` (each an
+/// `ip_address` that may be a CIDR, and an optional `mac_address` defaulting to the port's,
+/// as Neutron's `allowedaddresspairs` extension does). cloud-provider-openstack adds a
+/// route's pod CIDR to the node port's pairs (`routes.go` updateAllowedAddressPairs).
+async fn update_port(
+    State(s): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    let body = match crate::neutron_l3::neutron_body(body, "port") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let pairs = match body.get("allowed_address_pairs") {
+        None => None,
+        Some(Value::Array(items)) => {
+            let mut pairs = Vec::new();
+            for item in items {
+                let Some(ip) = item.get("ip_address").and_then(Value::as_str) else {
+                    return bad_request(
+                        "Invalid input for allowed_address_pairs: ip_address is required",
+                    );
+                };
+                let valid = ip.parse::<IpAddr>().is_ok()
+                    || ip.split_once('/').is_some_and(|(a, len)| {
+                        let max = match a.parse::<IpAddr>() {
+                            Ok(IpAddr::V4(_)) => 32,
+                            Ok(IpAddr::V6(_)) => 128,
+                            Err(_) => return false,
+                        };
+                        len.parse::<u8>().is_ok_and(|l| l <= max)
+                    });
+                if !valid {
+                    return bad_request(&format!(
+                        "Invalid input for allowed_address_pairs: '{ip}' is not a valid IP address"
+                    ));
+                }
+                let mac = item
+                    .get("mac_address")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                pairs.push((ip.to_string(), mac));
+            }
+            Some(pairs)
+        }
+        Some(_) => return bad_request("Invalid input for allowed_address_pairs: not a list"),
+    };
+    for key in body.keys() {
+        if !matches!(
+            key.as_str(),
+            "allowed_address_pairs" | "name" | "description"
+        ) {
+            return bad_request(&format!("Cannot update read-only attribute {key}"));
+        }
+    }
+    let port = {
+        let mut cloud = s.cloud();
+        let Some(port) = cloud.ports.get_mut(&id) else {
+            return neutron_error(
+                StatusCode::NOT_FOUND,
+                "PortNotFound",
+                &format!("Port {id} could not be found."),
+            );
+        };
+        if let Some(pairs) = pairs {
+            port.allowed_address_pairs = pairs
+                .into_iter()
+                .map(|(ip, mac)| (ip, mac.unwrap_or_else(|| port.mac.clone())))
+                .collect();
+        }
+        if let Some(name) = body.get("name").and_then(Value::as_str) {
+            port.name = name.to_string();
+        }
+        port.updated = jiff::Timestamp::now();
+        port_json(&s, port)
+    };
+    json(StatusCode::OK, json!({ "port": port }))
 }
 
 fn network_json(s: &Shared, network: &Network) -> Value {
@@ -523,6 +606,107 @@ mod tests {
         assert_eq!(r.body["NeutronError"]["type"], "ExtensionNotFound");
     }
 
+    /// What openstack-cloud-controller-manager's route support asks at start: the router's
+    /// ports (`device_id=<router>`) name the networks it routes on; then the node's port
+    /// by fixed IP on such a network (`routes.go` getRouterNetworkIDs, getPortByIP).
+    #[tokio::test]
+    async fn router_ports_name_the_routed_networks() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let router = m.admin().routers()[0].id.clone();
+        let r = m
+            .get(&format!("/network/v2.0/ports?device_id={router}"), &token)
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+        let ports = r.body["ports"].as_array().expect("ports").clone();
+        let owners: Vec<&str> = ports
+            .iter()
+            .filter_map(|p| p["device_owner"].as_str())
+            .collect();
+        assert!(owners.contains(&"network:router_interface"), "{owners:?}");
+        assert!(owners.contains(&"network:router_gateway"), "{owners:?}");
+        let interface = ports
+            .iter()
+            .find(|p| p["device_owner"] == "network:router_interface")
+            .expect("interface");
+        assert_eq!(interface["fixed_ips"][0]["ip_address"], "127.10.0.1");
+        let network = interface["network_id"]
+            .as_str()
+            .expect("network")
+            .to_string();
+        let node = m.admin().server_by_name("node-0").expect("seeded");
+        let r = m
+            .get(
+                &format!(
+                    "/network/v2.0/ports?fixed_ips=ip_address%3D{}&network_id={network}",
+                    node.internal_ips[0]
+                ),
+                &token,
+            )
+            .await;
+        let found = r.body["ports"].as_array().expect("ports");
+        assert_eq!(found.len(), 1, "{}", r.body);
+        assert_eq!(found[0]["device_id"], node.id);
+    }
+
+    /// What openstack-cloud-controller-manager sends to let a node's port carry a route's
+    /// pod CIDR (`routes.go` updateAllowedAddressPairs), and the refusals around it.
+    #[tokio::test]
+    async fn port_update_sets_allowed_address_pairs() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let node = m.admin().server_by_name("node-0").expect("seeded");
+        let r = m
+            .get(
+                &format!("/network/v2.0/ports?device_id={}", node.id),
+                &token,
+            )
+            .await;
+        let port = r.body["ports"][0]["id"].as_str().expect("port").to_string();
+        let mac = r.body["ports"][0]["mac_address"].clone();
+        let uri = format!("/network/v2.0/ports/{port}");
+        let body = json!({"port": {"allowed_address_pairs": [{"ip_address": "10.244.1.0/24"}]}});
+        let r = m.call("PUT", &uri, &token, body).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(
+            r.body["port"]["allowed_address_pairs"],
+            json!([{"ip_address": "10.244.1.0/24", "mac_address": mac}])
+        );
+        let r = m.get(&uri, &token).await;
+        assert_eq!(
+            r.body["port"]["allowed_address_pairs"][0]["ip_address"],
+            "10.244.1.0/24"
+        );
+        for bad in [
+            json!({"port": {"allowed_address_pairs": [{"ip_address": "10.244.1.0/99"}]}}),
+            json!({"port": {"allowed_address_pairs": "10.0.0.0/8"}}),
+            json!({"port": {"fixed_ips": []}}),
+            json!({"nope": {}}),
+        ] {
+            let r = m.call("PUT", &uri, &token, bad.clone()).await;
+            assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.body);
+            assert_eq!(r.body["NeutronError"]["type"], "HTTPBadRequest", "{bad}");
+        }
+        // Nothing half-applied by the refused updates.
+        let r = m.get(&uri, &token).await;
+        assert_eq!(
+            r.body["port"]["allowed_address_pairs"]
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
+        let r = m
+            .call(
+                "PUT",
+                "/network/v2.0/ports/nope",
+                &token,
+                json!({"port": {"name": "x"}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+        assert_eq!(r.body["NeutronError"]["type"], "PortNotFound");
+    }
+
     #[tokio::test]
     async fn ports_by_device_id() {
         let m = Mock::seeded(3);
@@ -596,7 +780,7 @@ mod tests {
             .to_string();
         let r = m
             .get(
-                &format!("/network/v2.0/ports?network_id={private}&status=ACTIVE"),
+                &format!("/network/v2.0/ports?network_id={private}&status=ACTIVE&device_owner=compute:nova"),
                 &token,
             )
             .await;
@@ -622,7 +806,7 @@ mod tests {
                 None => break,
             }
         }
-        assert_eq!(seen, 5);
+        assert_eq!(seen, 5 + crate::model::ROUTER_PORTS);
     }
 
     #[tokio::test]
@@ -677,6 +861,10 @@ mod tests {
             .await;
         assert_eq!(r.body["ports"].as_array().map(Vec::len), Some(0));
         let r = m.get("/network/v2.0/ports", &token).await;
-        assert_eq!(r.body["ports"].as_array().map(Vec::len), Some(0));
+        assert_eq!(
+            r.body["ports"].as_array().map(Vec::len),
+            Some(crate::model::ROUTER_PORTS),
+            "only the router's ports are left"
+        );
     }
 }

@@ -388,6 +388,36 @@ fn create_fip_inner(s: &Shared, body: &Map<String, Value>) -> Reply {
     Ok(json(StatusCode::CREATED, json!({ "floatingip": body })))
 }
 
+/// A floating IP on the external network associated with `port_id`, as a tenant tool (or
+/// an earlier CCM) would have made it; its address.
+pub(crate) fn seed_fip(cloud: &mut Cloud, port_id: &str) -> Result<IpAddr, String> {
+    let network_id = cloud
+        .networks
+        .iter()
+        .find(|n| n.external)
+        .map(|n| n.id.clone())
+        .ok_or("no external network")?;
+    let fixed_ip = association(cloud, None, port_id, None)
+        .map_err(|_| format!("port {port_id} cannot take a floating IP"))?;
+    let address = cloud
+        .floating
+        .allocate()
+        .map_err(|_| "no more floating IPs".to_string())?;
+    let now = jiff::Timestamp::now();
+    let fip = FloatingIp {
+        id: new_id(),
+        address,
+        network_id,
+        port_id: Some(port_id.to_string()),
+        fixed_ip: Some(fixed_ip),
+        description: String::new(),
+        created: now,
+        updated: now,
+    };
+    cloud.l3.floatingips.insert(fip.id.clone(), fip);
+    Ok(address)
+}
+
 async fn list_fips(State(s): State<Arc<Shared>>, query: Pairs) -> Response {
     filtered_list(&s, "floatingips", query, |cloud| {
         let fips = cloud.l3.floatingips.values();
@@ -704,7 +734,14 @@ mod tests {
     async fn floating_ip_crud_association_and_filters() {
         let m = Mock::seeded(1);
         let token = m.token().await;
-        let port = m.shared.cloud().ports.keys().next().cloned().expect("port");
+        let port = m
+            .shared
+            .cloud()
+            .ports
+            .values()
+            .find(|p| p.device_owner == "compute:nova")
+            .map(|p| p.id.clone())
+            .expect("port");
         let fips = "/network/v2.0/floatingips";
         let r = m
             .call(

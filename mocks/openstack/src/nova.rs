@@ -27,7 +27,7 @@ use crate::model::{
     AdminError, Cloud, FLAVORS, Flavor, PRIVATE_NETWORK, REBOOT_SECONDS, Server, flavor_by_id,
     vm_and_power_state,
 };
-use crate::util::{encode_query, iso_seconds, json, last};
+use crate::util::{encode_query, iso_naive_micros, iso_seconds, json, last};
 
 /// The microversion range we claim (2.96 is Nova 2024.1's maximum).
 const MIN_VERSION: (u32, u32) = (2, 1);
@@ -233,7 +233,7 @@ fn server_detail(s: &Shared, cloud: &Cloud, server: &Server, mv: (u32, u32)) -> 
         "OS-EXT-STS:vm_state": vm_state,
         "OS-EXT-STS:power_state": power_state,
         "OS-EXT-STS:task_state": task_state,
-        "OS-SRV-USG:launched_at": iso_seconds(server.created),
+        "OS-SRV-USG:launched_at": iso_naive_micros(server.created),
         "OS-SRV-USG:terminated_at": null,
         "os-extended-volumes:volumes_attached": [],
     })
@@ -487,6 +487,40 @@ mod tests {
     use super::*;
     use crate::model::ServerSpec;
     use crate::testing::{BASE, Mock};
+
+    /// gophercloud v2 (`compute/v2/servers` `Server.UnmarshalJSON`) parses
+    /// `OS-SRV-USG:launched_at` with `RFC3339MilliNoZ` and rejected the `...Z` this mock
+    /// sent ("extra text: Z", failing every server list); Nova sends a naive datetime with
+    /// microseconds (compute API reference, "List Servers Detailed" sample:
+    /// `"OS-SRV-USG:launched_at": "2017-02-14T19:23:59.895661"`), while `created` and
+    /// `updated` carry a `Z`.
+    #[tokio::test]
+    async fn timestamps_use_novas_formats() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let naive_micros =
+            regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$").expect("regex");
+        let zulu = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$").expect("regex");
+        let node = m.admin().server_by_name("node-0").expect("seeded");
+        for (uri, server) in [
+            ("/compute/v2.1/servers/detail".to_string(), "/servers/0"),
+            (format!("/compute/v2.1/servers/{}", node.id), "/server"),
+        ] {
+            let r = m.get(&uri, &token).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+            let s = r.body.pointer(server).expect("server");
+            let launched = s["OS-SRV-USG:launched_at"].as_str().unwrap_or_default();
+            assert!(
+                naive_micros.is_match(launched),
+                "{uri}: launched_at {launched:?}"
+            );
+            assert!(s["OS-SRV-USG:terminated_at"].is_null());
+            for key in ["created", "updated"] {
+                let v = s[key].as_str().unwrap_or_default();
+                assert!(zulu.is_match(v), "{uri}: {key} {v:?}");
+            }
+        }
+    }
 
     #[tokio::test]
     async fn version_documents_need_no_token() {

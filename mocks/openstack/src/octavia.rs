@@ -549,6 +549,60 @@ mod tests {
         m.shared.cloud().subnets[0].id.clone()
     }
 
+    /// Octavia renders `created_at` / `updated_at` as naive datetimes to the second
+    /// (load-balancer API reference samples: `"created_at": "2017-02-28T00:41:44"`); the
+    /// mock sent `...Z`. gophercloud's `loadbalancers`/`pools` decoders try that
+    /// `RFC3339NoZ` form first, so it is the one to serve.
+    #[tokio::test]
+    async fn timestamps_use_octavias_naive_format() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let naive = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$").expect("regex");
+        let r = m
+            .call(
+                "POST",
+                "/load-balancer/v2.0/lbaas/loadbalancers",
+                &token,
+                json!({"loadbalancer": {"vip_subnet_id": subnet(&m), "listeners": [{
+                    "protocol": "TCP", "protocol_port": 80, "default_pool": {
+                        "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                        "members": [{"address": "127.10.0.10", "protocol_port": 30080}]}}]}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        let id = r.body["loadbalancer"]["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        let pool = r.body["loadbalancer"]["pools"][0]["id"]
+            .as_str()
+            .expect("pool")
+            .to_string();
+        let lb = m
+            .get(
+                &format!("/load-balancer/v2.0/lbaas/loadbalancers/{id}"),
+                &token,
+            )
+            .await;
+        let members = m
+            .get(
+                &format!("/load-balancer/v2.0/lbaas/pools/{pool}/members"),
+                &token,
+            )
+            .await;
+        let listeners = m.get("/load-balancer/v2.0/lbaas/listeners", &token).await;
+        for (what, v) in [
+            ("loadbalancer", &lb.body["loadbalancer"]),
+            ("member", &members.body["members"][0]),
+            ("listener", &listeners.body["listeners"][0]),
+        ] {
+            for key in ["created_at", "updated_at"] {
+                let t = v[key].as_str().unwrap_or_default();
+                assert!(naive.is_match(t), "{what} {key}: {t:?} in {v}");
+            }
+        }
+    }
+
     fn assert_wsme(r: &crate::testing::Reply, status: StatusCode, text: &str) {
         assert_eq!(r.status, status, "{}", r.body);
         assert_eq!(
@@ -876,7 +930,8 @@ mod tests {
             .get(&format!("/load-balancer/v2/lbaas/pools/{pool}"), &token)
             .await;
         assert_wsme(&r, StatusCode::NOT_FOUND, "Pool");
-        assert!(m.shared.cloud().ports.is_empty());
+        // The VIP port went with the load balancer; the router's ports stay.
+        assert_eq!(m.shared.cloud().ports.len(), crate::model::ROUTER_PORTS);
     }
 
     #[tokio::test]

@@ -49,6 +49,21 @@ pub(crate) fn iso_seconds(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// Nova's `OS-SRV-USG:launched_at` / `terminated_at`: a naive UTC datetime with
+/// microseconds and no zone, `2026-01-02T03:04:05.000000` (oslo.serialization's
+/// `PERFECT_TIME_FORMAT`; the compute API reference's samples). gophercloud parses these
+/// two fields with `RFC3339MilliNoZ` and rejects a trailing `Z`.
+pub(crate) fn iso_naive_micros(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+}
+
+/// Octavia's `created_at` / `updated_at`: a naive UTC datetime to the second, no zone,
+/// `2026-01-02T03:04:05` (WSME's `datetime.isoformat()` of the database value; the
+/// load-balancer API reference's samples).
+pub(crate) fn iso_naive_seconds(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S").to_string()
+}
+
 /// Keystone's, with microseconds: `2026-01-02T03:04:05.000000Z`.
 pub(crate) fn iso_micros(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
@@ -73,5 +88,7 @@ mod tests {
         let t: jiff::Timestamp = "2026-01-02T03:04:05.5Z".parse().expect("ts");
         assert_eq!(iso_seconds(t), "2026-01-02T03:04:05Z");
         assert_eq!(iso_micros(t), "2026-01-02T03:04:05.500000Z");
+        assert_eq!(iso_naive_micros(t), "2026-01-02T03:04:05.500000");
+        assert_eq!(iso_naive_seconds(t), "2026-01-02T03:04:05");
     }
 }

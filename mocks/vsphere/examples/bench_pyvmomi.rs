@@ -15,12 +15,20 @@
 //! pyvmomi's ~33 ms, so vcsim/mock through pyvmomi is capped near 46.4 / 33 = 1.4x: the
 //! 2x end-to-end target cannot be met with this client. Server side it is met: 2.5x in
 //! server CPU, 2.4-2.5x in the Rust replay below, 2.4x per RetrieveServiceContent.
+//! (Those were against vcsim 0.24 from Debian's govmomi.)
+//!
+//! Against vcsim v0.53.0 (2026-11-26, release, 21 runs, load average ~3 from other
+//! builds, three runs): pyvmomi 46.3-52.8 ms (mock) vs 72.9-87.9 ms (vcsim), 1.58-1.70x;
+//! Rust replay 1.27-1.59 ms vs 4.33-4.84 ms, 2.87-3.81x; RetrieveServiceContent 116-119
+//! vs 316-326 us per call, 2.7x. vcsim v0.53.0 is slower per call than 0.24 was.
 
 //! With `BENCH_PING=1` it also prints the round trip of the cheapest call
 //! (RetrieveServiceContent) on each server, i.e. the transport floor.
 //!
 //! `cargo run -p mock-vsphere --example bench_pyvmomi [RUNS]` (default 15). Needs
-//! pyvmomi, Go and Debian's govmomi (the apt/pip lines are printed when missing).
+//! pyvmomi and Go 1.26: vcsim is govmomi v0.53.0's simulator, built from the Go module
+//! proxy into `$XDG_CACHE_HOME/ccm-conformance/vcsim-v0.53.0/` on first use
+//! (`tests/support/mod.rs`); what is missing is printed.
 #![forbid(unsafe_code)]
 
 #[path = "../tests/support/mod.rs"]
@@ -202,7 +210,7 @@ async fn main() -> anyhow::Result<()> {
     let (ours, theirs) = (median(ours), median(theirs));
     println!("pyvmomi probe sequence, {runs} runs each (median wall time per run):");
     println!("  mock-vsphere: {:.1} ms", ours * 1e3);
-    println!("  vcsim 0.24:   {:.1} ms", theirs * 1e3);
+    println!("  vcsim {}: {:.1} ms", support::VCSIM_VERSION, theirs * 1e3);
     println!("  ratio vcsim/mock: {:.2}x (target >= 2x)", theirs / ours);
     if std::env::var_os("BENCH_PING").is_some() {
         for (name, url) in [("mock", r.url.as_str()), ("vcsim", vcsim.url.as_str())] {
@@ -225,7 +233,7 @@ async fn main() -> anyhow::Result<()> {
     let theirs = replay(&vcsim.url, "user", "pass", runs).await?;
     println!("raw SOAP replay (Rust client, 14 calls per run), {runs} runs each (median per run):");
     println!("  mock-vsphere: {:.2} ms", ours * 1e3);
-    println!("  vcsim 0.24:   {:.2} ms", theirs * 1e3);
+    println!("  vcsim {}: {:.2} ms", support::VCSIM_VERSION, theirs * 1e3);
     println!("  ratio vcsim/mock: {:.2}x", theirs / ours);
     mock.shutdown().await;
     Ok(())

@@ -52,7 +52,7 @@
 //! let mock = mock_vsphere::VsphereMock::start(mock_vsphere::Config::default()).await?;
 //! let admin = mock.admin();
 //! let vm = admin.vm_by_name("node-0").expect("seeded");
-//! admin.update_vm(&vm.id, mock_vsphere::VmPatch { ips: Some(vec!["127.60.0.99".into()]), ..Default::default() })
+//! admin.update_vm(&vm.id, mock_vsphere::VmPatch { ips: Some(vec!["198.18.0.99".into()]), ..Default::default() })
 //!     .expect("patch");
 //! admin.faults().add(mock_cloud::FaultRule { service: Some("vim".into()), path: Some("FindByUuid".into()), status: 401, count: Some(1), ..Default::default() });
 //! println!("{}", serde_json::to_string(&mock.ready_info()).expect("json"));
@@ -108,7 +108,7 @@ pub struct Config {
     pub datacenters: Vec<String>,
     pub hosts: usize,
     /// VMs created at start (and restored by reset), in the first datacenter: name and
-    /// `guest.hostName` `{node_name_prefix}{i}`, IP `127.60.{address_block}.{10+i}`.
+    /// `guest.hostName` `{node_name_prefix}{i}`, IP `198.18.{address_block}.{10+i}`.
     pub nodes: usize,
     pub node_name_prefix: String,
     pub address_block: u8,
@@ -542,8 +542,10 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         let spec = VmSpec {
             name: name.clone(),
             host_name: Some(name.clone()),
+            // Not loopback: the vSphere CCM drops loopback guest IPs (cloud-provider-vsphere
+            // `excludeLocalhostIPs`); the benchmarking range is never routed.
             ips: vec![format!(
-                "127.60.{}.{}",
+                "198.18.{}.{}",
                 config.address_block,
                 10 + (i % 240)
             )],

@@ -283,7 +283,7 @@ fn text(ids: Vec<String>) -> BoxedStrategy<String> {
         "propertyCollector",
         "SearchIndex",
         "ViewManager",
-        "127.60.0.10",
+        "198.18.0.10",
         "node-0",
         "a<b&c\"d'",
         "\u{2603}",
@@ -822,7 +822,7 @@ fn soap_session_cookie_parsing() {
                 }
                 let cookie = parts.join("; ");
                 let Ok(value) = axum::http::HeaderValue::from_str(&cookie) else { return Ok(()) };
-                let body = envelope(r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>127.60.0.10</ip><vmSearch>true</vmSearch></FindByIp>"#);
+                let body = envelope(r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>198.18.0.10</ip><vmSearch>true</vmSearch></FindByIp>"#);
                 let req = Request::post("/sdk").header(header::COOKIE, value).body(Body::from(body)).expect("req");
                 let (s, _, b) = m.send(req).await;
                 let fault = check_soap_answer(s, &b)?;
@@ -1005,10 +1005,7 @@ fn vapi_bodies_and_sessions() {
                 let mut sessions = m.shared.sessions();
                 sessions.vapi.retain(|k, _| *k == id);
                 sessions.vapi.entry(id.clone()).or_insert_with(|| {
-                    (
-                        "administrator@vsphere.local".into(),
-                        std::time::Instant::now(),
-                    )
+                    crate::vapi::VapiSession::new("administrator@vsphere.local")
                 });
                 Ok(())
             })

@@ -5,7 +5,7 @@
 //!
 //! ```json
 //! { "state": {
-//!     "vms": [ { "name": "node-x", "ips": ["127.60.0.50"] } ],
+//!     "vms": [ { "name": "node-x", "ips": ["198.18.0.50"] } ],
 //!     "categories": [ { "name": "team", "cardinality": "MULTIPLE" } ],
 //!     "tags": [ { "category": "team", "name": "blue" } ],
 //!     "attachments": [ { "category": "team", "tag": "blue", "object": "node-x" } ] },

@@ -87,8 +87,8 @@ pub struct Sessions {
     /// PropertyFilter id -> what `WaitForUpdates` last reported: object id -> (its
     /// `ObjectContent` XML, its type).
     pub reported: HashMap<String, HashMap<String, (String, String)>>,
-    /// vAPI session id -> (user, last use).
-    pub vapi: HashMap<String, (String, Instant)>,
+    /// vAPI session id -> its user and times.
+    pub vapi: HashMap<String, crate::vapi::VapiSession>,
 }
 
 /// A vim25 fault as it goes on the wire.

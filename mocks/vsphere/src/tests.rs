@@ -144,7 +144,7 @@ async fn service_content_login_and_versions() {
         .await;
     assert_eq!(s, StatusCode::OK);
     let (s, b) = e
-        .soap(Some(&key), r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>127.60.0.10</ip><vmSearch>true</vmSearch></FindByIp>"#)
+        .soap(Some(&key), r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>198.18.0.10</ip><vmSearch>true</vmSearch></FindByIp>"#)
         .await;
     assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(fault_type(&b), Some("NotAuthenticated"), "{b}");
@@ -519,7 +519,7 @@ async fn idle_sessions_expire() {
         ..Default::default()
     });
     let key = e.login().await;
-    let call = r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>127.60.0.10</ip><vmSearch>true</vmSearch></FindByIp>"#;
+    let call = r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>198.18.0.10</ip><vmSearch>true</vmSearch></FindByIp>"#;
     let (s, _) = e.soap(Some(&key), call).await;
     assert_eq!(s, StatusCode::OK);
     // Wait until the idle timeout has certainly passed (a condition, not a guess).
@@ -542,7 +542,7 @@ async fn injected_faults_use_vim_envelopes() {
         count: Some(1),
         ..Default::default()
     });
-    let call = r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>127.60.0.10</ip><vmSearch>true</vmSearch></FindByIp>"#;
+    let call = r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>198.18.0.10</ip><vmSearch>true</vmSearch></FindByIp>"#;
     let (s, b) = e.soap(Some(&key), call).await;
     assert_eq!(
         (s, fault_type(&b)),
@@ -692,10 +692,83 @@ async fn vapi_rest_and_api_tagging() {
     assert!(e.shared.journal.count(|j| j.service == "vapi") >= 10);
 }
 
+/// govmomi's `rest.Client.Session` (vapi/rest/client.go) asks
+/// `POST /rest/com/vmware/cis/session?~action=get` (vSphere Automation API, `cis session
+/// get`); the mock took every POST there for a login and answered 401, so govmomi reported
+/// "no session". The answer is the session's user, `created_time` and
+/// `last_accessed_time` (vAPI DateTime, ISO 8601 UTC with milliseconds).
+#[tokio::test]
+async fn vapi_session_get_reads_the_callers_session() {
+    let e = env();
+    let basic = base64::engine::general_purpose::STANDARD.encode("administrator@vsphere.local:pw");
+    let req = Request::post("/rest/com/vmware/cis/session")
+        .header(header::AUTHORIZATION, format!("Basic {basic}"))
+        .body(Body::empty())
+        .expect("req");
+    let (s, _, b) = e.raw(req).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let v: serde_json::Value = serde_json::from_str(&b).expect("json");
+    let token = v["value"].as_str().expect("token").to_string();
+    for (uri, body_of) in [
+        ("/rest/com/vmware/cis/session?~action=get", "/value"),
+        ("/api/session", ""),
+    ] {
+        let method = if uri.starts_with("/rest") {
+            "POST"
+        } else {
+            "GET"
+        };
+        let (s, v) = vapi_call(&e, method, uri, Some(&token), "").await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {v}");
+        let session = v.pointer(body_of).expect("session");
+        assert_eq!(session["user"], "administrator@vsphere.local", "{uri}");
+        for key in ["created_time", "last_accessed_time"] {
+            let t = session[key].as_str().unwrap_or_default();
+            assert!(is_vapi_time(t), "{uri}: {key} {t:?}");
+        }
+    }
+    // Without a session: 401 in the /rest envelope, not a login attempt.
+    let (s, v) = vapi_call(
+        &e,
+        "POST",
+        "/rest/com/vmware/cis/session?~action=get",
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(
+        (s, v["type"].as_str()),
+        (
+            StatusCode::UNAUTHORIZED,
+            Some("com.vmware.vapi.std.errors.unauthenticated")
+        )
+    );
+    let (s, _) = vapi_call(
+        &e,
+        "POST",
+        "/rest/com/vmware/cis/session?~action=nope",
+        Some(&token),
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+/// `2026-01-02T03:04:05.678Z`: vAPI's DateTime, UTC to the millisecond.
+fn is_vapi_time(t: &str) -> bool {
+    let b = t.as_bytes();
+    b.len() == 24
+        && t.ends_with('Z')
+        && b[10] == b'T'
+        && b[19] == b'.'
+        && t[..19].parse::<jiff::civil::DateTime>().is_ok()
+        && t[20..23].bytes().all(|c| c.is_ascii_digit())
+}
+
 #[tokio::test]
 async fn admin_api_shapes_the_cloud_and_reports_leaks() {
     let e = env();
-    let (s, v) = vapi_call(&e, "POST", "/admin/vms", None, r#"{"name":"extra","uuid":"4213C7A2-1111-2222-3333-444455556666","host_name":"extra","ips":["127.60.0.99"]}"#).await;
+    let (s, v) = vapi_call(&e, "POST", "/admin/vms", None, r#"{"name":"extra","uuid":"4213C7A2-1111-2222-3333-444455556666","host_name":"extra","ips":["198.18.0.99"]}"#).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     let id = v["id"].as_str().expect("id").to_string();
     assert_eq!(v["uuid"], "4213c7a2-1111-2222-3333-444455556666");
@@ -704,7 +777,7 @@ async fn admin_api_shapes_the_cloud_and_reports_leaks() {
         "PATCH",
         &format!("/admin/vms/{id}"),
         None,
-        r#"{"ips":["127.60.0.98"],"power_state":"poweredOff","host_name":null}"#,
+        r#"{"ips":["198.18.0.98"],"power_state":"poweredOff","host_name":null}"#,
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{v}");
@@ -714,7 +787,7 @@ async fn admin_api_shapes_the_cloud_and_reports_leaks() {
             v["power_state"].as_str(),
             v["host_name"].is_null()
         ),
-        (Some("127.60.0.98"), Some("poweredOff"), true)
+        (Some("198.18.0.98"), Some("poweredOff"), true)
     );
     let (_, v) = vapi_call(&e, "GET", "/admin/leaks", None, "").await;
     assert_eq!(v["leaks"], serde_json::json!([format!("vm {id}")]));
@@ -919,12 +992,12 @@ mod round4 {
         let late = a
             .create_vm(VmSpec {
                 name: "later".into(),
-                ips: vec!["127.60.0.200".into()],
+                ips: vec!["198.18.0.200".into()],
                 ..Default::default()
             })
             .expect("create")
             .id;
-        let find = r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>127.60.0.200</ip><vmSearch>true</vmSearch></FindByIp>"#;
+        let find = r#"<FindByIp xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><ip>198.18.0.200</ip><vmSearch>true</vmSearch></FindByIp>"#;
         let (s, b) = e.soap(Some(&key), find).await;
         assert_eq!(s, StatusCode::OK, "{b}");
         assert!(!b.contains("<returnval"), "hidden: {b}");
@@ -940,7 +1013,7 @@ mod round4 {
     async fn seed_file_adds_vms_tags_faults_and_lifecycle_and_reset_restores_them() {
         let json = br#"{
           "state": {
-            "vms": [ { "name": "extra", "ips": ["127.60.0.77"] } ],
+            "vms": [ { "name": "extra", "ips": ["198.18.0.77"] } ],
             "categories": [ { "name": "team", "cardinality": "MULTIPLE" } ],
             "tags": [ { "category": "team", "name": "blue" }, { "category": "k8s-zone", "name": "zone-c" } ],
             "attachments": [ { "category": "team", "tag": "blue", "object": "extra" } ]

@@ -27,6 +27,33 @@ use crate::Shared;
 /// Header carrying the vAPI session id.
 pub const SESSION_HEADER: &str = "vmware-api-session-id";
 
+/// A vAPI session: its user, when it was made and last used (the `cis session get`
+/// answer's `created_time` / `last_accessed_time`), and the idle clock.
+#[derive(Debug, Clone)]
+pub(crate) struct VapiSession {
+    pub user: String,
+    pub created: jiff::Timestamp,
+    pub last_accessed: jiff::Timestamp,
+    pub last_used: Instant,
+}
+
+impl VapiSession {
+    pub fn new(user: &str) -> Self {
+        let now = jiff::Timestamp::now();
+        VapiSession {
+            user: user.to_string(),
+            created: now,
+            last_accessed: now,
+            last_used: Instant::now(),
+        }
+    }
+}
+
+/// vAPI's DateTime on the wire: ISO 8601 in UTC to the millisecond, `2026-01-02T03:04:05.678Z`.
+fn vapi_time(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Flavor {
     Rest,
@@ -102,6 +129,30 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
         .route("/api/cis/tagging/tag/{id}", get(api_tag))
         .route("/api/cis/tagging/tag-association", post(api_association))
         .with_state(shared)
+        .layer(axum::middleware::from_fn(read_whole_body))
+}
+
+/// Reads the whole request body before any handler runs, as vCenter's front end does.
+/// govmomi sends body-less vAPI POSTs (`rest.Client.Login`, `Session`) with an empty
+/// `io.MultiReader`, which Go's HTTP client writes as `Transfer-Encoding: chunked` with
+/// the final `0\r\n\r\n` in a TLS record of its own. A handler that ignores the body
+/// (login, session) answered before that record arrived, and hyper closes a keep-alive
+/// connection whose request body was left unread: govmomi's next call on the pooled
+/// connection then failed with `EOF` (seen as `rest.Client.Session: ... EOF`).
+async fn read_whole_body(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let flavor = if req.uri().path().starts_with("/api") {
+        Flavor::Api
+    } else {
+        Flavor::Rest
+    };
+    let (parts, body) = req.into_parts();
+    match read_body(body, flavor).await {
+        Ok(bytes) => {
+            next.run(axum::extract::Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Err(resp) => resp,
+    }
 }
 
 fn basic_user(headers: &HeaderMap) -> Option<(String, String)> {
@@ -136,16 +187,22 @@ fn session_id(headers: &HeaderMap) -> Option<String> {
 
 /// The live session's user; touches it, drops it when idle too long.
 fn authed(shared: &Shared, headers: &HeaderMap) -> Option<String> {
+    authed_session(shared, headers).map(|s| s.user)
+}
+
+/// The live session (after touching it), or `None` when there is none or it idled out.
+fn authed_session(shared: &Shared, headers: &HeaderMap) -> Option<VapiSession> {
     let id = session_id(headers)?;
     let mut sessions = shared.sessions();
     let idle = shared.config.session_idle_timeout;
     let entry = sessions.vapi.get_mut(&id)?;
-    if entry.1.elapsed() > idle {
+    if entry.last_used.elapsed() > idle {
         sessions.vapi.remove(&id);
         return None;
     }
-    entry.1 = Instant::now();
-    Some(entry.0.clone())
+    entry.last_used = Instant::now();
+    entry.last_accessed = jiff::Timestamp::now();
+    Some(entry.clone())
 }
 
 fn login(shared: &Shared, headers: &HeaderMap, flavor: Flavor) -> Response {
@@ -159,7 +216,7 @@ fn login(shared: &Shared, headers: &HeaderMap, flavor: Flavor) -> Response {
     shared
         .sessions()
         .vapi
-        .insert(id.clone(), (user, Instant::now()));
+        .insert(id.clone(), VapiSession::new(&user));
     let status = match flavor {
         Flavor::Rest => StatusCode::OK,
         Flavor::Api => StatusCode::CREATED,
@@ -182,18 +239,32 @@ fn logout(shared: &Shared, headers: &HeaderMap, flavor: Flavor) -> Response {
     }
 }
 
+/// The caller's session (vAPI `cis session get`: `user`, `created_time`,
+/// `last_accessed_time`).
 fn session_get(shared: &Shared, headers: &HeaderMap, flavor: Flavor) -> Response {
-    match authed(shared, headers) {
-        Some(user) => wrap(
+    match authed_session(shared, headers) {
+        Some(s) => wrap(
             flavor,
-            json!({"user": user, "created_time": jiff::Timestamp::now().to_string()}),
+            json!({"user": s.user, "created_time": vapi_time(s.created),
+                   "last_accessed_time": vapi_time(s.last_accessed)}),
         ),
         None => unauthenticated(flavor),
     }
 }
 
-async fn rest_login(State(s): State<Arc<Shared>>, h: HeaderMap) -> Response {
-    login(&s, &h, Flavor::Rest)
+/// `POST /rest/com/vmware/cis/session` creates a session; with `?~action=get` it reads the
+/// caller's (the legacy form of `GET /api/session`; govmomi `rest.Client.Session`).
+async fn rest_login(State(s): State<Arc<Shared>>, h: HeaderMap, RawQuery(q): RawQuery) -> Response {
+    match action_of(q.as_deref(), "~action").as_deref() {
+        None => login(&s, &h, Flavor::Rest),
+        Some("get") => session_get(&s, &h, Flavor::Rest),
+        Some(other) => error(
+            Flavor::Rest,
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            &format!("unsupported action {other:?}"),
+        ),
+    }
 }
 async fn api_login(State(s): State<Arc<Shared>>, h: HeaderMap) -> Response {
     login(&s, &h, Flavor::Api)

@@ -1,8 +1,10 @@
 //! pyvmomi, a client nobody here wrote, against the mock; and the same probe against
-//! vcsim (built from Debian's govmomi simulator library) with the normalized outputs
-//! diffed. Both skip with a printed reason when pyvmomi / Go + govmomi are missing.
+//! vcsim (govmomi v0.53.0's simulator, the version vsphere-cloud-controller-manager
+//! v1.36.0 pins, built from the Go module proxy by `support::build_vcsim`) with the
+//! normalized outputs diffed. Both skip with a printed reason when pyvmomi / Go are
+//! missing.
 //!
-//! Intended differences from vcsim 0.24 (each one is vcsim being laxer or thinner than
+//! Intended differences from vcsim v0.53.0 (each one is vcsim being laxer or thinner than
 //! vCenter, or our inventory being smaller; see `INTENDED` below):
 //! - `FindByUuid.bios_upper`: we match BIOS UUIDs case-insensitively; vcsim compares
 //!   strings exactly.
@@ -11,9 +13,14 @@
 //! - `bad_login`: we check the password (`InvalidLogin`); vcsim accepts any by default.
 //! - `dc.hostFolder.childEntity`: vcsim's VPX model also has a standalone host
 //!   (`ComputeResource`); ours has clusters only.
-//! - `pages`: we honour `RetrieveOptions.maxObjects` (one page per VM); vcsim returns one page.
+//! - `pages`: we honour `RetrievePropertiesEx` `maxObjects` (one page per VM); vcsim
+//!   pages its larger inventory (4 VMs) the same way, so the counts differ.
 //! - `guest.hostName`/`guest.ipAddress` shapes: our VMs carry guest identity from the
 //!   start; vcsim's are unset until the probe sets them with ReconfigVM extraConfig.
+//! - `attributes.vm.runtime.host`, `attributes.WaitForTask.state`: attribute access goes
+//!   through `Fetch`; vcsim answers `Fetch("runtime")` with an empty
+//!   `faultToleranceState` enum element that pyvmomi cannot decode (vCenter sends
+//!   `notConfigured`; the mock leaves the element out).
 
 mod support;
 
@@ -25,6 +32,8 @@ use serde_json::Value;
 /// Paths (`checks.X`, `vm_property_shapes.Y`, `pages`) allowed to differ.
 const INTENDED: &[&str] = &[
     "checks.FindByUuid.bios_upper",
+    "checks.attributes.WaitForTask.state",
+    "checks.attributes.vm.runtime.host",
     "checks.after_logout",
     "checks.bad_login",
     "checks.dc.hostFolder.childEntity",
@@ -102,7 +111,17 @@ fn flatten(v: &Value) -> std::collections::BTreeMap<String, Value> {
     let mut out = std::collections::BTreeMap::new();
     if let Some(checks) = v["checks"].as_object() {
         for (k, v) in checks {
-            out.insert(format!("checks.{k}"), v.clone());
+            // `attributes` is a map of its own: one key per attribute read.
+            match v.as_object() {
+                Some(attrs) if k == "attributes" => {
+                    for (a, v) in attrs {
+                        out.insert(format!("checks.attributes.{a}"), v.clone());
+                    }
+                }
+                _ => {
+                    out.insert(format!("checks.{k}"), v.clone());
+                }
+            }
         }
     }
     if let Some(shapes) = v["vm_property_shapes"].as_object() {

@@ -1,5 +1,6 @@
 //! Helpers shared by the pyvmomi tests and the benchmark: finding pyvmomi, building and
-//! running vcsim from Debian's govmomi simulator library, and running the probe script.
+//! running vcsim (govmomi v0.53.0's simulator, through the wrapper module in
+//! `tests/vcsim/`, from the Go module proxy), and running the probe script.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -10,8 +11,9 @@ use anyhow::{Context, bail};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// The Debian package's GOPATH root holding `github.com/vmware/govmomi`.
-const GOCODE: &str = "/usr/share/gocode";
+/// The govmomi version vcsim is built from (`tests/vcsim/go.mod`): the one
+/// vsphere-cloud-controller-manager v1.36.0 pins.
+pub const VCSIM_VERSION: &str = "v0.53.0";
 
 pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -69,63 +71,100 @@ pub async fn run_probe(
     })
 }
 
-/// Where the vcsim binary is cached between runs.
+/// Where built vcsim binaries are kept, outside the repository:
+/// `$XDG_CACHE_HOME/ccm-conformance/vcsim-v0.53.0`, else `$HOME/.cache/...`.
 fn vcsim_cache() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| crate_dir().join("../../target"));
-    target.join("vcsim")
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("ccm-conformance")
+        .join(format!("vcsim-{VCSIM_VERSION}"))
 }
 
-/// Builds vcsim once (GOPATH mode against Debian's govmomi, no network) and returns its
-/// path; `Err(reason)` when Go or the library are not installed.
-pub fn build_vcsim() -> Result<PathBuf, String> {
-    if !Path::new(GOCODE)
-        .join("src/github.com/vmware/govmomi/simulator")
-        .is_dir()
-    {
-        return Err(
-            "govmomi simulator sources missing; install with `apt-get install -y golang-go golang-github-vmware-govmomi-dev`"
-                .into(),
-        );
+/// The `go` command: on PATH, else the Go tarball's place (scripts/setup.sh).
+fn go_command() -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("go"))
+                .find(|p| p.is_file())
+        })
+        .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.is_file()))
+}
+
+/// A digest of the wrapper module's files: a changed `main.go` or `go.mod` gets a binary
+/// of its own, so checkouts sharing the cache never run each other's build.
+fn wrapper_digest(dir: &Path) -> Result<String, String> {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for file in ["go.mod", "go.sum", "main.go"] {
+        let bytes = std::fs::read(dir.join(file))
+            .map_err(|e| format!("reading {}: {e}", dir.join(file).display()))?;
+        h.write(file.as_bytes());
+        h.write(&bytes);
     }
-    let cache = vcsim_cache();
-    let bin = cache.join("vcsim");
-    let src = crate_dir().join("tests/vcsim/main.go");
-    let fresh = match (std::fs::metadata(&bin), std::fs::metadata(&src)) {
-        (Ok(b), Ok(s)) => match (b.modified(), s.modified()) {
-            (Ok(b), Ok(s)) => b >= s,
-            _ => false,
-        },
-        _ => false,
-    };
-    if fresh {
+    Ok(format!("{:016x}", h.finish()))
+}
+
+/// Builds vcsim once per wrapper digest (`go build` of `tests/vcsim`, modules from the
+/// Go module proxy or the module cache) and returns its path; `Err(reason)` when Go is
+/// missing or the build fails. The binary is built under a temporary name and renamed
+/// into place, so concurrent builders (test binaries, the benchmark) never see half a
+/// file; within one process the first caller builds and the others wait.
+pub fn build_vcsim() -> Result<PathBuf, String> {
+    static BUILT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(bin) = built.as_ref().filter(|b| b.is_file()) {
+        return Ok(bin.clone());
+    }
+    let src = crate_dir().join("tests/vcsim");
+    let dir = vcsim_cache().join(wrapper_digest(&src)?);
+    let bin = dir.join("vcsim");
+    if bin.is_file() {
+        *built = Some(bin.clone());
         return Ok(bin);
     }
-    let pkg = cache.join("gopath/src/vcsimmini");
-    std::fs::create_dir_all(&pkg).map_err(|e| format!("creating {}: {e}", pkg.display()))?;
-    std::fs::copy(&src, pkg.join("main.go")).map_err(|e| format!("copying main.go: {e}"))?;
-    let gopath = format!("{}:{GOCODE}", cache.join("gopath").display());
-    let out = std::process::Command::new("go")
-        .current_dir(&pkg)
-        .env("GOPATH", gopath)
-        .env("GO111MODULE", "off")
-        .env("GOFLAGS", "")
-        .env("GOPROXY", "off")
-        .env("GOCACHE", cache.join("gocache"))
-        .args(["build", "-o"])
-        .arg(&bin)
+    let go = go_command().ok_or(
+        "the `go` command is not on PATH (nor /usr/local/go/bin/go); install Go 1.26 (scripts/setup.sh)",
+    )?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let tmp = dir.join(format!(
+        "vcsim.tmp-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let out = std::process::Command::new(&go)
+        .current_dir(&src)
+        .env("CGO_ENABLED", "0")
+        .args([
+            "build",
+            "-mod=readonly",
+            "-buildvcs=false",
+            "-trimpath",
+            "-o",
+        ])
+        .arg(&tmp)
         .arg(".")
+        .stdin(Stdio::null())
         .output()
-        .map_err(|e| {
-            format!("go not runnable ({e}); install with `apt-get install -y golang-go`")
-        })?;
+        .map_err(|e| format!("running {}: {e}", go.display()))?;
     if !out.status.success() {
+        let _ = std::fs::remove_file(&tmp);
         return Err(format!(
-            "building vcsim failed: {}",
+            "building vcsim (govmomi {VCSIM_VERSION}) in {} failed: {}",
+            src.display(),
             String::from_utf8_lossy(&out.stderr)
         ));
     }
+    std::fs::rename(&tmp, &bin).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("moving vcsim into {}: {e}", bin.display())
+    })?;
+    *built = Some(bin.clone());
     Ok(bin)
 }
 

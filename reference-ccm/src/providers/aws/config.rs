@@ -148,11 +148,28 @@ impl AwsConfig {
     }
 
     /// The override for `service` (`ec2`, `elasticloadbalancing`) in our region, if any.
+    /// Upstream since its move to aws-sdk-go-v2 names services by the SDK's service IDs
+    /// (`EC2`, `Elastic Load Balancing`, `Elastic Load Balancing v2`; cloud-provider-aws
+    /// `pkg/providers/v1/config/config.go` resolvers); SDK v1's signing names (`ec2`,
+    /// `elasticloadbalancing`) are kept for older configs. Names compare ignoring case.
+    /// This client speaks ELB and ELBv2 at one endpoint: the classic override is taken
+    /// first, then the v2 one.
     pub fn override_for(&self, service: &str) -> Option<&ServiceOverride> {
-        self.overrides
-            .iter()
-            .find(|o| o.service == service && o.region == self.region)
-            .or_else(|| self.overrides.iter().find(|o| o.service == service))
+        let aliases: &[&str] = match service {
+            "ec2" => &["ec2"],
+            "elasticloadbalancing" => &[
+                "elasticloadbalancing",
+                "elastic load balancing",
+                "elastic load balancing v2",
+            ],
+            other => return self.overrides.iter().find(|o| o.service == other),
+        };
+        aliases.iter().find_map(|name| {
+            self.overrides
+                .iter()
+                .find(|o| o.service == *name && o.region == self.region)
+                .or_else(|| self.overrides.iter().find(|o| o.service == *name))
+        })
     }
 }
 
@@ -227,6 +244,29 @@ URL = http://127.0.0.1:1234
 SigningRegion = us-west-2
 SigningName = elasticloadbalancing
 "#;
+
+    #[test]
+    fn sdk_v2_service_ids_are_understood() {
+        let conf = "[Global]\nZone = us-west-2a\n\
+            [ServiceOverride \"1\"]\nService = EC2\nRegion = us-west-2\nURL = http://e\nSigningRegion = us-west-2\n\
+            [ServiceOverride \"2\"]\nService = Elastic Load Balancing v2\nRegion = us-west-2\nURL = http://v2\nSigningRegion = us-west-2\n\
+            [ServiceOverride \"3\"]\nService = Elastic Load Balancing\nRegion = us-west-2\nURL = http://v1\nSigningRegion = us-west-2\n\
+            [ServiceOverride \"4\"]\nService = ec2imds\nRegion = us-west-2\nURL = http://imds\nSigningRegion = us-west-2\n";
+        let (c, _) = AwsConfig::parse(conf).expect("parses");
+        assert_eq!(
+            c.override_for("ec2").map(|o| o.url.as_str()),
+            Some("http://e")
+        );
+        assert_eq!(
+            c.override_for("elasticloadbalancing")
+                .map(|o| o.url.as_str()),
+            Some("http://v1")
+        );
+        assert_eq!(
+            c.override_for("ec2imds").map(|o| o.url.as_str()),
+            Some("http://imds")
+        );
+    }
 
     #[test]
     fn parses_upstream_shape() {

@@ -362,7 +362,10 @@ fn node_ips(node: &Node) -> Vec<String> {
     ips
 }
 
-/// IPs of `guest.net` NICs that are VM devices (`deviceConfigId != -1`).
+/// IPs of `guest.net` NICs that are VM devices (`deviceConfigId != -1`), without the
+/// local-only ones upstream drops (cloud-provider-vsphere `nodemanager.go`
+/// `excludeLocalhostIPs` with `util.go` `ErrOnLocalOnlyIPAddr`: unspecified, link-local
+/// multicast, link-local unicast, loopback).
 fn guest_ips(val: &Element) -> Vec<GuestIp> {
     val.children
         .iter()
@@ -376,11 +379,18 @@ fn guest_ips(val: &Element) -> Vec<GuestIp> {
         })
         .filter(|GuestIp { ip, .. }| {
             ip.parse::<IpAddr>().is_ok_and(|a| match a {
-                IpAddr::V4(v4) => !v4.is_link_local() && !v4.is_unspecified(),
+                IpAddr::V4(v4) => {
+                    !v4.is_link_local()
+                        && !v4.is_unspecified()
+                        && !v4.is_loopback()
+                        // 224.0.0.0/24, Go's IsLinkLocalMulticast for IPv4.
+                        && !(v4.octets()[..3] == [224, 0, 0])
+                }
                 IpAddr::V6(v6) => {
                     !v6.is_loopback()
                         && !v6.is_unspecified()
                         && (v6.segments()[0] & 0xffc0) != 0xfe80
+                        && (v6.segments()[0] & 0xff0f) != 0xff02
                 }
             })
         })
@@ -478,15 +488,43 @@ fn discover_ips(
     }
 }
 
-/// `vsphere-vm.cpu-N.mem-Ggb.os-<guest>` (cloud-apis.md §2 table, CPV `instances.go`).
+/// `vsphere-vm.cpu-N.mem-Ggb.os-<os>` (cloud-provider-vsphere `nodemanager.go`
+/// `DiscoverNode`), `<os>` from the VM's `summary.config.guestId` by [`guest_os`].
 pub fn instance_type(info: &VmInfo) -> String {
-    let os = info.guest_id.split("Guest").next().unwrap_or("");
     format!(
         "vsphere-vm.cpu-{}.mem-{}gb.os-{}",
         info.num_cpu,
         info.memory_mb / 1024,
-        os
+        guest_os(&info.guest_id)
     )
+}
+
+/// The OS name upstream derives from a vSphere guest ID (cloud-provider-vsphere `types.go`
+/// `GuestOSLookup`), by that table's rules rather than its ~150 rows: `Guest` and a 64-bit
+/// suffix dropped (`debian10_64Guest` → `debian10`, `ubuntu64Guest` → `ubuntu`), every
+/// Darwin release → `darwin`, the generic and "other" Linux kernels → `linux`, Windows
+/// IDs lower-cased (`winNetWebGuest` → `winnetweb`); an ID vSphere does not define (no
+/// `Guest` suffix) → `unknown`, as upstream's lookup miss. Known difference: the table's
+/// irregular rows (`centos64Guest` → `centos64`) are not reproduced.
+pub fn guest_os(guest_id: &str) -> String {
+    let Some(base) = guest_id.strip_suffix("Guest") else {
+        return "unknown".into();
+    };
+    let base = base
+        .strip_suffix("_64")
+        .or_else(|| base.strip_suffix("64"))
+        .unwrap_or(base);
+    if base.is_empty() {
+        "unknown".into()
+    } else if base.starts_with("darwin") {
+        "darwin".into()
+    } else if base == "genericLinux" || (base.starts_with("other") && base.ends_with("Linux")) {
+        "linux".into()
+    } else if base.starts_with("win") || base == "turboLinux" {
+        base.to_ascii_lowercase()
+    } else {
+        base.to_string()
+    }
 }
 
 impl Instances for Vsphere {

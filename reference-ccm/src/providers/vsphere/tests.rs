@@ -267,7 +267,27 @@ fn addresses_and_instance_type() {
             ("Hostname", "node-0")
         ]
     );
-    assert_eq!(instance_type(&info), "vsphere-vm.cpu-2.mem-4gb.os-ubuntu64");
+    assert_eq!(instance_type(&info), "vsphere-vm.cpu-2.mem-4gb.os-ubuntu");
+}
+
+#[test]
+fn guest_ids_map_as_upstreams_lookup() {
+    for (id, os) in [
+        ("otherLinux64Guest", "linux"),
+        ("other3xLinuxGuest", "linux"),
+        ("genericLinuxGuest", "linux"),
+        ("ubuntu64Guest", "ubuntu"),
+        ("debian10_64Guest", "debian10"),
+        ("centos7_64Guest", "centos7"),
+        ("darwin16_64Guest", "darwin"),
+        ("turboLinux64Guest", "turbolinux"),
+        ("winNetWebGuest", "winnetweb"),
+        ("windows9_64Guest", "windows9"),
+        ("otherLinux64", "unknown"),
+        ("", "unknown"),
+    ] {
+        assert_eq!(guest_os(id), os, "{id}");
+    }
 }
 
 fn pairs(info: &VmInfo, nets: &config::NodeNetworks) -> Vec<(String, String)> {

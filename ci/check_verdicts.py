@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Compares a conformance run of upstream's CCMs with the verdicts we expect of them.
+
+Every case that does not pass with an upstream CCM must be listed in the expectations file
+with the reason and the upstream file or issue it comes from (ci/upstream-verdicts.tsv).
+This script fails (exit 1) when:
+  - a case fails that is not listed as an expected failure (a regression, or a new finding
+    that needs investigating before it can be listed);
+  - a case is skipped that the reference CCM passes, and it is not listed as an expected
+    skip (skips both CCMs share carry their reason in the JUnit file already);
+  - a provider's upstream CCM passes fewer than --min-ratio of the cases the reference CCM
+    passes (when --reference gives the reference run's JUnit).
+A listed case that now passes is reported (the list is stale) but does not fail the check:
+the cases with timing in them may pass on a quiet machine.
+
+With --matrix it prints the README's matrix: provider x suite -> pass / fail / skip, with
+the reference CCM's column beside it.
+
+usage: check_verdicts.py JUNIT --expected TSV [--reference JUNIT] [--min-ratio 0.9] [--matrix]
+"""
+import argparse
+import re
+import sys
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+NAME = re.compile(r"^\[sig-cloud-provider\] \[(?P<provider>[a-z]+)\] (?P<suite>\S+) .*\((?P<id>[A-Z]+-\d+[a-z]?)\)")
+
+
+def verdicts(path):
+    """{(provider, id): (suite, verdict, message)} from a JUnit file."""
+    out = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        m = NAME.match(case.get("name", ""))
+        if not m:
+            continue
+        if case.find("failure") is not None or case.find("error") is not None:
+            el = case.find("failure") if case.find("failure") is not None else case.find("error")
+            verdict, message = "fail", el.get("message", "")
+        elif case.find("skipped") is not None:
+            verdict, message = "skip", case.find("skipped").get("message", "")
+        else:
+            verdict, message = "pass", ""
+        out[(m["provider"], m["id"])] = (m["suite"], verdict, message)
+    return out
+
+
+def expected(path):
+    """{(provider, id): (verdict, category, reason)} from the TSV (# comments allowed)."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            cols = line.split("\t")
+            if len(cols) != 5 or cols[2] not in ("fail", "skip"):
+                sys.exit(f"{path}:{n}: want provider<TAB>id<TAB>fail|skip<TAB>category<TAB>reason")
+            provider, case_id, verdict, category, reason = cols
+            if not reason.strip():
+                sys.exit(f"{path}:{n}: {provider} {case_id} has no reason")
+            out[(provider, case_id)] = (verdict, category, reason)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("junit")
+    ap.add_argument("--expected", required=True)
+    ap.add_argument("--reference")
+    ap.add_argument("--min-ratio", type=float, default=0.9)
+    ap.add_argument("--matrix", action="store_true")
+    args = ap.parse_args()
+
+    got = verdicts(args.junit)
+    want = expected(args.expected)
+    if not got:
+        print(f"{args.junit}: no conformance cases found")
+        return 1
+    ref = verdicts(args.reference) if args.reference else {}
+    problems, stale = [], []
+    for key, (suite, verdict, message) in sorted(got.items()):
+        listed = want.get(key)
+        if verdict == "pass":
+            if listed:
+                stale.append(f"{key[0]} {key[1]}: listed as {listed[0]} but passed")
+            continue
+        if verdict == "skip" and not listed and (not ref or ref.get(key, ("", "skip"))[1] != "pass"):
+            continue
+        if not listed:
+            problems.append(f"{key[0]} {key[1]} ({suite}): unexpected {verdict}: {message[:300]}")
+        elif listed[0] != verdict:
+            problems.append(f"{key[0]} {key[1]}: expected {listed[0]}, got {verdict}: {message[:300]}")
+
+    providers = sorted({p for p, _ in got})
+    for p in providers:
+        ups = sum(1 for (pp, _), v in got.items() if pp == p and v[1] == "pass")
+        refs = sum(1 for (pp, _), v in ref.items() if pp == p and v[1] == "pass")
+        line = f"{p}: upstream passes {ups}"
+        if ref:
+            ratio = ups / refs if refs else 1.0
+            line += f", reference {refs} ({ratio:.0%})"
+            if ratio < args.min_ratio:
+                problems.append(f"{p}: upstream passes {ups} of the reference's {refs} ({ratio:.0%} < {args.min_ratio:.0%})")
+        print(line)
+
+    if args.matrix:
+        table = defaultdict(lambda: defaultdict(int))
+        for (p, _), (suite, verdict, _) in got.items():
+            table[(p, suite)]["up_" + verdict] += 1
+        for (p, _), (suite, verdict, _) in ref.items():
+            table[(p, suite)]["ref_" + verdict] += 1
+        print("\n| provider | suite | upstream pass / fail / skip | reference pass / fail / skip |")
+        print("|---|---|---|---|")
+        for (p, suite) in sorted(table):
+            t = table[(p, suite)]
+            print(f"| {p} | {suite} | {t['up_pass']} / {t['up_fail']} / {t['up_skip']} "
+                  f"| {t['ref_pass']} / {t['ref_fail']} / {t['ref_skip']} |")
+
+    for s in stale:
+        print(f"note: {s} (update {args.expected})")
+    for p in problems:
+        print(f"ERROR: {p}")
+    if problems:
+        print(f"{len(problems)} problems; every non-pass must be listed in {args.expected} with its upstream reason")
+        return 1
+    print(f"verdicts as expected ({len(got)} cases, {len(want)} listed non-passes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,597 @@
+//! Upstream's Go binaries, built from their Go modules with the `go` command into a cache
+//! outside the repository, so a run can put the real cloud-controller-managers (client-go,
+//! gophercloud, aws-sdk-go-v2, govmomi) through the suites.
+//!
+//! Why a generated wrapper module per binary rather than `go install MODULE/cmd/x@v`:
+//! `go install` refuses a module whose `go.mod` has `replace` lines (OpenStack's requires
+//! `k8s.io/kubernetes` and replaces its staging modules; vSphere's and recent AWS's have one
+//! each), and one module shared by several binaries would let minimal version selection
+//! unify their `k8s.io/*` versions and break their compiles. See
+//! `shared/reference/upstream-builds.md`.
+//!
+//! A build goes to a temporary directory beside the cache entry and is renamed into place
+//! only once the binary runs and reports its version, so an interrupted or failed build
+//! leaves nothing half-written behind. `GOFLAGS`, `GOMODCACHE`, `GOCACHE` and `GOPROXY` pass
+//! through from the environment.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub mod gomod;
+
+/// An upstream binary the harness knows how to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Upstream {
+    /// The `--cloud-provider` name (and cache prefix).
+    pub provider: &'static str,
+    pub module: &'static str,
+    /// The main package, relative to the module.
+    pub package: &'static str,
+    /// The binary's file name, as upstream's Makefile names it.
+    pub binary: &'static str,
+    /// The newest release the Go module proxy served here that builds (README,
+    /// "Upstream CCMs"). On 2026-11-26: AWS v1.37.1 (and v1.36.2) replace cel-go by a
+    /// module version the proxy refuses, so AWS is v1.37.0; the proxy refuses to list the
+    /// OpenStack and vSphere versions, and by exact version refused OpenStack
+    /// v1.36.1–v1.37.1 and vSphere v1.35.0–v1.37.1 (vSphere v1.35.1's go.mod failed
+    /// checksum verification), so both are v1.36.0.
+    pub default_version: &'static str,
+}
+
+/// The upstream cloud-controller-managers (module paths and main packages from each
+/// repository's `go.mod` and `cmd/`).
+pub const CCMS: &[Upstream] = &[
+    Upstream {
+        provider: "aws",
+        module: "k8s.io/cloud-provider-aws",
+        package: "cmd/aws-cloud-controller-manager",
+        binary: "aws-cloud-controller-manager",
+        default_version: "v1.37.0",
+    },
+    Upstream {
+        provider: "openstack",
+        module: "k8s.io/cloud-provider-openstack",
+        package: "cmd/openstack-cloud-controller-manager",
+        binary: "openstack-cloud-controller-manager",
+        default_version: "v1.36.0",
+    },
+    Upstream {
+        provider: "vsphere",
+        module: "k8s.io/cloud-provider-vsphere",
+        package: "cmd/vsphere-cloud-controller-manager",
+        binary: "vsphere-cloud-controller-manager",
+        default_version: "v1.36.0",
+    },
+];
+
+/// The upstream CCM of a provider.
+pub fn ccm(provider: &str) -> Option<&'static Upstream> {
+    CCMS.iter().find(|u| u.provider == provider)
+}
+
+/// Where builds are kept: `$XDG_CACHE_HOME/ccm-conformance/upstream`, else
+/// `$HOME/.cache/ccm-conformance/upstream`.
+pub fn default_cache_root() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("ccm-conformance").join("upstream")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{0:?} is not a Go module version (expected vMAJOR.MINOR.PATCH, e.g. v1.36.0)")]
+    BadVersion(String),
+    #[error("the `go` command was not found ({0}); install Go 1.26 (scripts/setup.sh checks it)")]
+    NoGo(String),
+    #[error("the Go module proxy does not serve {module}@{version}: {message}")]
+    NotServed {
+        module: String,
+        version: String,
+        message: String,
+    },
+    #[error(
+        "{module}@{version} replaces {old} by the directory {new}, which is not part of its module zip"
+    )]
+    LocalReplace {
+        module: String,
+        version: String,
+        old: String,
+        new: String,
+    },
+    #[error("building {what} failed (full log: {log}):\n{tail}")]
+    Build {
+        what: String,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error("the built {binary} does not run: {message}")]
+    Broken { binary: String, message: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BuildError {
+    let context = context.into();
+    move |source| BuildError::Io { context, source }
+}
+
+/// A built binary.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub path: PathBuf,
+    pub version: String,
+    /// Found in the cache rather than built now.
+    pub reused: bool,
+}
+
+/// Builds upstream binaries into a cache root.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    pub cache_root: PathBuf,
+    /// The `go` command.
+    pub go: PathBuf,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            cache_root: default_cache_root(),
+            go: default_go(),
+        }
+    }
+}
+
+/// `$CCM_CONFORMANCE_GO`, else `go` on `PATH`, else the Go tarball's
+/// `/usr/local/go/bin/go` (where the machines have Go 1.26 and a login shell may not have
+/// it on `PATH`), else plain `go` (which then fails with [`BuildError::NoGo`]).
+pub fn default_go() -> PathBuf {
+    if let Some(go) = std::env::var_os("CCM_CONFORMANCE_GO").filter(|v| !v.is_empty()) {
+        return PathBuf::from(go);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("go"))
+            .find(|p| p.is_file())
+    });
+    on_path
+        .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.is_file()))
+        .unwrap_or_else(|| PathBuf::from("go"))
+}
+
+/// The stamp written beside a finished build (its presence marks the entry complete).
+const STAMP: &str = "build.json";
+
+impl Builder {
+    /// The cache entry of `upstream` at `version`.
+    pub fn entry(&self, upstream: &Upstream, version: &str) -> PathBuf {
+        self.cache_root
+            .join(format!("{}-{version}", upstream.provider))
+    }
+
+    /// The cached binary, if a complete build is there.
+    pub fn cached(&self, upstream: &Upstream, version: &str) -> Option<PathBuf> {
+        let dir = self.entry(upstream, version);
+        let bin = dir.join(upstream.binary);
+        (dir.join(STAMP).is_file() && bin.is_file()).then_some(bin)
+    }
+
+    /// The binary of `upstream` at `version` (its default when `None`): reused from the
+    /// cache when a complete build is there, else built now. `progress` hears one line per
+    /// step (the build takes minutes when the Go caches are cold).
+    pub fn build(
+        &self,
+        upstream: &Upstream,
+        version: Option<&str>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Built, BuildError> {
+        let version = version.unwrap_or(upstream.default_version);
+        check_version(version)?;
+        if let Some(path) = self.cached(upstream, version) {
+            return Ok(Built {
+                path,
+                version: version.to_string(),
+                reused: true,
+            });
+        }
+        let go_version = self.go_version()?;
+        std::fs::create_dir_all(&self.cache_root)
+            .map_err(io(format!("creating {}", self.cache_root.display())))?;
+        let tmp = self.cache_root.join(format!(
+            ".building-{}-{version}-{}-{}",
+            upstream.provider,
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir_all(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
+        let result = self.build_in(upstream, version, &go_version, &tmp, progress);
+        match result {
+            Ok(()) => {
+                let dest = self.entry(upstream, version);
+                if std::fs::rename(&tmp, &dest).is_err() {
+                    // Another process finished the same build first: keep theirs.
+                    let _ = std::fs::remove_dir_all(&tmp);
+                    if self.cached(upstream, version).is_none() {
+                        return Err(BuildError::Io {
+                            context: format!("moving the build into {}", dest.display()),
+                            source: std::io::Error::other("destination exists but is incomplete"),
+                        });
+                    }
+                }
+                Ok(Built {
+                    path: dest.join(upstream.binary),
+                    version: version.to_string(),
+                    reused: false,
+                })
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    fn go_version(&self) -> Result<String, BuildError> {
+        let out = Command::new(&self.go)
+            .arg("version")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| BuildError::NoGo(format!("{}: {e}", self.go.display())))?;
+        if !out.status.success() {
+            return Err(BuildError::NoGo(format!(
+                "`{} version` exited with {}",
+                self.go.display(),
+                out.status
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn build_in(
+        &self,
+        upstream: &Upstream,
+        version: &str,
+        go_version: &str,
+        dir: &Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(), BuildError> {
+        progress(&format!(
+            "resolving {}@{version} through the Go module proxy",
+            upstream.module
+        ));
+        let upstream_mod = self.download_go_mod(upstream.module, version, dir)?;
+        if let Some(r) = upstream_mod.replaces.iter().find(|r| r.is_local_path()) {
+            return Err(BuildError::LocalReplace {
+                module: upstream.module.into(),
+                version: version.into(),
+                old: r.old.clone(),
+                new: r.new.clone(),
+            });
+        }
+        let wrapper = gomod::wrapper(
+            &format!("ccm-conformance.invalid/upstream/{}", upstream.provider),
+            &upstream_mod,
+            upstream.module,
+            version,
+        );
+        std::fs::write(dir.join("go.mod"), wrapper).map_err(io("writing the wrapper go.mod"))?;
+
+        let log_path = dir.join("build.log");
+        let log = std::fs::File::create(&log_path).map_err(io("creating build.log"))?;
+        let out = dir.join(upstream.binary);
+        let package = format!("{}/{}", upstream.module, upstream.package);
+        progress(&format!(
+            "go build {package} ({go_version}; minutes on a cold Go cache; log: {})",
+            log_path.display()
+        ));
+        let mut cmd = Command::new(&self.go);
+        cmd.current_dir(dir)
+            .arg("build")
+            // The wrapper lists only the upstream module; -mod=mod lets go record the
+            // checksums of everything it pulls in (verified against the checksum database).
+            .arg("-mod=mod")
+            .arg("-trimpath")
+            .arg("-ldflags")
+            .arg(version_ldflags(version))
+            .arg("-o")
+            .arg(&out)
+            .arg(&package)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(io("build.log"))?)
+            .stderr(log);
+        // Upstream's release builds are static (CGO_ENABLED=0 in each Makefile).
+        if std::env::var_os("CGO_ENABLED").is_none() {
+            cmd.env("CGO_ENABLED", "0");
+        }
+        let status = cmd
+            .status()
+            .map_err(|e| BuildError::NoGo(format!("{}: {e}", self.go.display())))?;
+        if !status.success() {
+            return Err(self.failed(&format!("{package}@{version}"), &log_path));
+        }
+        let reported = self.check_runs(&out, upstream.binary)?;
+        let stamp = serde_json::json!({
+            "module": upstream.module,
+            "package": package,
+            "version": version,
+            "reports": reported,
+            "go": go_version,
+            "built_at": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        });
+        std::fs::write(
+            dir.join(STAMP),
+            serde_json::to_vec_pretty(&stamp).unwrap_or_default(),
+        )
+        .map_err(io("writing build.json"))?;
+        Ok(())
+    }
+
+    /// `go mod download -json MODULE@VERSION` (run outside any module), then upstream's
+    /// `go.mod` from the module cache.
+    fn download_go_mod(
+        &self,
+        module: &str,
+        version: &str,
+        dir: &Path,
+    ) -> Result<gomod::GoMod, BuildError> {
+        let out = Command::new(&self.go)
+            .current_dir(dir)
+            .args(["mod", "download", "-json"])
+            .arg(format!("{module}@{version}"))
+            // No go.mod in `dir` yet, so this resolves against the proxy only.
+            .env("GO111MODULE", "on")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| BuildError::NoGo(format!("{}: {e}", self.go.display())))?;
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if let Some(message) = json.get("Error").and_then(|e| e.as_str()) {
+            return Err(BuildError::NotServed {
+                module: module.into(),
+                version: version.into(),
+                message: message.lines().last().unwrap_or(message).trim().to_string(),
+            });
+        }
+        let Some(go_mod) = json.get("GoMod").and_then(|g| g.as_str()) else {
+            return Err(BuildError::NotServed {
+                module: module.into(),
+                version: version.into(),
+                message: format!(
+                    "`go mod download` exited with {}: {}",
+                    out.status,
+                    last_lines(&String::from_utf8_lossy(&out.stderr), 5)
+                ),
+            });
+        };
+        let text = std::fs::read_to_string(go_mod).map_err(io(format!("reading {go_mod}")))?;
+        Ok(gomod::parse(&text))
+    }
+
+    fn failed(&self, what: &str, log: &Path) -> BuildError {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        // The temporary directory goes; the log is kept where the user can read it.
+        let kept = std::env::temp_dir().join(format!(
+            "ccm-conformance-build-{}.log",
+            what.replace(['/', '@'], "_")
+        ));
+        let _ = std::fs::write(&kept, &text);
+        BuildError::Build {
+            what: what.to_string(),
+            log: kept,
+            tail: last_lines(&text, 20),
+        }
+    }
+
+    /// Runs `BIN --version` and returns what it printed (its first line).
+    fn check_runs(&self, bin: &Path, name: &str) -> Result<String, BuildError> {
+        let out = Command::new(bin)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| BuildError::Broken {
+                binary: name.into(),
+                message: e.to_string(),
+            })?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(BuildError::Broken {
+                binary: name.into(),
+                message: format!(
+                    "--version exited with {}: {}",
+                    out.status,
+                    last_lines(&text, 5)
+                ),
+            });
+        }
+        Ok(text.lines().next().unwrap_or("").trim().to_string())
+    }
+}
+
+/// `-ldflags` that make the binary report `version` (component-base's version package,
+/// which `--version` and the API server's User-Agent read; without them a binary reports
+/// `v0.0.0-master+$Format:%H$`), stripped as upstream's release builds are. The vSphere
+/// CCM prints its own `main.version` (cloud-provider-vsphere `Makefile`, `LDFLAGS_CCM`); `-X`
+/// of a symbol a binary lacks is ignored by the linker, so one set serves every binary.
+pub fn version_ldflags(version: &str) -> String {
+    let core = version.trim_start_matches('v');
+    let mut parts = core.split(['.', '-', '+']);
+    let major = parts.next().unwrap_or("0");
+    let minor = parts.next().unwrap_or("0");
+    let pkg = "k8s.io/component-base/version";
+    format!(
+        "-s -w -X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor} -X {pkg}.gitTreeState=clean -X main.version={version}"
+    )
+}
+
+/// `vMAJOR.MINOR.PATCH` with an optional `-pre` or `+build` suffix (semantic versions, as
+/// Go module versions are).
+pub fn check_version(version: &str) -> Result<(), BuildError> {
+    let bad = || BuildError::BadVersion(version.to_string());
+    let rest = version.strip_prefix('v').ok_or_else(bad)?;
+    let core_end = rest.find(['-', '+']).unwrap_or(rest.len());
+    let (core, suffix) = rest.split_at(core_end);
+    let nums: Vec<&str> = core.split('.').collect();
+    if nums.len() != 3
+        || nums
+            .iter()
+            .any(|n| n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(bad());
+    }
+    if suffix.len() == 1
+        || !suffix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-+.".contains(&b))
+    {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        for ok in [
+            "v1.36.0",
+            "v0.0.0-20250101000000-abcdef123456",
+            "v1.2.3+incompatible",
+        ] {
+            assert!(check_version(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "1.36.0",
+            "v1.36",
+            "v1.x.0",
+            "latest",
+            "v1.36.0-",
+            "v1.36.0/../x",
+            "",
+        ] {
+            assert!(check_version(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ldflags_set_component_base_version() {
+        let f = version_ldflags("v1.36.0");
+        assert!(f.contains("version.gitVersion=v1.36.0"));
+        assert!(f.contains("version.gitMajor=1 "));
+        assert!(f.contains("version.gitMinor=36 "));
+        assert!(f.contains("-X main.version=v1.36.0"));
+    }
+
+    #[test]
+    fn every_provider_has_one_ccm() {
+        for p in ["aws", "openstack", "vsphere"] {
+            let u = ccm(p).unwrap();
+            assert!(check_version(u.default_version).is_ok());
+            assert!(u.package.ends_with(u.binary));
+        }
+        assert!(ccm("gcp").is_none());
+    }
+
+    fn builder_with_go(go: &Path, root: &Path) -> Builder {
+        Builder {
+            cache_root: root.to_path_buf(),
+            go: go.to_path_buf(),
+        }
+    }
+
+    #[test]
+    fn no_go_is_one_clear_error_and_leaves_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let b = builder_with_go(Path::new("/nonexistent/go"), root.path());
+        let err = b.build(ccm("aws").unwrap(), None, &mut |_| {}).unwrap_err();
+        assert!(matches!(err, BuildError::NoGo(_)), "{err}");
+        assert!(err.to_string().contains("`go` command was not found"));
+        assert_eq!(
+            std::fs::read_dir(root.path())
+                .map(|d| d.count())
+                .unwrap_or(0),
+            0
+        );
+    }
+
+    #[test]
+    fn a_bad_version_is_refused_before_go_runs() {
+        let root = tempfile::tempdir().unwrap();
+        let b = builder_with_go(Path::new("/nonexistent/go"), root.path());
+        let err = b
+            .build(ccm("aws").unwrap(), Some("1.2"), &mut |_| {})
+            .unwrap_err();
+        assert!(matches!(err, BuildError::BadVersion(_)), "{err}");
+    }
+
+    /// A fake `go` (a shell script) that fails the way a compile error does: the error
+    /// carries the log's tail and the cache holds no entry, not even a temporary one.
+    #[test]
+    fn a_failed_build_leaves_no_cache_entry() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let bin = tempfile::tempdir().unwrap();
+        let mod_file = bin.path().join("upstream.mod");
+        std::fs::write(&mod_file, "module k8s.io/cloud-provider-aws\n\ngo 1.26.0\n").unwrap();
+        let go = bin.path().join("go");
+        std::fs::write(
+            &go,
+            format!(
+                "#!/bin/sh\ncase \"$1\" in\n version) echo 'go version go1.26.8 linux/amd64';;\n \
+                 mod) echo '{{\"Path\":\"k8s.io/cloud-provider-aws\",\"GoMod\":\"{}\"}}';;\n \
+                 build) echo 'pkg/x.go:1:1: undefined: Nope' >&2; exit 1;;\nesac\n",
+                mod_file.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let b = builder_with_go(&go, root.path());
+        let err = b.build(ccm("aws").unwrap(), None, &mut |_| {}).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("undefined: Nope"), "{text}");
+        assert!(
+            text.contains("building k8s.io/cloud-provider-aws/cmd/"),
+            "{text}"
+        );
+        let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
+        assert!(left.is_empty(), "cache not clean: {left:?}");
+    }
+
+    #[test]
+    fn a_version_the_proxy_does_not_serve_names_the_module() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let bin = tempfile::tempdir().unwrap();
+        let go = bin.path().join("go");
+        std::fs::write(
+            &go,
+            "#!/bin/sh\ncase \"$1\" in\n version) echo 'go version go1.26.8 linux/amd64';;\n \
+             mod) echo '{\"Path\":\"k8s.io/cloud-provider-aws\",\"Version\":\"v9.9.9\",\"Error\":\"k8s.io/cloud-provider-aws@v9.9.9: reading https://proxy/k8s.io/cloud-provider-aws/@v/v9.9.9.info: 404 Not Found\"}'; exit 1;;\nesac\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = builder_with_go(&go, root.path())
+            .build(ccm("aws").unwrap(), Some("v9.9.9"), &mut |_| {})
+            .unwrap_err();
+        assert!(matches!(err, BuildError::NotServed { .. }), "{err}");
+        assert!(err.to_string().contains("k8s.io/cloud-provider-aws@v9.9.9"));
+        assert!(err.to_string().contains("404 Not Found"));
+        assert!(std::fs::read_dir(root.path()).unwrap().next().is_none());
+    }
+}
