@@ -152,8 +152,13 @@ struct BenchArgs {
     /// Repetitions; the medians are reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// `reference`, `upstream[@vX.Y.Z]` or a CCM binary.
     #[arg(long, default_value = "reference")]
     ccm: String,
+    /// A second CCM run side by side with --ccm (interleaved runs, same machine), e.g.
+    /// `--ccm reference --vs upstream`; prints each figure's ratio --ccm/--vs.
+    #[arg(long, value_name = "CCM")]
+    vs: Option<String>,
     /// Extra CCM flags, e.g. --ccm-arg=--concurrent-node-syncs=8.
     #[arg(long = "ccm-arg", allow_hyphen_values = true)]
     ccm_args: Vec<String>,
@@ -921,48 +926,91 @@ async fn bench(args: BenchArgs) -> Result<()> {
     }
     let provider = Provider::parse(&args.provider).map_err(anyhow::Error::msg)?;
     let nodes = args.nodes.unwrap_or(1000);
-    let mut settings = Settings::new(reference_ccm()?);
-    settings.set_ccm(&args.ccm);
-    settings.ccm_args = args.ccm_args;
-    if let Some(dir) = args.artifacts {
-        settings.artifacts = dir;
-    }
-    resolve_upstream(&mut settings, &[provider])?;
-    let settings = Arc::new(settings.for_provider(provider));
-    let mut reports = Vec::new();
+    let ccms = bench_ccms(&args, provider)?;
+    let mut reports: Vec<Vec<ccm_harness::bench::NodeInitReport>> = vec![Vec::new(); ccms.len()];
     for run in 1..=args.runs.max(1) {
-        let dir = settings
-            .artifacts
-            .join("bench")
-            .join(format!("node-init-{run}"));
-        let r = ccm_harness::bench::node_init(provider, settings.clone(), &dir, nodes, &[])
-            .await
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        println!(
-            "run {run}: {} nodes  p50 {:.3}s  p99 {:.3}s  max {:.3}s  total {:.3}s  (registration {:.3}s)",
-            r.nodes,
-            r.p50.as_secs_f64(),
-            r.p99.as_secs_f64(),
-            r.max.as_secs_f64(),
-            r.total.as_secs_f64(),
-            r.registration.as_secs_f64()
-        );
-        reports.push(r);
+        // Interleaved, so both CCMs see the same machine load over the runs.
+        for (i, (label, settings)) in ccms.iter().enumerate() {
+            let dir = settings
+                .artifacts
+                .join("bench")
+                .join(format!("node-init-{}-{run}", bench_dir_name(label)));
+            let r = ccm_harness::bench::node_init(provider, settings.clone(), &dir, nodes, &[])
+                .await
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            println!(
+                "run {run} [{label}]: {} nodes  p50 {:.3}s  p99 {:.3}s  max {:.3}s  total {:.3}s  (registration {:.3}s)",
+                r.nodes,
+                r.p50.as_secs_f64(),
+                r.p99.as_secs_f64(),
+                r.max.as_secs_f64(),
+                r.total.as_secs_f64(),
+                r.registration.as_secs_f64()
+            );
+            reports[i].push(r);
+        }
     }
-    let median = |f: &dyn Fn(&ccm_harness::bench::NodeInitReport) -> f64| {
-        let mut v: Vec<f64> = reports.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    println!(
-        "node-init median of {} runs: {} nodes  p50 {:.3}s  p99 {:.3}s  total {:.3}s",
-        reports.len(),
-        nodes,
-        median(&|r| r.p50.as_secs_f64()),
-        median(&|r| r.p99.as_secs_f64()),
-        median(&|r| r.total.as_secs_f64()),
-    );
+    let mut medians = Vec::new();
+    for ((label, _), reports) in ccms.iter().zip(&reports) {
+        let m = |f: &dyn Fn(&ccm_harness::bench::NodeInitReport) -> f64| {
+            median(reports.iter().map(f).collect())
+        };
+        let (p50, p99, total) = (
+            m(&|r| r.p50.as_secs_f64()),
+            m(&|r| r.p99.as_secs_f64()),
+            m(&|r| r.total.as_secs_f64()),
+        );
+        println!(
+            "node-init median of {} runs [{label}]: {} nodes  p50 {p50:.3}s  p99 {p99:.3}s  total {total:.3}s",
+            reports.len(),
+            nodes,
+        );
+        medians.push((label.clone(), vec![("p50", p50), ("p99", p99), ("all", total)]));
+    }
+    print_ratios(&medians);
     Ok(())
+}
+
+/// The CCMs a benchmark runs: `--ccm`, then `--vs` when given, each with its settings
+/// (upstream ones built or found in the cache first).
+fn bench_ccms(args: &BenchArgs, provider: Provider) -> Result<Vec<(String, Arc<Settings>)>> {
+    let mut out = Vec::new();
+    for ccm in std::iter::once(&args.ccm).chain(args.vs.as_ref()) {
+        let mut settings = Settings::new(reference_ccm()?);
+        settings.set_ccm(ccm);
+        settings.ccm_args = args.ccm_args.clone();
+        if let Some(dir) = &args.artifacts {
+            settings.artifacts = dir.clone();
+        }
+        resolve_upstream(&mut settings, &[provider])?;
+        out.push((ccm.clone(), Arc::new(settings.for_provider(provider))));
+    }
+    Ok(out)
+}
+
+fn bench_dir_name(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// With two CCMs: each figure's ratio first/second (a time ratio above 1 means the second
+/// is faster).
+fn print_ratios(medians: &[(String, Vec<(&str, f64)>)]) {
+    if let [(a, fa), (b, fb)] = medians {
+        let parts: Vec<String> = fa
+            .iter()
+            .zip(fb)
+            .map(|((name, x), (_, y))| format!("{name} {:.2}", x / y))
+            .collect();
+        println!("ratio {a}/{b}: {}", parts.join("  "));
+    }
 }
 
 /// `bench lb`: see ccm_harness::lb_bench.
@@ -974,74 +1022,77 @@ async fn bench_lb(args: BenchArgs) -> Result<()> {
         return Ok(());
     }
     let nodes = args.nodes.unwrap_or(50);
-    let mut settings = Settings::new(reference_ccm()?);
-    settings.set_ccm(&args.ccm);
-    settings.ccm_args = args.ccm_args;
-    if let Some(dir) = args.artifacts {
-        settings.artifacts = dir;
-    }
-    resolve_upstream(&mut settings, &[provider])?;
-    let settings = Arc::new(settings.for_provider(provider));
-    let mut reports = Vec::new();
+    let ccms = bench_ccms(&args, provider)?;
+    let mut reports: Vec<Vec<LbBenchReport>> = (0..ccms.len()).map(|_| Vec::new()).collect();
     for run in 1..=args.runs.max(1) {
-        let dir = settings.artifacts.join("bench").join(format!("lb-{run}"));
-        let r = ccm_harness::lb_bench::load_balancers(
-            provider,
-            settings.clone(),
-            &dir,
-            args.services,
-            nodes,
-            &[],
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        for (i, (label, settings)) in ccms.iter().enumerate() {
+            let dir = settings
+                .artifacts
+                .join("bench")
+                .join(format!("lb-{}-{run}", bench_dir_name(label)));
+            let r = ccm_harness::lb_bench::load_balancers(
+                provider,
+                settings.clone(),
+                &dir,
+                args.services,
+                nodes,
+                &[],
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            println!(
+                "run {run} [{label}]: {} services on {} nodes ({}, --concurrent-service-syncs={})  ingress reachable p50 {:.3}s  p99 {:.3}s  max {:.3}s  all {:.3}s  |  per Service {:.1} LB calls ({:.1} cloud calls), {:.1} writes  |  +{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)  -{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)",
+                r.services,
+                r.nodes,
+                provider.name(),
+                r.concurrent_service_syncs,
+                r.p50.as_secs_f64(),
+                r.p99.as_secs_f64(),
+                r.max.as_secs_f64(),
+                r.total.as_secs_f64(),
+                r.calls_per_service,
+                r.cloud_calls_per_service,
+                r.writes_per_service,
+                r.add_calls,
+                r.add_writes,
+                r.add_updates,
+                r.updates_per_service(r.add_updates),
+                LbBenchReport::writes_per_update(r.add_writes, r.add_updates),
+                r.remove_calls,
+                r.remove_writes,
+                r.remove_updates,
+                r.updates_per_service(r.remove_updates),
+                LbBenchReport::writes_per_update(r.remove_writes, r.remove_updates),
+                n = CHURN_NODES,
+            );
+            reports[i].push(r);
+        }
+    }
+    let mut medians = Vec::new();
+    for ((label, _), reports) in ccms.iter().zip(&reports) {
+        let m = |f: &dyn Fn(&LbBenchReport) -> f64| median(reports.iter().map(f).collect());
+        let (p50, p99) = (m(&|r| r.p50.as_secs_f64()), m(&|r| r.p99.as_secs_f64()));
+        let calls = m(&|r| r.cloud_calls_per_service);
+        let (add, remove) = (
+            m(&|r| r.updates_per_service(r.add_updates)),
+            m(&|r| r.updates_per_service(r.remove_updates)),
+        );
         println!(
-            "run {run}: {} services on {} nodes ({}, --concurrent-service-syncs={})  ingress reachable p50 {:.3}s  p99 {:.3}s  max {:.3}s  all {:.3}s  |  per Service {:.1} LB calls ({:.1} cloud calls), {:.1} writes  |  +{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)  -{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)",
-            r.services,
-            r.nodes,
+            "lb median of {} runs [{label}] ({}, --concurrent-service-syncs={}): ingress p50 {p50:.3}s  p99 {p99:.3}s  |  {:.1} LB calls/Service, {calls:.1} cloud calls/Service (create)  |  writes per node change (per UpdateLoadBalancer): +{n} {:.2}  -{n} {:.2}  |  UpdateLoadBalancer/Service: +{n} {add:.2}  -{n} {remove:.2}",
+            reports.len(),
             provider.name(),
-            r.concurrent_service_syncs,
-            r.p50.as_secs_f64(),
-            r.p99.as_secs_f64(),
-            r.max.as_secs_f64(),
-            r.total.as_secs_f64(),
-            r.calls_per_service,
-            r.cloud_calls_per_service,
-            r.writes_per_service,
-            r.add_calls,
-            r.add_writes,
-            r.add_updates,
-            r.updates_per_service(r.add_updates),
-            LbBenchReport::writes_per_update(r.add_writes, r.add_updates),
-            r.remove_calls,
-            r.remove_writes,
-            r.remove_updates,
-            r.updates_per_service(r.remove_updates),
-            LbBenchReport::writes_per_update(r.remove_writes, r.remove_updates),
+            reports.first().map_or(1, |r| r.concurrent_service_syncs),
+            m(&|r| r.calls_per_service),
+            m(&|r| LbBenchReport::writes_per_update(r.add_writes, r.add_updates)),
+            m(&|r| LbBenchReport::writes_per_update(r.remove_writes, r.remove_updates)),
             n = CHURN_NODES,
         );
-        reports.push(r);
+        medians.push((
+            label.clone(),
+            vec![("p50", p50), ("p99", p99), ("cloud-calls/Service", calls)],
+        ));
     }
-    let median = |f: &dyn Fn(&LbBenchReport) -> f64| {
-        let mut v: Vec<f64> = reports.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    println!(
-        "lb median of {} runs ({}, --concurrent-service-syncs={}): ingress p50 {:.3}s  p99 {:.3}s  |  {:.1} LB calls/Service, {:.1} cloud calls/Service (create)  |  writes per node change (per UpdateLoadBalancer): +{n} {:.2}  -{n} {:.2}  |  UpdateLoadBalancer/Service: +{n} {:.2}  -{n} {:.2}",
-        reports.len(),
-        provider.name(),
-        reports.first().map_or(1, |r| r.concurrent_service_syncs),
-        median(&|r| r.p50.as_secs_f64()),
-        median(&|r| r.p99.as_secs_f64()),
-        median(&|r| r.calls_per_service),
-        median(&|r| r.cloud_calls_per_service),
-        median(&|r| LbBenchReport::writes_per_update(r.add_writes, r.add_updates)),
-        median(&|r| LbBenchReport::writes_per_update(r.remove_writes, r.remove_updates)),
-        median(&|r| r.updates_per_service(r.add_updates)),
-        median(&|r| r.updates_per_service(r.remove_updates)),
-        n = CHURN_NODES,
-    );
+    print_ratios(&medians);
     Ok(())
 }
 

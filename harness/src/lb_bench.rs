@@ -361,7 +361,9 @@ fn lb_related_cloud_calls(cloud: &CloudControl) -> usize {
 }
 
 /// `UpdateLoadBalancer` calls so far: the service controller's `UpdatedLoadBalancer` and
-/// `UpdateLoadBalancerFailed` Events (the bench never syncs to zero nodes). Events are written off the sync path, so this waits until the count holds
+/// `UpdateLoadBalancerFailed` Events (the bench never syncs to zero nodes), by occurrence:
+/// client-go's recorder folds a repeat of an identical Event into the first one's
+/// `count`. Events are written off the sync path, so this waits until the count holds
 /// still for a moment.
 async fn update_events(env: &Environment) -> Result<usize, CaseError> {
     let api: Api<Event> = Api::namespaced(env.client(), "default");
@@ -380,7 +382,8 @@ async fn update_events(env: &Environment) -> Result<usize, CaseError> {
                             Some("UpdatedLoadBalancer" | "UpdateLoadBalancerFailed")
                         )
                 })
-                .count(),
+                .map(|e| e.count.unwrap_or(1).max(1) as usize)
+                .sum(),
         )
     };
     let deadline = Instant::now() + PHASE_LIMIT;
