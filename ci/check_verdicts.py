@@ -11,14 +11,18 @@ This script fails (exit 1) when:
   - a provider's upstream CCM passes fewer than --min-ratio of the cases the reference CCM
     passes (when --reference gives the reference run's JUnit).
 A listed case that now passes is reported (the list is stale) but does not fail the check:
-the cases with timing in them may pass on a quiet machine.
+the cases with timing in them may pass on a quiet machine. With --retry (the JUnit of a
+rerun of the failed cases, `ccm-conformance run --rerun-failed`), an unlisted failure that
+passed on the rerun is reported as flaky instead of failing the check.
 
 With --matrix it prints the README's matrix: provider x suite -> pass / fail / skip, with
 the reference CCM's column beside it.
 
-usage: check_verdicts.py JUNIT --expected TSV [--reference JUNIT] [--min-ratio 0.9] [--matrix]
+usage: check_verdicts.py JUNIT --expected TSV [--reference JUNIT] [--retry JUNIT]
+                         [--min-ratio 0.9] [--matrix]
 """
 import argparse
+import os
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -68,6 +72,7 @@ def main():
     ap.add_argument("junit")
     ap.add_argument("--expected", required=True)
     ap.add_argument("--reference")
+    ap.add_argument("--retry")
     ap.add_argument("--min-ratio", type=float, default=0.9)
     ap.add_argument("--matrix", action="store_true")
     args = ap.parse_args()
@@ -78,7 +83,8 @@ def main():
         print(f"{args.junit}: no conformance cases found")
         return 1
     ref = verdicts(args.reference) if args.reference else {}
-    problems, stale = [], []
+    retry = verdicts(args.retry) if args.retry and os.path.exists(args.retry) else {}
+    problems, stale, flaky = [], [], []
     for key, (suite, verdict, message) in sorted(got.items()):
         listed = want.get(key)
         if verdict == "pass":
@@ -86,6 +92,9 @@ def main():
                 stale.append(f"{key[0]} {key[1]}: listed as {listed[0]} but passed")
             continue
         if verdict == "skip" and not listed and (not ref or ref.get(key, ("", "skip"))[1] != "pass"):
+            continue
+        if not listed and verdict == "fail" and retry.get(key, ("", ""))[1] == "pass":
+            flaky.append(f"{key[0]} {key[1]} ({suite}): failed, then passed on the rerun: {message[:300]}")
             continue
         if not listed:
             problems.append(f"{key[0]} {key[1]} ({suite}): unexpected {verdict}: {message[:300]}")
@@ -119,6 +128,8 @@ def main():
 
     for s in stale:
         print(f"note: {s} (update {args.expected})")
+    for f in flaky:
+        print(f"FLAKY: {f}")
     for p in problems:
         print(f"ERROR: {p}")
     if problems:

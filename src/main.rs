@@ -965,7 +965,10 @@ async fn bench(args: BenchArgs) -> Result<()> {
             reports.len(),
             nodes,
         );
-        medians.push((label.clone(), vec![("p50", p50), ("p99", p99), ("all", total)]));
+        medians.push((
+            label.clone(),
+            vec![("p50", p50), ("p99", p99), ("all", total)],
+        ));
     }
     print_ratios(&medians);
     Ok(())
@@ -991,7 +994,13 @@ fn bench_ccms(args: &BenchArgs, provider: Provider) -> Result<Vec<(String, Arc<S
 fn bench_dir_name(label: &str) -> String {
     label
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect()
 }
 

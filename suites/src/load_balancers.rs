@@ -705,7 +705,6 @@ async fn lb14(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     create(env, &service(SVC, json!({}))?).await?;
     ready_ingress(env).await?;
     wait_reason(env, "EnsuredLoadBalancer").await?;
-    let updated = |r: &[String]| r.iter().filter(|x| *x == "UpdatedLoadBalancer").count();
     let writes = env.cloud().load_balancer_writes();
     // Registered with --node-ip, as real kubelets are: the node has its InternalIP from the
     // start, so the node-add sync can make it a member right away.
@@ -719,11 +718,28 @@ async fn lb14(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     )
     .await?;
     wait_more_events(env, "UpdatedLoadBalancer", 0, " after a node joined").await?;
-    ensure!(
-        env.cloud().load_balancer_writes() > writes,
-        "expected the backends to be written to the cloud"
-    );
-    let before = updated(&reasons(env).await?);
+    // The node may join before initialization gives it a providerID: a CCM that cannot
+    // place a node without one writes nothing then, and the providerID change triggers
+    // the next sync (upstream's service controller resyncs on it; cloud-provider-aws logs
+    // `node ... did not have ProviderID set`).
+    eventually(
+        "the new node's backend written to the cloud",
+        LB_TIMEOUT,
+        || async {
+            let now = env.cloud().load_balancer_writes();
+            Ok(if now > writes {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!(
+                    "{} backend writes since the node joined",
+                    now - writes
+                ))
+            })
+        },
+    )
+    .await?;
+    // Let that second sync's Event land before counting the exclusion's.
+    let before = settled_count(env, "UpdatedLoadBalancer").await?;
     let exclude = json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}}});
     patch_node(env, "node-c", &exclude, "labelling node").await?;
     wait_more_events(
@@ -817,6 +833,29 @@ async fn wait_ensured_after(env: &Environment, before: usize) -> Result<(), Case
 
 /// Waits until the Service has more than `before` events with `reason`; `after` names
 /// what should have caused it (for the failure message).
+/// The number of `reason` events once it has held still for a second (a sync already under
+/// way has written its Event); polled, bounded by [`LB_TIMEOUT`].
+async fn settled_count(env: &Environment, reason: &str) -> Result<usize, CaseError> {
+    let deadline = std::time::Instant::now() + LB_TIMEOUT;
+    let mut last = count_reason(&reasons(env).await?, reason);
+    let mut since = std::time::Instant::now();
+    loop {
+        if since.elapsed() >= Duration::from_secs(1) {
+            return Ok(last);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(CaseError::failed(format!(
+                "{reason} events kept changing for {LB_TIMEOUT:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = count_reason(&reasons(env).await?, reason);
+        if now != last {
+            (last, since) = (now, std::time::Instant::now());
+        }
+    }
+}
+
 async fn wait_more_events(
     env: &Environment,
     reason: &str,

@@ -379,19 +379,33 @@ async fn op04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     env.start_replica("a", None, LEADER_FLAGS).await?;
     wait_holder(env, LEASE_NAME).await?;
     let leases: Api<Lease> = Api::namespaced(env.client(), LEASE_NAMESPACE);
-    let mut lease = leases
-        .get(LEASE_NAME)
-        .await
-        .map_err(|e| CaseError::infra("getting the lease", e))?;
     // Another holder takes the lease (what a partitioned leader finds when it comes back).
-    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-    spec.holder_identity = Some("thief_00000000-0000-0000-0000-000000000000".into());
-    spec.lease_duration_seconds = Some(60);
-    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-    leases
-        .replace(LEASE_NAME, &PostParams::default(), &lease)
-        .await
-        .map_err(|e| CaseError::infra("taking the lease", e))?;
+    // The holder renews every retry period, so the read-modify-write can lose the race:
+    // a 409 Conflict means read again and retry, as any client of a Lease does.
+    eventually("the lease taken by another holder", INIT_TIMEOUT, || {
+        let leases = leases.clone();
+        async move {
+            let mut lease = leases
+                .get(LEASE_NAME)
+                .await
+                .map_err(|e| CaseError::infra("getting the lease", e))?;
+            let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+            spec.holder_identity = Some("thief_00000000-0000-0000-0000-000000000000".into());
+            spec.lease_duration_seconds = Some(60);
+            spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+            match leases
+                .replace(LEASE_NAME, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(_) => Ok(Probe::Done(())),
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    Ok(Probe::Pending(format!("conflict: {}", e.message)))
+                }
+                Err(e) => Err(CaseError::infra("taking the lease", e)),
+            }
+        }
+    })
+    .await?;
     let limit = LEASE_DURATION * 3;
     let started = Instant::now();
     loop {
