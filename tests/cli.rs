@@ -3,30 +3,14 @@
 //! documented connection object, and bad input exits non-zero with a one-line reason.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod support;
+use support::Running;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ccm-conformance");
 const CCM: &str = env!("CARGO_BIN_EXE_reference-ccm");
-
-/// Kills the child on drop so a failed assertion leaves no process behind.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-    }
-}
 
 fn start(args: &[&str]) -> Running {
     Running(

@@ -11,8 +11,11 @@
 //! first run compiles the SDKs (a minute or two on two cores), later ones take seconds.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod support;
+use support::Running;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ccm-conformance");
 
@@ -42,29 +45,9 @@ fn judge_dir(cloud: &str) -> PathBuf {
         .join(cloud)
 }
 
-/// A mock started through the CLI; SIGTERM (then SIGKILL) on drop.
-struct MockProcess(Child);
-
-impl Drop for MockProcess {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `ccm-conformance mock <cloud> --nodes 3 --ready-file <dir>/ready.json [extra]`, once
 /// its ready file holds a JSON object.
-fn start_mock(cloud: &str, extra: &[&str], dir: &Path) -> (MockProcess, PathBuf) {
+fn start_mock(cloud: &str, extra: &[&str], dir: &Path) -> (Running, PathBuf) {
     let ready = dir.join("ready.json");
     let log = std::fs::File::create(dir.join("mock.log")).expect("mock log");
     let child = Command::new(BIN)
@@ -76,7 +59,7 @@ fn start_mock(cloud: &str, extra: &[&str], dir: &Path) -> (MockProcess, PathBuf)
         .stderr(log)
         .spawn()
         .expect("spawning ccm-conformance mock");
-    let mut mock = MockProcess(child);
+    let mut mock = Running(child);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(text) = std::fs::read_to_string(&ready)

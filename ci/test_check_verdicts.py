@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Tests of ci/check_verdicts.py on small JUnit files: each rule it enforces fails the check
+when broken and passes it when kept. Run by .ci/run before the check itself."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NAME = "[sig-cloud-provider] [{p}] NodeInit some title ({id}) [Mock]"
+
+
+def junit(cases):
+    """cases: [(provider, id, 'pass'|'fail'|'skip')]"""
+    body = []
+    for p, i, v in cases:
+        inner = {"pass": "", "fail": '<failure message="boom"/>', "skip": '<skipped message="why"/>'}[v]
+        body.append(f'<testcase name="{NAME.format(p=p, id=i)}">{inner}</testcase>')
+    return f'<testsuites><testsuite name="x">{"".join(body)}</testsuite></testsuites>'
+
+
+class CheckVerdicts(unittest.TestCase):
+    def run_check(self, up, expected, ref=None, retry=None, min_ratio="0.5"):
+        d = tempfile.mkdtemp()
+        files = {}
+        for name, text in [("up.xml", junit(up)), ("exp.tsv", expected)] + (
+            [("ref.xml", junit(ref))] if ref else []) + ([("retry.xml", junit(retry))] if retry else []):
+            files[name] = os.path.join(d, name)
+            with open(files[name], "w") as f:
+                f.write(text)
+        args = [sys.executable, os.path.join(HERE, "check_verdicts.py"), files["up.xml"],
+                "--expected", files["exp.tsv"], "--min-ratio", min_ratio]
+        if ref:
+            args += ["--reference", files["ref.xml"]]
+        if retry:
+            args += ["--retry", files["retry.xml"]]
+        return subprocess.run(args, capture_output=True, text=True)
+
+    def test_listed_failure_passes_unlisted_fails(self):
+        listed = "aws\tNI-01\tfail\tupstream-bug\tcited reason\n"
+        self.assertEqual(self.run_check([("aws", "NI-01", "fail"), ("aws", "NI-02", "pass")], listed).returncode, 0)
+        r = self.run_check([("aws", "NI-01", "fail"), ("aws", "NI-02", "fail")], listed)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("aws NI-02", r.stdout)
+
+    def test_skip_only_upstream_has_must_be_listed(self):
+        ref = [("aws", "NI-06", "pass")]
+        r = self.run_check([("aws", "NI-06", "skip")], "", ref=ref, min_ratio="0")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        listed = "aws\tNI-06\tskip\treference-only\tquirk\n"
+        self.assertEqual(self.run_check([("aws", "NI-06", "skip")], listed, ref=ref, min_ratio="0").returncode, 0)
+        # A skip both CCMs share needs no entry.
+        self.assertEqual(self.run_check([("aws", "NA-02", "skip")], "", ref=[("aws", "NA-02", "skip")]).returncode, 0)
+
+    def test_flaky_is_reported_not_failed(self):
+        r = self.run_check([("aws", "LB-14", "fail")], "", retry=[("aws", "LB-14", "pass")])
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("FLAKY: aws LB-14", r.stdout)
+        r = self.run_check([("aws", "LB-14", "fail")], "", retry=[("aws", "LB-14", "fail")])
+        self.assertEqual(r.returncode, 1, r.stdout)
+
+    def test_ratio_below_the_minimum_fails(self):
+        ref = [("aws", "NI-01", "pass"), ("aws", "NI-02", "pass")]
+        listed = "aws\tNI-02\tfail\tupstream-bug\tcited\n"
+        up = [("aws", "NI-01", "pass"), ("aws", "NI-02", "fail")]
+        self.assertEqual(self.run_check(up, listed, ref=ref, min_ratio="0.5").returncode, 0)
+        self.assertEqual(self.run_check(up, listed, ref=ref, min_ratio="0.9").returncode, 1)
+
+    def test_an_entry_without_a_reason_is_refused(self):
+        r = self.run_check([("aws", "NI-01", "fail")], "aws\tNI-01\tfail\tupstream-bug\t \n")
+        self.assertNotEqual(r.returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
