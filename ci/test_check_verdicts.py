@@ -60,6 +60,12 @@ class CheckVerdicts(unittest.TestCase):
         r = self.run_check([("aws", "LB-14", "fail")], "", retry=[("aws", "LB-14", "fail")])
         self.assertEqual(r.returncode, 1, r.stdout)
 
+    def test_a_flaky_pass_counts_for_the_ratio(self):
+        ref = [("aws", "NI-01", "pass"), ("aws", "NI-02", "pass")]
+        up = [("aws", "NI-01", "pass"), ("aws", "NI-02", "fail")]
+        r = self.run_check(up, "", ref=ref, retry=[("aws", "NI-02", "pass")], min_ratio="0.9")
+        self.assertEqual(r.returncode, 0, r.stdout)
+
     def test_ratio_below_the_minimum_fails(self):
         ref = [("aws", "NI-01", "pass"), ("aws", "NI-02", "pass")]
         listed = "aws\tNI-02\tfail\tupstream-bug\tcited\n"
