@@ -834,7 +834,7 @@ fn field_validation(params: &Params, options_kind: &str) -> Result<FieldValidati
     })
 }
 
-/// Unknown fields: a 400 under Strict (apiserver pkg/endpoints/handlers/create.go
+/// Fields of the wrong JSON type: always a 400, as typed decoding fails. Unknown fields: a 400 under Strict (apiserver pkg/endpoints/handlers/create.go
 /// and patch.go turn strict decoding errors into BadRequest), otherwise dropped as
 /// typed decoding drops them, with a warning each under Warn.
 fn check_fields(
@@ -842,6 +842,12 @@ fn check_fields(
     obj: &mut Value,
     validation: FieldValidation,
 ) -> Result<Vec<String>, ApiError> {
+    if let Some(error) = openapi::type_error(desc, obj) {
+        return Err(ApiError::BadRequest(format!(
+            "{} in version {:?} cannot be handled as a {}: {error}",
+            desc.kind, desc.version, desc.kind
+        )));
+    }
     let unknown = openapi::unknown_fields(desc, obj);
     if unknown.is_empty() {
         return Ok(Vec::new());

@@ -1222,6 +1222,52 @@ pub fn unknown_fields(desc: &ResourceDesc, obj: &Value) -> Vec<String> {
     out
 }
 
+/// The first top-level field whose JSON type cannot decode into its Go type (`string`,
+/// `boolean`, `integer`, and `map` of strings; `null` decodes to the zero value), as
+/// encoding/json words it: `json: cannot unmarshal number into Go struct field
+/// Secret.stringData of type string`. Nested types are not checked.
+pub fn type_error(desc: &ResourceDesc, obj: &Value) -> Option<String> {
+    let t = kind_def(desc)?;
+    let map = obj.as_object()?;
+    let json_type = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let mismatch = |field: &str, v: &Value, go: &str| {
+        format!(
+            "json: cannot unmarshal {} into Go struct field {}.{field} of type {go}",
+            json_type(v),
+            desc.kind
+        )
+    };
+    for (name, spec, _) in t.fields {
+        let Some(v) = map.get(*name).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let wrong = match *spec {
+            "string" if !v.is_string() => Some((v, "string")),
+            "boolean" if !v.is_boolean() => Some((v, "bool")),
+            "integer" if !(v.is_i64() || v.is_u64()) => Some((v, "int32")),
+            "map" => match v.as_object() {
+                None => Some((v, "map[string]string")),
+                Some(m) => m
+                    .values()
+                    .find(|x| !x.is_string() && !x.is_null())
+                    .map(|x| (x, "string")),
+            },
+            _ => None,
+        };
+        if let Some((v, go)) = wrong {
+            return Some(mismatch(name, v, go));
+        }
+    }
+    None
+}
+
 /// Remove the fields [`unknown_fields`] reports, as upstream's typed decoding
 /// drops them (so they are never stored).
 pub fn prune_unknown(obj: &mut Value, unknown: &[String]) {

@@ -20,6 +20,7 @@ pub enum Subresource {
 
 /// Create-time defaults and resets.
 pub fn prepare_create(desc: &ResourceDesc, obj: &mut Value) {
+    fold_string_data(desc, obj);
     let Some(map) = obj.as_object_mut() else {
         return;
     };
@@ -39,6 +40,40 @@ pub fn prepare_create(desc: &ResourceDesc, obj: &mut Value) {
             map.insert("status".into(), json!({"phase": "Pending"}));
         }
         _ => {}
+    }
+}
+
+/// A Secret's `stringData` is write-only: every entry is stored base64-encoded in `data`,
+/// over a `data` key of the same name, and `stringData` itself is dropped, so no reader
+/// (a watch, a GET, a CCM's Secret lister) ever sees it (kubernetes pkg/apis/core/v1/
+/// conversion.go `Convert_v1_Secret_To_core_Secret`). Non-string values are left for
+/// validation to refuse.
+fn fold_string_data(desc: &ResourceDesc, obj: &mut Value) {
+    use base64::Engine as _;
+    if !(desc.group.is_empty() && desc.kind == "Secret") {
+        return;
+    }
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(strings)) = map.get("stringData") else {
+        return;
+    };
+    if strings.values().any(|v| !v.is_string()) {
+        return;
+    }
+    let Some(Value::Object(strings)) = map.remove("stringData") else {
+        return;
+    };
+    if !matches!(map.get("data"), Some(Value::Object(_))) {
+        map.insert("data".into(), json!({}));
+    }
+    if let Some(Value::Object(data)) = map.get_mut("data") {
+        for (key, value) in strings {
+            let text = value.as_str().unwrap_or_default();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(key, Value::String(encoded));
+        }
     }
 }
 
@@ -76,6 +111,7 @@ fn default_service_spec(map: &mut serde_json::Map<String, Value>) {
 /// the main resource cannot change status, `/status` cannot change spec; metadata
 /// changes through `/status` are kept.
 pub fn prepare_update(desc: &ResourceDesc, sub: Subresource, old: &Value, new: &mut Value) {
+    fold_string_data(desc, new);
     if !desc.status_subresource {
         return;
     }
@@ -235,6 +271,33 @@ pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cau
 mod tests {
     use super::*;
     use crate::resources::lookup;
+
+    #[test]
+    fn secret_string_data_is_folded_into_data() {
+        let secrets = lookup("", "v1", "secrets").expect("secrets");
+        let mut obj = json!({
+            "metadata": {"name": "s"},
+            "data": {"a": "b2xk", "keep": "eA=="},
+            "stringData": {"a": "new", "host.username": "user"}
+        });
+        prepare_create(secrets, &mut obj);
+        assert_eq!(
+            obj,
+            json!({
+                "metadata": {"name": "s"},
+                "data": {"a": "bmV3", "keep": "eA==", "host.username": "dXNlcg=="}
+            })
+        );
+        // Updates too; without `data` it is created.
+        let mut new = json!({"metadata": {"name": "s"}, "stringData": {"k": ""}});
+        prepare_update(secrets, Subresource::Main, &obj, &mut new);
+        assert_eq!(new, json!({"metadata": {"name": "s"}, "data": {"k": ""}}));
+        // Other kinds keep a field of that name.
+        let maps = lookup("", "v1", "configmaps").expect("configmaps");
+        let mut cm = json!({"stringData": {"k": "v"}});
+        prepare_create(maps, &mut cm);
+        assert_eq!(cm, json!({"stringData": {"k": "v"}}));
+    }
 
     #[test]
     fn node_status_isolation() {

@@ -683,3 +683,81 @@ async fn services_get_cluster_ip_and_node_ports() {
     .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
 }
+
+/// `stringData` is write-only: stored into `data`, never returned (kubernetes
+/// pkg/apis/core/v1/conversion.go); upstream's vSphere CCM reads `data` only.
+#[tokio::test]
+async fn secret_string_data_lands_in_data() {
+    let app = app();
+    let body = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": "default"},
+        "stringData": {"10.0.0.1.username": "user"}
+    })
+    .to_string();
+    let (s, v) = send(
+        &app,
+        req(
+            "POST",
+            "/api/v1/namespaces/default/secrets",
+            Some("application/json"),
+            body,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["data"], json!({"10.0.0.1.username": "dXNlcg=="}), "{v}");
+    assert!(v.get("stringData").is_none(), "{v}");
+    let patch = json!({"stringData": {"10.0.0.1.password": "pw"}}).to_string();
+    let (s, v) = send(
+        &app,
+        req(
+            "PATCH",
+            "/api/v1/namespaces/default/secrets/creds",
+            Some("application/merge-patch+json"),
+            patch,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        v["data"],
+        json!({"10.0.0.1.username": "dXNlcg==", "10.0.0.1.password": "cHc="}),
+        "{v}"
+    );
+    let (_, v) = send(
+        &app,
+        req("GET", "/api/v1/namespaces/default/secrets/creds", None, ""),
+    )
+    .await;
+    assert!(v.get("stringData").is_none(), "{v}");
+    // A value that is not a string does not decode: 400, nothing stored.
+    let bad = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bad", "namespace": "default"},
+        "stringData": {"k": 1}
+    })
+    .to_string();
+    let (s, v) = send(
+        &app,
+        req(
+            "POST",
+            "/api/v1/namespaces/default/secrets",
+            Some("application/json"),
+            bad,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(
+        v["message"],
+        "Secret in version \"v1\" cannot be handled as a Secret: json: cannot unmarshal number into Go struct field Secret.stringData of type string",
+        "{v}"
+    );
+    let (s, _) = send(
+        &app,
+        req("GET", "/api/v1/namespaces/default/secrets/bad", None, ""),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
