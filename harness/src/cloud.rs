@@ -4,6 +4,7 @@
 //!
 //! OpenStack, AWS and vSphere (the vSphere translation lives in [`vsphere`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use mock_openstack::{Config as OsConfig, OpenStackMock, ServerInfo, ServerPatch, ServerSpec};
@@ -385,6 +386,39 @@ impl CloudControl {
             }
             CloudControl::Aws(m) => m.cloud_config(),
             CloudControl::Vsphere(m) => m.cloud_config(),
+        }
+    }
+
+    /// How a dual-stack cluster deploys this provider's CCM when it differs from
+    /// [`Self::cloud_config`]: the config and extra CCM environment. vSphere reports one IP
+    /// family unless told both (`ipFamily`, behind ENABLE_ALPHA_DUAL_STACK); OpenStack and
+    /// AWS as the harness configures them report both already (`None`).
+    pub fn dual_stack_deployment(&self) -> Option<(String, Vec<(String, String)>)> {
+        match self {
+            CloudControl::OpenStack(_) | CloudControl::Aws(_) => None,
+            CloudControl::Vsphere(m) => Some((
+                m.dual_stack_cloud_config(),
+                vec![(vsphere::DUAL_STACK_ENV.to_owned(), "true".to_owned())],
+            )),
+        }
+    }
+
+    /// A cloud config that names the Secret `namespace/name` for its credentials instead of
+    /// holding them, and the data that Secret needs; `Err` says why the provider's CCM has
+    /// no such setting.
+    pub fn secret_credentials_config(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(String, BTreeMap<String, String>), String> {
+        match self {
+            CloudControl::Vsphere(m) => Ok(m.secret_cloud_config(namespace, name)),
+            CloudControl::OpenStack(_) => Err(
+                "cloud-provider-openstack reads its credentials only from the cloud.conf file it is given (pkg/openstack/openstack.go ReadConfig); deployments mount the Secret as that file".into(),
+            ),
+            CloudControl::Aws(_) => Err(
+                "cloud-provider-aws takes credentials from the AWS SDK's default chain (environment, shared files, instance role), never from a Secret".into(),
+            ),
         }
     }
 

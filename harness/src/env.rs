@@ -86,6 +86,8 @@ pub struct Environment {
     /// Extra CCM processes beside the primary one (leader election, rolling upgrades),
     /// by the name the case gave them.
     replicas: BTreeMap<String, CcmProcess>,
+    /// CCM environment a case's deployment adds to the cloud's ([`Self::deploy_dual_stack`]).
+    deployment_env: Vec<(String, String)>,
     /// Audit entries of API server runs before the last restart (a restart starts a new
     /// log; [`Self::api_audit`] numbers the new one on from these).
     audit_before_restart: Vec<AuditEntry>,
@@ -139,6 +141,7 @@ impl Environment {
             kubelets: BTreeMap::new(),
             ccm: None,
             replicas: BTreeMap::new(),
+            deployment_env: Vec::new(),
             audit_before_restart: Vec::new(),
             ccm_args,
             kubeconfig,
@@ -182,10 +185,25 @@ impl Environment {
 
     /// Environment the CCM needs for the cloud (AWS credentials; empty for OpenStack).
     fn cloud_env(&self) -> Vec<(String, String)> {
-        self.cloud
+        let mut env = self
+            .cloud
             .as_ref()
             .map(CloudControl::ccm_env)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        env.extend(self.deployment_env.iter().cloned());
+        env
+    }
+
+    /// Deploys the CCM as a dual-stack cluster would from its next start on: the cloud's
+    /// [`CloudControl::dual_stack_deployment`] config and environment, where it has one.
+    pub fn deploy_dual_stack(&mut self) -> Result<(), CaseError> {
+        let Some((config, env)) = self.cloud().dual_stack_deployment() else {
+            return Ok(());
+        };
+        std::fs::write(&self.cloud_config, config)
+            .map_err(|e| CaseError::infra("writing the dual-stack cloud config", e))?;
+        self.deployment_env = env;
+        Ok(())
     }
 
     /// The CCM command line: the provider's upstream flags, then the case's, then the user's.
@@ -340,13 +358,13 @@ impl Environment {
 
     /// Fails if the CCM process has died.
     pub fn ccm_alive(&mut self) -> Result<(), CaseError> {
-        if let Some(ccm) = self.ccm.as_mut() {
-            if let Some(status) = ccm.exited() {
-                return Err(CaseError::with_detail(
-                    format!("the CCM exited unexpectedly ({status})"),
-                    ccm.log_tail(40),
-                ));
-            }
+        if let Some(ccm) = self.ccm.as_mut()
+            && let Some(status) = ccm.exited()
+        {
+            return Err(CaseError::with_detail(
+                format!("the CCM exited unexpectedly ({status})"),
+                ccm.log_tail(40),
+            ));
         }
         Ok(())
     }

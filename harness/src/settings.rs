@@ -124,14 +124,13 @@ impl Settings {
     /// Reads the documented environment variables over the defaults.
     pub fn from_env(reference_ccm: PathBuf) -> Result<Self, SettingsError> {
         let mut s = Self::new(reference_ccm);
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_PROVIDERS") {
-            if !v.trim().is_empty() {
-                s.providers =
-                    Provider::parse_list(&v).map_err(|reason| SettingsError::Invalid {
-                        var: "CCM_CONFORMANCE_PROVIDERS",
-                        reason,
-                    })?;
-            }
+        if let Ok(v) = std::env::var("CCM_CONFORMANCE_PROVIDERS")
+            && !v.trim().is_empty()
+        {
+            s.providers = Provider::parse_list(&v).map_err(|reason| SettingsError::Invalid {
+                var: "CCM_CONFORMANCE_PROVIDERS",
+                reason,
+            })?;
         }
         if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM") {
             s.set_ccm(&v);
@@ -155,10 +154,10 @@ impl Settings {
                         reason: format!("{v:?} is not a number of seconds"),
                     })?;
         }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_KUBECONFIG") {
-            if !v.is_empty() {
-                s.kubeconfig = Some(PathBuf::from(v));
-            }
+        if let Ok(v) = std::env::var("CCM_CONFORMANCE_KUBECONFIG")
+            && !v.is_empty()
+        {
+            s.kubeconfig = Some(PathBuf::from(v));
         }
         Ok(s)
     }

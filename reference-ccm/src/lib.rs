@@ -173,20 +173,16 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     let enabled = opts.enabled_controllers()?;
     let migration = migration::MigrationConfig::from_options(&opts)?;
 
-    // Provider and client first, logging after: a startup error stays one line. The
-    // Kubernetes client is built early only when cloud.conf names a Secret.
+    // Provider and client first, logging after: a startup error stays one line.
     let (mut cloud, mut warnings) = if opts.cloud_provider == "aws" {
         let (aws, warnings) = providers::aws::Aws::new(&opts.cloud_config).await?;
         (providers::AnyCloud::Aws(aws), warnings)
     } else if opts.cloud_provider == providers::vsphere::PROVIDER_NAME {
         let (vs, warnings) = providers::vsphere::Vsphere::new(&opts.cloud_config).await?;
+        let vs = vs.with_node_labels(opts.node_labels());
         (providers::AnyCloud::Vsphere(vs), warnings)
     } else {
-        let (config, warnings) =
-            providers::openstack::secret::load_config(&opts.cloud_config, || kube_client(&opts))
-                .await
-                .map_err(providers::openstack::OpenStackError::from)?;
-        let (os, warnings) = providers::openstack::OpenStack::with_config(config, warnings).await?;
+        let (os, warnings) = providers::openstack::OpenStack::new(&opts.cloud_config).await?;
         (providers::AnyCloud::OpenStack(os), warnings)
     };
     if enabled.contains(&options::NODE_ROUTE) && opts.configure_cloud_routes {
@@ -429,7 +425,7 @@ mod tests {
 
     #[test]
     fn startup_errors_are_one_line() {
-        let cases: [(&[&str], &str); 5] = [
+        let cases: [(&[&str], &str); 7] = [
             (&["ccm", "--cloud-provider=nope"], "unknown cloud provider"),
             (&["ccm"], "--cloud-provider cannot be empty"),
             (&["ccm", "--bogus-flag"], "--bogus-flag"),
@@ -445,12 +441,41 @@ mod tests {
                 ],
                 "/nonexistent/cloud.conf",
             ),
+            (
+                &["ccm", "--cloud-provider=openstack", "--node-labels=a=b"],
+                "--node-labels is a flag of the vSphere provider",
+            ),
+            (
+                &["ccm", "--cloud-provider=vsphere", "--node-labels=-a=b"],
+                "invalid --node-labels key \"-a\":",
+            ),
         ];
         for (args, needle) in cases {
             let line = startup_error(args);
             assert!(line.contains(needle), "{args:?}: {line}");
             assert!(!line.contains('\n'), "{args:?}: {line}");
         }
+    }
+
+    /// cloud-provider-vsphere cloud.go `validateDualStack`, before any vCenter call.
+    #[test]
+    fn vsphere_dual_stack_without_the_alpha_env_is_a_startup_error() {
+        if std::env::var_os(providers::vsphere::config::DUAL_STACK_ENV).is_some() {
+            return; // the environment allows it; nothing to check here
+        }
+        let Ok(dir) = tempfile::tempdir() else {
+            panic!("tempdir")
+        };
+        let file = dir.path().join("vsphere.conf");
+        let conf = "global:\n  user: u\n  password: p\n  ipFamily: [ipv4, ipv6]\n\
+                    vcenter:\n  mock:\n    server: 127.0.0.1\n    port: 1\n";
+        assert!(std::fs::write(&file, conf).is_ok());
+        let arg = format!("--cloud-config={}", file.display());
+        assert_eq!(
+            startup_error(&["ccm", "--cloud-provider=vsphere", &arg]),
+            "vsphere provider: multiple IP families specified for virtual center \"mock\" \
+             but ENABLE_ALPHA_DUAL_STACK env var is not set"
+        );
     }
 
     #[test]

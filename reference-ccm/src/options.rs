@@ -6,6 +6,7 @@
 //! `kubernetes/cloud-provider` `options/` and `config/v1alpha1/defaults.go` and
 //! `kubernetes/controller-manager` `options/generic.go`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
@@ -38,6 +39,12 @@ pub enum OptionsError {
     BadNodeSyncs(usize),
     #[error("invalid duration {value:?}: {reason}")]
     BadDuration { value: String, reason: &'static str },
+    #[error("invalid --node-labels key {key:?}: {reason}")]
+    BadNodeLabelKey { key: String, reason: String },
+    #[error(
+        "--node-labels is a flag of the vSphere provider (--cloud-provider=vsphere), not of {0:?}"
+    )]
+    NodeLabelsNotVsphere(String),
 }
 
 /// All flags. Flags whose controllers are not implemented yet are accepted with their
@@ -131,6 +138,11 @@ pub struct Options {
     /// Log verbosity, klog style (0-10).
     #[arg(long = "v", default_value_t = 0)]
     pub verbosity: u8,
+    /// vSphere provider only: labels every node gets at initialization, `k=v,k2=v2`
+    /// (repeatable; a value may be empty). Each key must be a qualified label name.
+    /// cloud-provider-vsphere `pkg/cloudprovider/vsphere/options/flags.go`.
+    #[arg(long, value_name = "KEY=VALUE,...", value_parser = parse_string_to_string)]
+    pub node_labels: Vec<BTreeMap<String, String>>,
     /// TEST ONLY, hidden: the OpenStack load-balancer naming scheme. `legacy` (default) is
     /// upstream's; `v2` renames every load balancer, a deliberately broken upgrade the
     /// upgrade suite (UP-01, UP-04) must catch.
@@ -169,7 +181,28 @@ impl Options {
         if self.concurrent_node_syncs == 0 {
             return Err(OptionsError::BadNodeSyncs(0));
         }
+        if !self.node_labels.is_empty() && self.cloud_provider != "vsphere" {
+            return Err(OptionsError::NodeLabelsNotVsphere(
+                self.cloud_provider.clone(),
+            ));
+        }
+        // Upstream's main.go checks every key with IsQualifiedName before starting.
+        for key in self.node_labels().keys() {
+            check_qualified_name(key).map_err(|reason| OptionsError::BadNodeLabelKey {
+                key: key.clone(),
+                reason,
+            })?;
+        }
         Ok(())
+    }
+
+    /// `--node-labels`, all occurrences merged (a later one wins for a repeated key).
+    pub fn node_labels(&self) -> BTreeMap<String, String> {
+        self.node_labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// Workers for the periodic address sync (0 = same as node syncs, as upstream).
@@ -219,6 +252,119 @@ impl Options {
             .map(|(c, _)| *c)
             .filter(|c| !off.contains(c) && (on.contains(c) || star))
             .collect())
+    }
+}
+
+/// Parses one value of a pflag `StringToString` flag (`spf13/pflag` `string_to_string.go`):
+/// without `=` it is an error; with exactly one `=` the whole value (outer double quotes
+/// trimmed) is one pair, so the value may hold commas; otherwise it is one CSV record of
+/// `key=value` fields (`"` quoting, `""` for a quote inside).
+pub fn parse_string_to_string(value: &str) -> Result<BTreeMap<String, String>, String> {
+    let pairs = match value.matches('=').count() {
+        0 => return Err(format!("{value} must be formatted as key=value")),
+        1 => vec![value.trim_matches('"').to_owned()],
+        _ => csv_record(value)?,
+    };
+    pairs
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| format!("{pair} must be formatted as key=value"))
+        })
+        .collect()
+}
+
+/// The fields of one CSV record, as Go's `encoding/csv` reads them by default.
+fn csv_record(line: &str) -> Result<Vec<String>, String> {
+    let mut fields = Vec::new();
+    let mut rest = line;
+    loop {
+        let (field, after) = if let Some(quoted) = rest.strip_prefix('"') {
+            let mut field = String::new();
+            let mut chars = quoted.char_indices();
+            loop {
+                match chars.next() {
+                    Some((i, '"')) if quoted[i + 1..].starts_with('"') => {
+                        field.push('"');
+                        chars.next();
+                    }
+                    Some((i, '"')) => break (field, &quoted[i + 1..]),
+                    Some((_, c)) => field.push(c),
+                    None => return Err(format!("{line}: unterminated quoted field")),
+                }
+            }
+        } else {
+            let end = rest.find(',').unwrap_or(rest.len());
+            if rest[..end].contains('"') {
+                return Err(format!("{line}: bare \" in a non-quoted field"));
+            }
+            (rest[..end].to_owned(), &rest[end..])
+        };
+        fields.push(field);
+        match after.strip_prefix(',') {
+            Some(next) => rest = next,
+            None if after.is_empty() => return Ok(fields),
+            None => return Err(format!("{line}: text after a quoted field")),
+        }
+    }
+}
+
+/// A Kubernetes qualified name (label key): an optional DNS-1123 subdomain prefix of at
+/// most 253 characters and `/`, then a name of at most 63 characters from `[A-Za-z0-9-_.]`
+/// that starts and ends alphanumeric (apimachinery `validation.IsQualifiedName`). `Err`
+/// says every rule the key breaks.
+pub fn check_qualified_name(key: &str) -> Result<(), String> {
+    let mut problems = Vec::new();
+    let name = match key.split_once('/') {
+        None => key,
+        Some((_, name)) if name.contains('/') => {
+            return Err("a qualified name has at most one '/' (e.g. 'example.com/MyName')".into());
+        }
+        Some((prefix, name)) => {
+            if prefix.is_empty() {
+                problems.push("the prefix before '/' must not be empty".to_owned());
+            } else if prefix.len() > 253 {
+                problems.push("the prefix must be at most 253 characters".to_owned());
+            } else if !prefix.split('.').all(|label| {
+                let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+                label.starts_with(alnum)
+                    && label.ends_with(alnum)
+                    && label.chars().all(|c| alnum(c) || c == '-')
+            }) {
+                problems.push(
+                    "the prefix must be a lowercase DNS subdomain (labels of a-z, 0-9 and '-' \
+                     starting and ending alphanumeric, joined by '.', e.g. 'example.com')"
+                        .to_owned(),
+                );
+            }
+            name
+        }
+    };
+    if name.is_empty() {
+        problems.push("the name must not be empty".to_owned());
+    } else {
+        if name.len() > 63 {
+            problems.push("the name must be at most 63 characters".to_owned());
+        }
+        let alnum = |c: char| c.is_ascii_alphanumeric();
+        if !(name.starts_with(alnum)
+            && name.ends_with(alnum)
+            && name
+                .chars()
+                .all(|c| alnum(c) || matches!(c, '-' | '_' | '.')))
+        {
+            problems.push(
+                "the name must consist of alphanumerics, '-', '_' or '.', and start and end \
+                 with an alphanumeric (e.g. 'MyName', 'my.name', '123-abc')"
+                    .to_owned(),
+            );
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
     }
 }
 
@@ -400,6 +546,120 @@ mod tests {
         let o = parse(&["--cloud-provider=openstack", "--concurrent-node-syncs=0"]);
         assert_eq!(o.validate(), Err(OptionsError::BadNodeSyncs(0)));
         assert!(Options::try_parse_from(["x", "--no-such-flag=1"]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod node_labels_tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Result<Options, String> {
+        let mut all = vec!["reference-ccm"];
+        all.extend_from_slice(args);
+        Options::try_parse_from(all).map_err(|e| e.to_string())
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// pflag StringToString: one `=` is one pair (commas kept), more is a CSV record.
+    #[test]
+    fn node_labels_parse_like_pflag_string_to_string() {
+        assert_eq!(
+            parse_string_to_string("node.foo.bar=vsphere,foo.bar/mapi="),
+            Ok(map(&[("node.foo.bar", "vsphere"), ("foo.bar/mapi", "")]))
+        );
+        assert_eq!(parse_string_to_string("a=b,c"), Ok(map(&[("a", "b,c")])));
+        assert_eq!(parse_string_to_string("\"a=b\""), Ok(map(&[("a", "b")])));
+        assert_eq!(
+            parse_string_to_string("a=1,\"b=x,\"\"y\"\"\",c="),
+            Ok(map(&[("a", "1"), ("b", "x,\"y\""), ("c", "")]))
+        );
+        assert!(parse_string_to_string("novalue").is_err());
+        assert!(parse_string_to_string("a=1,b=2,junk").is_err());
+        assert!(parse_string_to_string("a=1,b=\"2").is_err());
+        assert!(parse_string_to_string("a=1,\"b=2\"x").is_err());
+        assert!(opts(&["--node-labels=novalue"]).is_err());
+    }
+
+    #[test]
+    fn node_labels_accumulate_over_repeated_flags() {
+        let o = opts(&[
+            "--cloud-provider=vsphere",
+            "--node-labels=a=1,b=2",
+            "--node-labels",
+            "b=3",
+        ])
+        .expect("parse");
+        assert_eq!(o.node_labels(), map(&[("a", "1"), ("b", "3")]));
+        assert_eq!(o.validate(), Ok(()));
+        let none = opts(&["--cloud-provider=vsphere"]).expect("parse");
+        assert!(none.node_labels().is_empty());
+    }
+
+    #[test]
+    fn node_labels_need_vsphere_and_qualified_keys() {
+        let o = opts(&["--cloud-provider=openstack", "--node-labels=a=b"]).expect("parse");
+        assert_eq!(
+            o.validate(),
+            Err(OptionsError::NodeLabelsNotVsphere("openstack".into()))
+        );
+        let o = opts(&[
+            "--cloud-provider=vsphere",
+            "--node-labels=ok=1,Bad_Prefix.com/x=2",
+        ])
+        .expect("parse");
+        let Err(e) = o.validate() else {
+            panic!("must fail")
+        };
+        assert!(
+            e.to_string()
+                .starts_with("invalid --node-labels key \"Bad_Prefix.com/x\": "),
+            "{e}"
+        );
+    }
+
+    /// The cases of apimachinery's `TestIsQualifiedName`.
+    #[test]
+    fn qualified_names() {
+        let long = |n| "a".repeat(n);
+        for ok in [
+            "simple",
+            "now-with-dashes",
+            "1-starts-with-num",
+            "1234",
+            "simple/simple",
+            "now-with-dashes/simple",
+            "now.with.dots/simple",
+            "1-num.2-num/3-num",
+            "1.2.3.4/5678",
+            "Uppercase_Is_OK_123",
+            "example.com/Uppercase_Is_OK_123",
+            "requests.storage-foo",
+            &long(63),
+            &format!("{}/{}", long(253), "b".repeat(63)),
+        ] {
+            assert_eq!(check_qualified_name(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "nospecialchars%^=@",
+            "cantendwithadash-",
+            "-cantstartwithadash-",
+            "only/one/slash",
+            "Example.com/abc",
+            "example_com/abc",
+            "example.com/",
+            "/simple",
+            "",
+            &long(64),
+            &format!("{}/abc", long(254)),
+        ] {
+            assert!(check_qualified_name(bad).is_err(), "{bad}");
+        }
     }
 }
 

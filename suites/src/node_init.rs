@@ -7,13 +7,15 @@
 //! give; upstream tests them with its fake cloud (kubernetes/cloud-provider `fake/fake.go`,
 //! `controllers/node/node_controller_test.go`). Here the reference CCM's hidden
 //! `--testing-provider-quirk` alters what its real provider answered (the mock cloud still
-//! sees every lookup), so they run on every provider; any other CCM skips them.
+//! sees every lookup), so they run on every provider; any other CCM skips them. The one
+//! exception is NI-08 on vSphere, whose CCM takes the labels to add as a flag
+//! (`--node-labels`), so every CCM runs it there.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ccm_harness::case::CaseMetrics;
-use ccm_harness::cloud::Feature;
+use ccm_harness::cloud::{Feature, Provider};
 use ccm_harness::env::{
     NodeIp, NodeOptions, addresses, describe_taints, has_uninitialized_taint, label, provider_id,
 };
@@ -123,12 +125,16 @@ pub fn cases() -> Vec<Case> {
             &[Mock],
             ni11
         ),
-        case!(
-            "NI-12",
-            "puts both dual-stack provided node IPs first in annotation order",
-            &[Mock],
-            ni12
-        ),
+        Case {
+            // Starts the CCM itself, deployed for dual stack.
+            start_ccm: false,
+            ..case!(
+                "NI-12",
+                "puts both dual-stack provided node IPs first in annotation order",
+                &[Mock],
+                ni12
+            )
+        },
         quirk_case!(
             "NI-13",
             "keeps the taint without a hot loop when the cloud returns nil metadata",
@@ -465,8 +471,15 @@ async fn ni08(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     let mut labels: Vec<String> = dropped.iter().map(|k| format!("{k}=cloud")).collect();
     labels.push(format!("{EXISTING}=cloud"));
     labels.push("example.com/a=cloud".into());
-    let quirk = format!("additional-labels={}", labels.join(";"));
-    start_ccm_with_quirks(env, "AdditionalLabels", &[&quirk]).await?;
+    if env.provider == Provider::Vsphere {
+        // cloud-provider-vsphere returns its `--node-labels` as AdditionalLabels
+        // (pkg/cloudprovider/vsphere/options/flags.go, instances_v2.go).
+        let flag = format!("--node-labels={}", labels.join(","));
+        env.start_ccm_with(&[&flag]).await?;
+    } else {
+        let quirk = format!("additional-labels={}", labels.join(";"));
+        start_ccm_with_quirks(env, "AdditionalLabels", &[&quirk]).await?;
+    }
     let node = env.wait_initialized("node-a", INIT_TIMEOUT).await?;
     ensure!(
         label(&node, "example.com/a") == Some("cloud"),
@@ -783,6 +796,9 @@ async fn ni11(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 
 async fn ni12(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     env.cloud().require(Feature::DualStackAddresses)?;
+    // As a dual-stack cluster deploys its CCM (vSphere: `ipFamily: [ipv4, ipv6]`).
+    env.deploy_dual_stack()?;
+    env.start_ccm().await?;
     let spare = env.cloud().spare_internal_ips(1)?;
     let (v4, v6) = (spare[0].as_str(), "fd00::9:1");
     let spec = InstanceSpec {
@@ -999,10 +1015,11 @@ async fn ni18(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
                 let mut removed = removed.lock().unwrap_or_else(|p| p.into_inner());
                 for n in &list.items {
                     let name = n.metadata.name.clone().unwrap_or_default();
-                    if !has_uninitialized_taint(n) && !removed.contains_key(&name) {
-                        if let Some(t) = registered.get(&name) {
-                            removed.insert(name, t.elapsed());
-                        }
+                    if !has_uninitialized_taint(n)
+                        && !removed.contains_key(&name)
+                        && let Some(t) = registered.get(&name)
+                    {
+                        removed.insert(name, t.elapsed());
                     }
                 }
                 Ok(if removed.len() == N {

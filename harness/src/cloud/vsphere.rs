@@ -48,6 +48,9 @@ pub const INTERNAL_SUBNETS: &[&str] = &["198.18.0.0/16", "fd00::/8"];
 /// `nodes.externalNetworkSubnetCidr`: the external IPs the harness hands out
 /// (`198.19.<block>.<n>`).
 pub const EXTERNAL_SUBNETS: &[&str] = &["198.19.0.0/16"];
+/// The environment variable that lets upstream's vSphere CCM take more than one `ipFamily`
+/// (cloud-provider-vsphere pkg/cloudprovider/vsphere/cloud.go `dualStackFeatureGateEnv`).
+pub const DUAL_STACK_ENV: &str = "ENABLE_ALPHA_DUAL_STACK";
 /// The region tag on the (one) datacenter.
 pub const REGION: &str = "region-a";
 /// The zone of an instance whose case names none.
@@ -234,19 +237,56 @@ impl VsphereCloud {
 
     /// The harness's vsphere.conf in upstream's YAML format (cloud-provider-vsphere
     /// pkg/common/config/types_yaml.go): credentials, port and CA file in `global` (no
-    /// `ipFamily`: upstream's default, IPv4 only; its alpha dual-stack needs
-    /// ENABLE_ALPHA_DUAL_STACK and then an address of each family on every VM), the
-    /// mock as the one `vcenter` entry scoped to its datacenter, the tag categories, and
+    /// `ipFamily`: upstream's default, IPv4 only; see [`Self::dual_stack_cloud_config`]),
+    /// the mock as the one `vcenter` entry scoped to its datacenter, the tag categories, and
     /// the `nodes` subnets that tell internal from external guest IPs.
     pub fn cloud_config(&self) -> String {
         let r = self.mock.ready_info();
+        self.config_yaml(&format!(
+            "  user: \"{}\"\n  password: \"{}\"\n",
+            r.username, r.password
+        ))
+    }
+
+    /// vsphere.conf for a dual-stack cluster: `ipFamily: [ipv4, ipv6]`, which upstream
+    /// accepts only with the environment variable [`DUAL_STACK_ENV`] set (cloud.go
+    /// `validateDualStack`) and which then needs an address of each family on every VM
+    /// (nodemanager.go `DiscoverNode`), so the harness uses it only where a case asks.
+    pub fn dual_stack_cloud_config(&self) -> String {
+        self.cloud_config()
+            .replacen("global:\n", "global:\n  ipFamily: [ipv4, ipv6]\n", 1)
+    }
+
+    /// vsphere.conf that names a Secret instead of holding credentials (`global.secretName`
+    /// / `secretNamespace`), and that Secret's data: `<server>.username` and
+    /// `<server>.password`, `<server>` being the vcenter's `server` (cloud-provider-vsphere
+    /// pkg/common/credentialmanager/credentialmanager.go `parseSecret`).
+    pub fn secret_cloud_config(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> (String, BTreeMap<String, String>) {
+        let r = self.mock.ready_info();
+        let server = self.mock.local_addr().ip().to_string();
+        let config = self.config_yaml(&format!(
+            "  secretName: \"{name}\"\n  secretNamespace: \"{namespace}\"\n"
+        ));
+        let data = [
+            (format!("{server}.username"), r.username),
+            (format!("{server}.password"), r.password),
+        ]
+        .into();
+        (config, data)
+    }
+
+    /// The config with `credentials` (YAML lines under `global`).
+    fn config_yaml(&self, credentials: &str) -> String {
+        let r = self.mock.ready_info();
         let addr = self.mock.local_addr();
         format!(
-            "global:\n  user: \"{user}\"\n  password: \"{password}\"\n  port: {port}\n  insecureFlag: false\n  caFile: \"{ca}\"\nvcenter:\n  mock:\n    server: \"{host}\"\n    datacenters:\n      - {DATACENTER}\nlabels:\n  zone: {ZONE_CATEGORY}\n  region: {REGION_CATEGORY}\nnodes:\n  internalNetworkSubnetCidr: \"{internal}\"\n  externalNetworkSubnetCidr: \"{external}\"\n",
+            "global:\n{credentials}  port: {port}\n  insecureFlag: false\n  caFile: \"{ca}\"\nvcenter:\n  mock:\n    server: \"{host}\"\n    datacenters:\n      - {DATACENTER}\nlabels:\n  zone: {ZONE_CATEGORY}\n  region: {REGION_CATEGORY}\nnodes:\n  internalNetworkSubnetCidr: \"{internal}\"\n  externalNetworkSubnetCidr: \"{external}\"\n",
             internal = INTERNAL_SUBNETS.join(","),
             external = EXTERNAL_SUBNETS.join(","),
-            user = r.username,
-            password = r.password,
             port = addr.port(),
             ca = r.ca_file.unwrap_or_default(),
             host = addr.ip(),
@@ -713,6 +753,17 @@ mod tests {
         assert!(conf.contains("- DC0"));
         assert!(conf.contains("internalNetworkSubnetCidr: \"198.18.0.0/16,fd00::/8\""));
         assert!(conf.contains("externalNetworkSubnetCidr: \"198.19.0.0/16\""));
+        assert!(conf.contains(&format!("user: \"{}\"", r.username)));
+        assert!(!conf.contains("ipFamily"));
+        let dual = c.dual_stack_cloud_config();
+        assert!(dual.starts_with("global:\n  ipFamily: [ipv4, ipv6]\n"));
+        let (with_secret, data) = c.secret_cloud_config("kube-system", "vsphere-creds");
+        assert!(with_secret.contains("secretName: \"vsphere-creds\""));
+        assert!(with_secret.contains("secretNamespace: \"kube-system\""));
+        assert!(!with_secret.contains("user:") && !with_secret.contains("password:"));
+        let server = c.mock.local_addr().ip();
+        assert_eq!(data.get(&format!("{server}.username")), Some(&r.username));
+        assert_eq!(data.get(&format!("{server}.password")), Some(&r.password));
     }
 
     #[test]

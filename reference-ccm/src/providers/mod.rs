@@ -16,6 +16,21 @@ use crate::cloud::{
     Capabilities, CloudError, InstanceMetadata, Instances, LbError, LoadBalancer, Route, Routes,
 };
 
+/// The Kubernetes client a provider gets in [`AnyCloud::initialize`], once; `Debug` by
+/// hand because `kube::Client` has none.
+#[derive(Default)]
+pub struct KubeClient(std::sync::OnceLock<kube::Client>);
+
+impl std::fmt::Debug for KubeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "KubeClient(set)"
+        } else {
+            "KubeClient(unset)"
+        })
+    }
+}
+
 /// The provider picked by `--cloud-provider`. One lives per process, behind an `Arc`,
 /// so the size difference between variants does not matter.
 #[derive(Debug)]
@@ -27,11 +42,14 @@ pub enum AnyCloud {
 }
 
 impl AnyCloud {
-    /// `cloudprovider.Interface.Initialize`: the provider gets the Kubernetes client (only
-    /// OpenStack uses it, to record load-balancer IDs on Services).
+    /// `cloudprovider.Interface.Initialize`: the provider gets the Kubernetes client
+    /// (OpenStack records load-balancer IDs on Services with it, vSphere reads the Secret
+    /// its config may name for the vCenter credentials).
     pub fn initialize(&self, client: &kube::Client) {
-        if let AnyCloud::OpenStack(c) = self {
-            c.initialize(client.clone());
+        match self {
+            AnyCloud::OpenStack(c) => c.initialize(client.clone()),
+            AnyCloud::Vsphere(c) => c.initialize(client.clone()),
+            AnyCloud::Aws(_) => {}
         }
     }
 

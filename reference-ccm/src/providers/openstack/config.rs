@@ -103,24 +103,6 @@ impl Section {
     }
 }
 
-/// `[Global] secret-namespace` and `secret-name` when both are set: the legacy in-tree
-/// OpenStack provider (`k8s.io/legacy-cloud-providers/openstack` `readConfig`) then reads
-/// the Secret's config through the Kubernetes API and applies it over the file.
-pub fn secret_reference(text: &str) -> Result<Option<(String, String)>, ConfigError> {
-    let sections = parse_gcfg(text)?;
-    let last = |key: &str| {
-        sections
-            .iter()
-            .filter(|s| s.name == "global")
-            .filter_map(|s| s.get(key))
-            .next_back()
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let (namespace, name) = (last("secret-namespace"), last("secret-name"));
-    Ok((!namespace.is_empty() && !name.is_empty()).then_some((namespace, name)))
-}
-
 /// Parses gcfg text into sections (names lower-cased).
 pub fn parse_gcfg(text: &str) -> Result<Vec<Section>, ConfigError> {
     let mut sections: Vec<Section> = Vec::new();
@@ -371,11 +353,6 @@ const GLOBAL_KEYS: &[&str] = &[
     "use-clouds",
     "clouds-file",
     "cloud",
-    // Legacy in-tree provider (`k8s.io/legacy-cloud-providers/openstack`): credentials
-    // from a Secret read through the API, see [`secret_reference`].
-    "secret-name",
-    "secret-namespace",
-    "kubeconfig-path",
 ];
 const NETWORKING_KEYS: &[&str] = &[
     "ipv6-support-disabled",
@@ -403,35 +380,9 @@ impl CloudConfig {
         Self::parse(&text)
     }
 
-    /// Reads the file's text (parsed later, possibly with a Secret's text on top).
-    pub fn read(path: &str) -> Result<String, ConfigError> {
-        std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })
-    }
-
     /// Parses text; unknown sections/variables become warnings, as gcfg "extra data".
     pub fn parse(text: &str) -> Result<(Self, Vec<String>), ConfigError> {
         Self::from_sections(parse_gcfg(text)?)
-    }
-
-    /// Parses `base`, then reads `overlay` into the same config, as gcfg's `ReadStringInto`
-    /// on an already filled struct does: a variable set in the overlay replaces the
-    /// file's, everything else stays. Validation (auth-url, user) runs on the result.
-    pub fn parse_layers(base: &str, overlay: &str) -> Result<(Self, Vec<String>), ConfigError> {
-        let mut sections = parse_gcfg(base)?;
-        for extra in parse_gcfg(overlay)? {
-            match sections
-                .iter_mut()
-                .rev()
-                .find(|s| s.name == extra.name && s.subsection == extra.subsection)
-            {
-                Some(existing) => existing.values.extend(extra.values),
-                None => sections.push(extra),
-            }
-        }
-        Self::from_sections(sections)
     }
 
     fn from_sections(sections: Vec<Section>) -> Result<(Self, Vec<String>), ConfigError> {
@@ -577,25 +528,30 @@ public-network-name = public
 floating-network-id = def
 "#;
 
+    /// The in-tree provider's `secret-name`/`secret-namespace` (and its `kubeconfig-path`)
+    /// are not cloud-provider-openstack settings (`pkg/openstack/openstack.go` `ReadConfig`
+    /// reads only --cloud-config): unknown variables, warned about and otherwise ignored.
     #[test]
-    fn secret_overlay_replaces_only_what_it_sets() {
-        let file = "[Global]\nsecret-name = occm\nsecret-namespace = kube-system\nregion = FromFile\n[Route]\nrouter-id = r1\n";
-        assert_eq!(
-            secret_reference(file),
-            Ok(Some(("kube-system".to_owned(), "occm".to_owned())))
-        );
-        assert_eq!(secret_reference("[Global]\nsecret-name = x\n"), Ok(None));
-        // Without the Secret the file lacks credentials.
-        assert!(CloudConfig::parse(file).is_err());
-        let secret = "[Global]\nauth-url = http://k/v3\nusername = u\nregion = FromSecret\n";
-        let (cfg, warnings) = match CloudConfig::parse_layers(file, secret) {
+    fn legacy_secret_keys_are_unknown_variables() {
+        let text = "[Global]\nauth-url = http://k/v3\nusername = u\nsecret-name = occm\n\
+                    secret-namespace = kube-system\nkubeconfig-path = /k\n";
+        let (cfg, warnings) = match CloudConfig::parse(text) {
             Ok(v) => v,
             Err(e) => panic!("{e}"),
         };
         assert_eq!(cfg.global.auth_url, "http://k/v3");
-        assert_eq!(cfg.global.region, "FromSecret");
-        assert_eq!(cfg.route.router_id, "r1");
-        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(
+            warnings,
+            vec![
+                "cloud config: unknown variable \"secret-name\" in [global] ignored",
+                "cloud config: unknown variable \"secret-namespace\" in [global] ignored",
+                "cloud config: unknown variable \"kubeconfig-path\" in [global] ignored",
+            ]
+        );
+        // Without credentials in the file there is nothing to fall back on.
+        assert!(
+            CloudConfig::parse("[Global]\nsecret-name = occm\nsecret-namespace = ks\n").is_err()
+        );
     }
 
     #[test]

@@ -10,13 +10,13 @@ pub mod config;
 pub mod instances;
 pub mod loadbalancer;
 pub mod routes;
-pub mod secret;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Node;
 
+use super::KubeClient;
 use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
 use client::{ClientError, OpenStackClient, Service};
 use config::CloudConfig;
@@ -32,8 +32,6 @@ pub enum OpenStackError {
     Config(#[from] config::ConfigError),
     #[error(transparent)]
     Client(#[from] ClientError),
-    #[error(transparent)]
-    Secret(#[from] secret::SecretConfigError),
 }
 
 /// The OpenStack cloud: one authenticated client plus the parsed config.
@@ -60,20 +58,6 @@ pub struct OpenStack {
     kube: KubeClient,
 }
 
-/// The client slot; `Debug` by hand because `kube::Client` has none.
-#[derive(Default)]
-pub struct KubeClient(std::sync::OnceLock<kube::Client>);
-
-impl std::fmt::Debug for KubeClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.get().is_some() {
-            "KubeClient(set)"
-        } else {
-            "KubeClient(unset)"
-        })
-    }
-}
-
 impl From<ClientError> for CloudError {
     fn from(e: ClientError) -> Self {
         CloudError::Other(e.to_string())
@@ -85,17 +69,6 @@ impl OpenStack {
     /// for the caller to log once logging is up.
     pub async fn new(cloud_config_path: &str) -> Result<(Self, Vec<String>), OpenStackError> {
         let (config, mut warnings) = CloudConfig::load(cloud_config_path)?;
-        let cloud = Self::from_config(config).await?;
-        warnings.extend(cloud.notes.iter().cloned());
-        Ok((cloud, warnings))
-    }
-
-    /// Like [`OpenStack::new`] for a config already loaded (e.g. with a Secret applied by
-    /// [`secret::load_config`]); `warnings` are returned with the provider's notes added.
-    pub async fn with_config(
-        config: CloudConfig,
-        mut warnings: Vec<String>,
-    ) -> Result<(Self, Vec<String>), OpenStackError> {
         let cloud = Self::from_config(config).await?;
         warnings.extend(cloud.notes.iter().cloned());
         Ok((cloud, warnings))

@@ -7,7 +7,9 @@
 //! `SessionManager.Login` setting the `vmware_soap_session` cookie; a `NotAuthenticated`
 //! fault means the session expired, so the client logs in again once and retries;
 //! vAPI sessions come from `POST /rest/com/vmware/cis/session` with Basic auth and ride
-//! in the `vmware-api-session-id` header, renewed on HTTP 401.
+//! in the `vmware-api-session-id` header, renewed on HTTP 401. A refused user name or
+//! password is told apart ([`ClientError::invalid_login`]) so that the provider can read
+//! credentials from their Secret again.
 
 use std::time::Duration;
 
@@ -53,6 +55,46 @@ impl ClientError {
             _ => None,
         }
     }
+
+    /// Whether vCenter refused the user name or password: the SOAP fault `InvalidLogin`
+    /// (what cloud-provider-vsphere `pkg/common/vclib/utils.go` `IsInvalidCredentialsError`
+    /// tests) or HTTP 401 on a vAPI login.
+    pub fn invalid_login(&self) -> bool {
+        match self {
+            ClientError::Http { method, status, .. } => method == VAPI_LOGIN && *status == 401,
+            _ => self.fault() == Some("InvalidLogin"),
+        }
+    }
+}
+
+/// The `method` of vAPI login errors.
+const VAPI_LOGIN: &str = "vAPI session";
+
+/// The HTTP client for one vCenter: the config's CA file or insecure flag, `timeout` per
+/// request.
+pub fn http_client(
+    config: &VsphereConfig,
+    timeout: Duration,
+) -> Result<reqwest::Client, ClientError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .timeout(timeout);
+    if !config.ca_file.is_empty() {
+        let pem = std::fs::read(&config.ca_file)
+            .map_err(|e| ClientError::Setup(format!("reading caFile {}: {e}", config.ca_file)))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| ClientError::Setup(format!("parsing caFile {}: {e}", config.ca_file)))?;
+        for cert in certs {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    if config.insecure {
+        builder = builder.tls_danger_accept_invalid_certs(true);
+    }
+    builder
+        .build()
+        .map_err(|e| ClientError::Setup(e.to_string()))
 }
 
 /// A managed object reference: type and id.
@@ -114,33 +156,8 @@ const SOAP_HEAD: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><soapenv:Enve
 const SOAP_TAIL: &str = "</soapenv:Body></soapenv:Envelope>";
 
 impl VsphereClient {
-    /// Builds the HTTP client (CA file / insecure flag), reads the service content and logs in.
-    pub async fn connect(config: &VsphereConfig, timeout: Duration) -> Result<Self, ClientError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .timeout(timeout);
-        if !config.ca_file.is_empty() {
-            let pem = std::fs::read(&config.ca_file).map_err(|e| {
-                ClientError::Setup(format!("reading caFile {}: {e}", config.ca_file))
-            })?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                ClientError::Setup(format!("parsing caFile {}: {e}", config.ca_file))
-            })?;
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        if config.insecure {
-            builder = builder.tls_danger_accept_invalid_certs(true);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| ClientError::Setup(e.to_string()))?;
-        Self::connect_with(http, &config.base_url(), &config.user, &config.password).await
-    }
-
-    /// Same as [`Self::connect`] with a ready HTTP client and a base URL (`http(s)://host:port`).
+    /// Reads the service content at `base_url` (`http(s)://host:port`, an HTTP client from
+    /// [`http_client`]) and logs in with `user` and `password`.
     pub async fn connect_with(
         http: reqwest::Client,
         base_url: &str,
@@ -313,7 +330,7 @@ impl VsphereClient {
     }
 
     async fn vapi_login(&self) -> Result<String, ClientError> {
-        let method = "vAPI session";
+        let method = VAPI_LOGIN;
         let resp = self
             .http
             .post(format!("{}/rest/com/vmware/cis/session", self.base_url))

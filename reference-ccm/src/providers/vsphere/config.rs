@@ -10,6 +10,16 @@
 //! (`internalNetworkSubnetCidr`, `externalNetworkSubnetCidr` and their `exclude…` forms) and
 //! by the NIC's VM network name (`internalVmNetworkName`, `externalVmNetworkName`). Only one
 //! vCenter is supported here.
+//!
+//! Credentials are either in the file (`user`/`password`) or in a Secret the file names
+//! (`secretName` + `secretNamespace`, per `vcenter.<name>` or in `global`, the entry's pair
+//! winning; INI `secret-name`/`secret-namespace`): then the file needs no user, as
+//! upstream's `config_yaml.go` `validateConfig` / `isSecretInfoProvided` decide, and the
+//! provider reads the Secret when it logs in (see `super::credentials`). `ipFamily`
+//! (`types_yaml.go`, a list in `global` or per vcenter; INI `ip-family`, a comma list, as
+//! `config_ini_legacy.go` `validateIPFamily` splits it) chooses which address families
+//! nodes get, default IPv4 only. Upstream's `secretsDirectory` and session-manager
+//! settings are not supported.
 
 use serde::Deserialize;
 
@@ -24,16 +34,83 @@ pub enum ConfigError {
     Syntax { yaml: String, ini: String },
     #[error("vSphere cloud config: {0}")]
     Invalid(String),
+    /// Upstream's startup check (`pkg/cloudprovider/vsphere/cloud.go` `validateDualStack`).
+    #[error(
+        "multiple IP families specified for virtual center {0:?} but {DUAL_STACK_ENV} env var is not set"
+    )]
+    DualStackDisabled(String),
+}
+
+/// The environment variable that allows more than one `ipFamily` (any value; upstream
+/// checks it with `os.LookupEnv`, `cloud.go` `dualStackFeatureGateEnv`).
+pub const DUAL_STACK_ENV: &str = "ENABLE_ALPHA_DUAL_STACK";
+
+/// One `ipFamily` entry (upstream `IPv4Family` / `IPv6Family`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpFamily {
+    Ipv4,
+    Ipv6,
+}
+
+impl IpFamily {
+    /// `ipv4` / `ipv6`, ignoring case; anything else is upstream's "Invalid IP Family type".
+    fn parse(value: &str) -> Result<Self, ConfigError> {
+        if value.eq_ignore_ascii_case("ipv4") {
+            Ok(IpFamily::Ipv4)
+        } else if value.eq_ignore_ascii_case("ipv6") {
+            Ok(IpFamily::Ipv6)
+        } else {
+            Err(ConfigError::Invalid(format!(
+                "Invalid IP Family type {value:?} in ipFamily (ipv4 or ipv6)"
+            )))
+        }
+    }
+
+    pub fn matches(self, ip: &std::net::IpAddr) -> bool {
+        match self {
+            IpFamily::Ipv4 => ip.is_ipv4(),
+            IpFamily::Ipv6 => ip.is_ipv6(),
+        }
+    }
+}
+
+impl std::fmt::Display for IpFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IpFamily::Ipv4 => "ipv4",
+            IpFamily::Ipv6 => "ipv6",
+        })
+    }
+}
+
+/// The Secret holding the vCenter credentials (`secretNamespace`/`secretName`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
 }
 
 /// The resolved settings for the one vCenter the provider talks to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VsphereConfig {
+    /// The vcenter entry's name (YAML `vcenter.<name>`, INI `[VirtualCenter "<name>"]`).
+    pub name: String,
     /// `server`: host name or IP of the vCenter.
     pub server: String,
     pub port: u16,
+    /// Credentials from the file; unused when [`Self::secret`] is set.
     pub user: String,
     pub password: String,
+    /// Where the credentials are when the file names a Secret.
+    pub secret: Option<SecretRef>,
+    /// `ipFamily`, in order: the address families nodes get (default IPv4 only).
+    pub ip_families: Vec<IpFamily>,
     pub insecure: bool,
     pub ca_file: String,
     /// Datacenter names FindByUuid & co. are scoped to; empty = the whole inventory.
@@ -97,6 +174,15 @@ impl VsphereConfig {
         Self::parse(&text)
     }
 
+    /// Upstream refuses more than one IP family unless [`DUAL_STACK_ENV`] is set
+    /// (`cloud.go` `validateDualStack`); `enabled` says whether it is.
+    pub fn check_dual_stack(&self, enabled: bool) -> Result<(), ConfigError> {
+        if self.ip_families.len() > 1 && !enabled {
+            return Err(ConfigError::DualStackDisabled(self.name.clone()));
+        }
+        Ok(())
+    }
+
     /// YAML first (upstream tries YAML, then falls back to INI, `config.go` `ReadConfig`).
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         match serde_saphyr::from_str::<YamlConfig>(text) {
@@ -154,6 +240,42 @@ struct YamlCommon {
     ca_file: Option<String>,
     #[serde(default)]
     datacenters: Option<Names>,
+    #[serde(default)]
+    secret_name: Option<String>,
+    #[serde(default)]
+    secret_namespace: Option<String>,
+    #[serde(default, rename = "ipFamily")]
+    ip_family: Option<Vec<String>>,
+}
+
+impl YamlCommon {
+    /// The Secret when both its name and namespace are set (upstream `isSecretInfoProvided`).
+    fn secret(&self) -> Option<SecretRef> {
+        match (
+            self.secret_namespace.as_deref(),
+            self.secret_name.as_deref(),
+        ) {
+            (Some(namespace), Some(name)) if !namespace.is_empty() && !name.is_empty() => {
+                Some(SecretRef {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The `ipFamily` entries that are not blank; `None` when there are none.
+    fn ip_families(&self) -> Option<Vec<&str>> {
+        let list: Vec<&str> = self
+            .ip_family
+            .iter()
+            .flatten()
+            .map(|f| f.trim())
+            .filter(|f| !f.is_empty())
+            .collect();
+        (!list.is_empty()).then_some(list)
+    }
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -232,12 +354,24 @@ fn from_yaml(y: YamlConfig) -> Result<VsphereConfig, ConfigError> {
     };
     let labels = y.labels.unwrap_or_default();
     let nodes = y.nodes.unwrap_or_default().resolve()?;
+    // The entry's own list, else the global one, else IPv4 (upstream validateConfig).
+    let ip_families = match vc.ip_families().or_else(|| global.ip_families()) {
+        Some(list) => list
+            .into_iter()
+            .map(IpFamily::parse)
+            .collect::<Result<_, _>>()?,
+        None => vec![IpFamily::Ipv4],
+    };
+    let secret = vc.secret().or_else(|| global.secret());
     let config = VsphereConfig {
         // An entry without `server` uses its key (upstream `types_yaml.go` validateConfig).
-        server: vc.server.unwrap_or(name),
+        server: vc.server.unwrap_or_else(|| name.clone()),
+        name,
         port: vc.port.or(global.port).unwrap_or(443),
         user: vc.user.or(global.user).unwrap_or_default(),
         password: vc.password.or(global.password).unwrap_or_default(),
+        secret,
+        ip_families,
         insecure: vc.insecure_flag.or(global.insecure_flag).unwrap_or(false),
         ca_file: vc.ca_file.or(global.ca_file).unwrap_or_default(),
         datacenters: vc
@@ -256,8 +390,10 @@ fn validate(c: VsphereConfig) -> Result<VsphereConfig, ConfigError> {
     if c.server.is_empty() {
         return Err(ConfigError::Invalid("vcenter server is empty".into()));
     }
-    if c.user.is_empty() {
-        return Err(ConfigError::Invalid("no user for the vcenter".into()));
+    if c.user.is_empty() && c.secret.is_none() {
+        return Err(ConfigError::Invalid(
+            "no user for the vcenter (and no secretName/secretNamespace)".into(),
+        ));
     }
     Ok(c)
 }
@@ -347,6 +483,9 @@ fn parse_ini(text: &str) -> Result<VsphereConfig, String> {
             "ca-file" => target.ca_file = Some(value),
             "datacenters" => target.datacenters = Some(Names::Csv(value)),
             "server" => target.server = Some(value),
+            "secret-name" => target.secret_name = Some(value),
+            "secret-namespace" => target.secret_namespace = Some(value),
+            "ip-family" => target.ip_family = Some(value.split(',').map(str::to_owned).collect()),
             _ => {}
         }
     }
@@ -462,6 +601,115 @@ mod tests {
         );
         assert!(
             matches!(bad, Err(ConfigError::Invalid(m)) if m.contains("internalNetworkSubnetCidr"))
+        );
+    }
+
+    fn secret(namespace: &str, name: &str) -> Option<SecretRef> {
+        Some(SecretRef {
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+
+    /// upstream config_yaml.go `validateConfig`: with a Secret no user is needed; the
+    /// vcenter entry's Secret wins over the global one; half a reference is none.
+    #[test]
+    fn secret_references_yaml_and_ini() {
+        let global = VsphereConfig::parse(
+            "global:\n  secretName: creds\n  secretNamespace: kube-system\nvcenter:\n  vc1:\n    server: 10.0.0.1\n",
+        )
+        .unwrap();
+        assert_eq!(global.secret, secret("kube-system", "creds"));
+        assert_eq!(global.user, "");
+        let per_vc = VsphereConfig::parse(
+            "global:\n  secretName: creds\n  secretNamespace: kube-system\nvcenter:\n  vc1:\n    secretName: vc1-creds\n    secretNamespace: vc1\n",
+        )
+        .unwrap();
+        assert_eq!(per_vc.secret, secret("vc1", "vc1-creds"));
+        let only_vc = VsphereConfig::parse(
+            "vcenter:\n  vc1:\n    secretName: vc1-creds\n    secretNamespace: vc1\n",
+        )
+        .unwrap();
+        assert_eq!(only_vc.secret, secret("vc1", "vc1-creds"));
+        let ini = VsphereConfig::parse(
+            "[Global]\nsecret-name = \"creds\"\nsecret-namespace = \"kube-system\"\n[VirtualCenter \"10.0.0.1\"]\n",
+        )
+        .unwrap();
+        assert_eq!(ini.secret, secret("kube-system", "creds"));
+        // A name without a namespace is no Secret, so a user is required again.
+        let half = VsphereConfig::parse("global:\n  secretName: creds\nvcenter:\n  vc1: {}\n");
+        assert!(matches!(half, Err(ConfigError::Invalid(m)) if m.contains("no user")));
+        // File credentials alone: no Secret.
+        let file = VsphereConfig::parse("global:\n  user: a\nvcenter:\n  vc1: {}\n").unwrap();
+        assert_eq!(file.secret, None);
+    }
+
+    /// `ipFamily`: a YAML list (global or per vcenter, the entry's winning), an INI comma
+    /// list, default IPv4; case ignored; anything else "Invalid IP Family type".
+    #[test]
+    fn ip_families_yaml_and_ini() {
+        use IpFamily::{Ipv4, Ipv6};
+        let parse = |yaml: &str| VsphereConfig::parse(yaml).map(|c| c.ip_families);
+        assert_eq!(
+            parse("global:\n  user: a\nvcenter:\n  vc1: {}\n").unwrap(),
+            vec![Ipv4]
+        );
+        assert_eq!(
+            parse("global:\n  user: a\n  ipFamily: [IPv6, ipv4]\nvcenter:\n  vc1: {}\n").unwrap(),
+            vec![Ipv6, Ipv4]
+        );
+        assert_eq!(
+            parse("global:\n  user: a\n  ipFamily: [ipv4, ipv6]\nvcenter:\n  vc1:\n    ipFamily:\n      - ipv6\n")
+                .unwrap(),
+            vec![Ipv6]
+        );
+        assert_eq!(
+            parse("global:\n  user: a\n  ipFamily: []\nvcenter:\n  vc1: {}\n").unwrap(),
+            vec![Ipv4]
+        );
+        let bad = parse("global:\n  user: a\n  ipFamily: [ipv4, ipv5]\nvcenter:\n  vc1: {}\n");
+        assert!(
+            matches!(&bad, Err(ConfigError::Invalid(m)) if m.starts_with("Invalid IP Family type \"ipv5\"")),
+            "{bad:?}"
+        );
+        let ini = |text: &str| VsphereConfig::parse(text).map(|c| c.ip_families);
+        assert_eq!(
+            ini("[Global]\nuser = a\nip-family = \"ipv4, ipv6\"\n[VirtualCenter \"h\"]\n").unwrap(),
+            vec![Ipv4, Ipv6]
+        );
+        assert_eq!(
+            ini("[Global]\nuser = a\nip-family = ipv4\n[VirtualCenter \"h\"]\nip-family = ipv6,\n")
+                .unwrap(),
+            vec![Ipv6]
+        );
+        assert!(ini("[Global]\nuser = a\n[VirtualCenter \"h\"]\nip-family = ipx\n").is_err());
+    }
+
+    /// upstream cloud.go `validateDualStack`.
+    #[test]
+    fn more_than_one_ip_family_needs_the_alpha_env() {
+        let dual = VsphereConfig::parse(
+            "global:\n  user: a\n  ipFamily: [ipv4, ipv6]\nvcenter:\n  mock:\n    server: 127.0.0.1\n",
+        )
+        .unwrap();
+        let e = dual.check_dual_stack(false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "multiple IP families specified for virtual center \"mock\" but ENABLE_ALPHA_DUAL_STACK env var is not set"
+        );
+        assert!(dual.check_dual_stack(true).is_ok());
+        let single = VsphereConfig::parse("global:\n  user: a\nvcenter:\n  vc1: {}\n").unwrap();
+        assert!(single.check_dual_stack(false).is_ok());
+        // INI: the VirtualCenter section names the virtual center.
+        let ini = VsphereConfig::parse(
+            "[Global]\nuser = a\n[VirtualCenter \"10.0.0.5\"]\nip-family = ipv6,ipv4\n",
+        )
+        .unwrap();
+        assert!(
+            ini.check_dual_stack(false)
+                .unwrap_err()
+                .to_string()
+                .contains("\"10.0.0.5\"")
         );
     }
 

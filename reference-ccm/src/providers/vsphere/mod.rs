@@ -8,27 +8,41 @@
 //! a node is found by its SystemUUID with `SearchIndex.FindByUuid` (BIOS uuid, VMs only)
 //! in each configured datacenter, else by its name with `FindAllByDnsName`, else by its
 //! IPs with `FindByIp`; the VM exists while found, is shut down when not `poweredOn`;
-//! addresses come from `guest.net` (NICs with `deviceConfigId != -1`): per IP family one
-//! InternalIP and one ExternalIP, picked by the `nodes` subnets of the config, else the
-//! family's first IP as both (see [`node_addresses`]), plus `guest.hostName` as Hostname;
-//! zone and region
-//! are the tags in the `labels.zone` / `labels.region` categories on the VM's host or
-//! its nearest ancestor carrying one.
+//! addresses come from `guest.net` (NICs with `deviceConfigId != -1`): for each family of
+//! the config's `ipFamily` (default IPv4 only) one InternalIP and one ExternalIP, picked by
+//! the `nodes` subnets of the config, else the family's first IP as both (see
+//! [`node_addresses`]), plus `guest.hostName` as Hostname; zone and region are the tags in
+//! the `labels.zone` / `labels.region` categories on the VM's host or its nearest ancestor
+//! carrying one; `--node-labels` are every node's additional labels (`instances_v2.go`
+//! `getAdditionalLabels`).
+//!
+//! The vCenter session is made when a lookup first needs it. With credentials in the file
+//! [`Vsphere::new`] makes it at once, so a bad password or datacenter fails startup. With a
+//! Secret named in the file (see [`credentials`]) the CCM starts without it, as upstream's
+//! connection manager only reads the Secret to log in (`pkg/common/connectionmanager/
+//! connectionmanager.go` `Connect`): until the Secret has the server's credentials every
+//! lookup fails and nodes stay uninitialized; when vCenter refuses them (`InvalidLogin`) the
+//! session is dropped, so the next lookup reads the Secret again and a rotated password
+//! works without a restart.
 
 pub mod client;
 pub mod config;
+pub mod credentials;
 pub mod xml;
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
+use super::KubeClient;
 use crate::address::{EXTERNAL_IP, HOSTNAME, INTERNAL_IP, addr};
 use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
 use crate::controllers::route::Cidr;
 use client::{ClientError, MoRef, VsphereClient};
-use config::{NodeNetworks, VsphereConfig};
+use config::{IpFamily, NodeNetworks, VsphereConfig};
 use xml::Element;
 
 /// `ProviderName()` of the vSphere cloud provider.
@@ -37,7 +51,7 @@ const PROVIDER_PREFIX: &str = "vsphere://";
 /// Upper bound on parent hops when reading a VM's ancestry.
 const MAX_ANCESTRY: usize = 16;
 
-/// Startup failures of the provider.
+/// Failures of the provider: at startup, or of the login a lookup needed.
 #[derive(Debug, thiserror::Error)]
 pub enum VsphereError {
     #[error(transparent)]
@@ -46,6 +60,10 @@ pub enum VsphereError {
     Client(#[from] ClientError),
     #[error("datacenter {0:?} from the cloud config is not in the inventory")]
     UnknownDatacenter(String),
+    #[error(transparent)]
+    Credentials(#[from] credentials::CredentialsError),
+    #[error("no Kubernetes client to read secret {0} with")]
+    NoKubeClient(config::SecretRef),
 }
 
 impl From<ClientError> for CloudError {
@@ -54,12 +72,32 @@ impl From<ClientError> for CloudError {
     }
 }
 
+impl From<VsphereError> for CloudError {
+    fn from(e: VsphereError) -> Self {
+        CloudError::Other(e.to_string())
+    }
+}
+
 /// The vSphere cloud.
 #[derive(Debug)]
 pub struct Vsphere {
-    client: VsphereClient,
     config: VsphereConfig,
-    /// Datacenters lookups are scoped to; empty = unscoped.
+    /// HTTP client and `https://server:port` of the vCenter.
+    http: reqwest::Client,
+    base_url: String,
+    /// Reads the credentials Secret; set by [`Vsphere::initialize`].
+    kube: KubeClient,
+    /// `--node-labels`, every node's additional labels.
+    node_labels: BTreeMap<String, String>,
+    /// The logged-in session, once a lookup made it; `None` again after vCenter refused
+    /// Secret credentials.
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+}
+
+/// A logged-in client and the datacenters lookups are scoped to (empty = unscoped).
+#[derive(Debug)]
+struct Session {
+    client: VsphereClient,
     datacenters: Vec<MoRef>,
 }
 
@@ -86,59 +124,67 @@ pub struct GuestIp {
 }
 
 impl Vsphere {
-    /// Reads the config file, connects and resolves the configured datacenters.
+    /// Reads the config file, checks its IP families against [`config::DUAL_STACK_ENV`] and
+    /// builds the provider with [`Self::from_config`].
     pub async fn new(cloud_config_path: &str) -> Result<(Self, Vec<String>), VsphereError> {
         let config = VsphereConfig::load(cloud_config_path)?;
-        Self::connect(config, Duration::from_secs(60)).await
+        config.check_dual_stack(std::env::var_os(config::DUAL_STACK_ENV).is_some())?;
+        Self::from_config(config, Duration::from_secs(60)).await
     }
 
-    pub async fn connect(
+    /// Builds the provider; with credentials in the file it also logs in and resolves the
+    /// datacenters now, so that errors there are startup errors. With a Secret it does
+    /// neither: the first lookup does.
+    pub async fn from_config(
         config: VsphereConfig,
         timeout: Duration,
     ) -> Result<(Self, Vec<String>), VsphereError> {
-        let client = VsphereClient::connect(&config, timeout).await?;
-        Self::with_client(config, client).await
+        let http = client::http_client(&config, timeout)?;
+        let base_url = config.base_url();
+        let (cloud, warnings) = Self::with_http(config, http, &base_url);
+        if cloud.config.secret.is_none() {
+            cloud.session().await?;
+        }
+        Ok((cloud, warnings))
     }
 
-    pub async fn with_client(
+    /// The provider talking to `base_url` through `http`; connects on the first lookup.
+    pub fn with_http(
         config: VsphereConfig,
-        client: VsphereClient,
-    ) -> Result<(Self, Vec<String>), VsphereError> {
+        http: reqwest::Client,
+        base_url: &str,
+    ) -> (Self, Vec<String>) {
         let mut warnings = Vec::new();
-        let mut datacenters = Vec::new();
-        if !config.datacenters.is_empty() {
-            let known = client.datacenters().await?;
-            for name in &config.datacenters {
-                let dc = known
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, r)| r.clone())
-                    .ok_or_else(|| VsphereError::UnknownDatacenter(name.clone()))?;
-                datacenters.push(dc);
-            }
-        }
         if config.zone_category.is_empty() && config.region_category.is_empty() {
             warnings.push(
                 "no labels.zone/labels.region in vsphere.conf: nodes get no topology labels"
                     .to_owned(),
             );
         }
-        Ok((
-            Self {
-                client,
-                config,
-                datacenters,
-            },
-            warnings,
-        ))
+        let cloud = Self {
+            config,
+            http,
+            base_url: base_url.to_owned(),
+            kube: KubeClient::default(),
+            node_labels: BTreeMap::new(),
+            session: tokio::sync::Mutex::new(None),
+        };
+        (cloud, warnings)
+    }
+
+    /// `--node-labels`: added to every node's metadata.
+    pub fn with_node_labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.node_labels = labels;
+        self
+    }
+
+    /// `cloudprovider.Interface.Initialize`: the client that reads the credentials Secret.
+    pub fn initialize(&self, client: kube::Client) {
+        let _ = self.kube.0.set(client);
     }
 
     pub fn config(&self) -> &VsphereConfig {
         &self.config
-    }
-
-    pub fn client(&self) -> &VsphereClient {
-        &self.client
     }
 
     /// No load balancer, no routes (both need NSX-T upstream).
@@ -149,12 +195,67 @@ impl Vsphere {
         }
     }
 
-    fn scopes(&self) -> Vec<Option<&MoRef>> {
-        if self.datacenters.is_empty() {
-            vec![None]
-        } else {
-            self.datacenters.iter().map(Some).collect()
+    /// The session, logging in first when there is none (one login at a time).
+    async fn session(&self) -> Result<Arc<Session>, VsphereError> {
+        let mut slot = self.session.lock().await;
+        if let Some(session) = slot.as_ref() {
+            return Ok(session.clone());
         }
+        let (user, password) = match &self.config.secret {
+            None => (self.config.user.clone(), self.config.password.clone()),
+            Some(secret) => {
+                let kube = self
+                    .kube
+                    .0
+                    .get()
+                    .ok_or_else(|| VsphereError::NoKubeClient(secret.clone()))?;
+                let c = credentials::fetch(kube, secret, &self.config.server).await?;
+                (c.user, c.password)
+            }
+        };
+        let client =
+            VsphereClient::connect_with(self.http.clone(), &self.base_url, &user, &password)
+                .await?;
+        let mut datacenters = Vec::new();
+        if !self.config.datacenters.is_empty() {
+            let known = client.datacenters().await?;
+            for name in &self.config.datacenters {
+                let dc = known
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, r)| r.clone())
+                    .ok_or_else(|| VsphereError::UnknownDatacenter(name.clone()))?;
+                datacenters.push(dc);
+            }
+        }
+        let session = Arc::new(Session {
+            client,
+            datacenters,
+        });
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Passes `result` through; when vCenter refused credentials that came from the Secret,
+    /// first drops `used` so that the next lookup logs in with the Secret read again.
+    async fn checked<T>(
+        &self,
+        used: &Arc<Session>,
+        result: Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        if let (Err(e), Some(secret)) = (&result, &self.config.secret)
+            && e.invalid_login()
+        {
+            let mut slot = self.session.lock().await;
+            if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, used)) {
+                tracing::warn!(
+                    server = %self.config.server,
+                    "vCenter refused the credentials from secret {secret}; reading it again on the next lookup"
+                );
+                *slot = None;
+            }
+        }
+        result
     }
 
     async fn find_one(
@@ -163,9 +264,15 @@ impl Vsphere {
         arg_name: &str,
         arg: &str,
     ) -> Result<Option<MoRef>, CloudError> {
-        for dc in self.scopes() {
-            let found = self.client.find_vms(method, dc, arg_name, arg).await?;
-            if let Some(vm) = found.into_iter().next() {
+        let session = self.session().await?;
+        let scopes: Vec<Option<&MoRef>> = if session.datacenters.is_empty() {
+            vec![None]
+        } else {
+            session.datacenters.iter().map(Some).collect()
+        };
+        for dc in scopes {
+            let found = session.client.find_vms(method, dc, arg_name, arg).await;
+            if let Some(vm) = self.checked(&session, found).await?.into_iter().next() {
                 return Ok(Some(vm));
             }
         }
@@ -218,7 +325,8 @@ impl Vsphere {
 
     /// Reads the VM's properties; `Ok(None)` when it vanished meanwhile.
     pub async fn vm_info(&self, vm: &MoRef) -> Result<Option<VmInfo>, CloudError> {
-        let props = match self
+        let session = self.session().await?;
+        let found = session
             .client
             .properties(
                 vm,
@@ -233,8 +341,8 @@ impl Vsphere {
                     "guest.net",
                 ],
             )
-            .await
-        {
+            .await;
+        let props = match self.checked(&session, found).await {
             Ok(p) => p,
             Err(e) if e.fault() == Some("ManagedObjectNotFound") => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -267,13 +375,15 @@ impl Vsphere {
         if zc.is_empty() && rc.is_empty() {
             return Ok((zone, region));
         }
+        let session = self.session().await?;
         let mut chain: Vec<MoRef> = info.moref.iter().cloned().collect();
         let mut next = info.host.clone();
         while let Some(obj) = next.take() {
             if chain.len() > MAX_ANCESTRY {
                 break;
             }
-            let props = self.client.properties(&obj, &["parent"]).await?;
+            let found = session.client.properties(&obj, &["parent"]).await;
+            let props = self.checked(&session, found).await?;
             next = props
                 .iter()
                 .find(|(n, _)| n == "parent")
@@ -281,7 +391,8 @@ impl Vsphere {
             chain.push(obj);
         }
         for obj in &chain {
-            for (category, tag) in self.client.attached_tags(obj).await? {
+            let tags = session.client.attached_tags(obj).await;
+            for (category, tag) in self.checked(&session, tags).await? {
                 if zone.is_empty() && !zc.is_empty() && &category == zc {
                     zone = tag.clone();
                 }
@@ -384,7 +495,7 @@ fn guest_ips(val: &Element) -> Vec<GuestIp> {
                         && !v4.is_unspecified()
                         && !v4.is_loopback()
                         // 224.0.0.0/24, Go's IsLinkLocalMulticast for IPv4.
-                        && !(v4.octets()[..3] == [224, 0, 0])
+                        && v4.octets()[..3] != [224, 0, 0]
                 }
                 IpAddr::V6(v6) => {
                     !v6.is_loopback()
@@ -399,29 +510,36 @@ fn guest_ips(val: &Element) -> Vec<GuestIp> {
 
 /// Node addresses as upstream's `DiscoverNode` / `discoverIPs` pick them
 /// (`kubernetes/cloud-provider-vsphere` `pkg/cloudprovider/vsphere/nodemanager.go`), for
-/// IPv4 and then IPv6: of the family's guest IPs, those outside the exclude subnets are
-/// candidates; the InternalIP is the first candidate inside an internal subnet (subnets in
-/// config order), else the first on a NIC of `internalVmNetworkName` (ignoring case), the
-/// ExternalIP likewise with the external settings; when neither is found (or nothing is
-/// set) the family's first candidate is both. Then the hostname.
+/// each of `families` (the config's `ipFamily`) in order: of the family's guest IPs, those
+/// outside the exclude subnets are candidates; the InternalIP is the first candidate inside
+/// an internal subnet (subnets in config order), else the first on a NIC of
+/// `internalVmNetworkName` (ignoring case), the ExternalIP likewise with the external
+/// settings; when neither is found (or nothing is set) the family's first candidate is
+/// both. Then the hostname. `None` when a family gets neither address, which upstream
+/// fails the lookup with.
 ///
-/// Differences from upstream: both families are reported whenever the VM has IPs of them
-/// (upstream reports the families of `ipFamily` in the config, default IPv4 only), a family
-/// with no candidate is skipped rather than failing the lookup, and the Hostname comes last.
-pub fn node_addresses(info: &VmInfo, nets: &NodeNetworks) -> Vec<NodeAddress> {
+/// Difference from upstream: the Hostname comes last, not first.
+pub fn node_addresses(
+    info: &VmInfo,
+    nets: &NodeNetworks,
+    families: &[IpFamily],
+) -> Option<Vec<NodeAddress>> {
     let ips: Vec<(IpAddr, &str)> = info
         .ips
         .iter()
         .filter_map(|g| Some((g.ip.parse().ok()?, g.network.as_str())))
         .collect();
     let mut out: Vec<NodeAddress> = Vec::new();
-    for v6 in [false, true] {
-        let family: Vec<(IpAddr, &str)> = ips
+    for family in families {
+        let of_family: Vec<(IpAddr, &str)> = ips
             .iter()
             .copied()
-            .filter(|(ip, _)| ip.is_ipv6() == v6)
+            .filter(|(ip, _)| family.matches(ip))
             .collect();
-        let (internal, external) = discover_ips(&family, nets);
+        let (internal, external) = discover_ips(&of_family, nets);
+        if internal.is_none() && external.is_none() {
+            return None;
+        }
         for (kind, ip) in [(INTERNAL_IP, internal), (EXTERNAL_IP, external)] {
             if let Some(ip) = ip {
                 let a = addr(kind, &ip.to_string());
@@ -434,7 +552,7 @@ pub fn node_addresses(info: &VmInfo, nets: &NodeNetworks) -> Vec<NodeAddress> {
     if !info.host_name.is_empty() {
         out.push(addr(HOSTNAME, &info.host_name));
     }
-    out
+    Some(out)
 }
 
 /// `(internal, external)` among one family's IPs, each with its NIC's network (upstream
@@ -549,16 +667,22 @@ impl Instances for Vsphere {
         // pkg/cloudprovider/vsphere/nodemanager.go, since #585 for #576), so the periodic
         // sync keeps the node's addresses instead of replacing them with the Hostname
         // alone (cloud-provider-vsphere#479).
-        let node_addresses = node_addresses(&info, &self.config.nodes);
-        if !node_addresses
-            .iter()
-            .any(|a| a.type_ == INTERNAL_IP || a.type_ == EXTERNAL_IP)
-        {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if info.ips.is_empty() {
             return Err(CloudError::Other(format!(
-                "unable to find suitable IP address for node {}: the VM's guest.net has no usable IP",
-                node.metadata.name.as_deref().unwrap_or_default()
+                "unable to find suitable IP address for node {name}: the VM's guest.net has no usable IP"
             )));
         }
+        // A configured family without any address fails the same way (DiscoverNode's
+        // loop over the IP families), so the node stays uninitialized.
+        let families = &self.config.ip_families;
+        let Some(node_addresses) = node_addresses(&info, &self.config.nodes, families) else {
+            let list: Vec<String> = families.iter().map(IpFamily::to_string).collect();
+            return Err(CloudError::Other(format!(
+                "unable to find suitable IP address for node {name} with IP family [{}]",
+                list.join(" ")
+            )));
+        };
         let (zone, region) = self.zone_region(&info).await?;
         Ok(Some(InstanceMetadata {
             provider_id: format!("{PROVIDER_PREFIX}{}", info.uuid),
@@ -566,7 +690,7 @@ impl Instances for Vsphere {
             node_addresses,
             zone,
             region,
-            additional_labels: Default::default(),
+            additional_labels: self.node_labels.clone(),
         }))
     }
 }

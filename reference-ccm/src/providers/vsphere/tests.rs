@@ -254,7 +254,8 @@ fn addresses_and_instance_type() {
         guest_id: "ubuntu64Guest".into(),
         ..VmInfo::default()
     };
-    let addrs = node_addresses(&info, &config::NodeNetworks::default());
+    let addrs = node_addresses(&info, &config::NodeNetworks::default(), &[IpFamily::Ipv4])
+        .expect("addresses");
     let a: Vec<(&str, &str)> = addrs
         .iter()
         .map(|a| (a.type_.as_str(), a.address.as_str()))
@@ -290,8 +291,20 @@ fn guest_ids_map_as_upstreams_lookup() {
     }
 }
 
+const DUAL: &[IpFamily] = &[IpFamily::Ipv4, IpFamily::Ipv6];
+
+/// The addresses for upstream's default `ipFamily` (IPv4 only).
 fn pairs(info: &VmInfo, nets: &config::NodeNetworks) -> Vec<(String, String)> {
-    node_addresses(info, nets)
+    pairs_of(info, nets, &[IpFamily::Ipv4])
+}
+
+fn pairs_of(
+    info: &VmInfo,
+    nets: &config::NodeNetworks,
+    families: &[IpFamily],
+) -> Vec<(String, String)> {
+    node_addresses(info, nets, families)
+        .expect("an address of every family")
         .into_iter()
         .map(|a| (a.type_, a.address))
         .collect()
@@ -419,7 +432,7 @@ fn expect(list: &[(&str, &str)]) -> Vec<(String, String)> {
 fn without_subnets_the_first_ip_of_each_family_is_both_kinds() {
     let vm = vm_with(&["10.0.0.5", "192.168.1.9", "fd00::5", "fd00::6"]);
     assert_eq!(
-        pairs(&vm, &config::NodeNetworks::default()),
+        pairs_of(&vm, &config::NodeNetworks::default(), DUAL),
         expect(&[
             ("InternalIP", "10.0.0.5"),
             ("ExternalIP", "10.0.0.5"),
@@ -436,7 +449,7 @@ fn subnets_split_internal_and_external_addresses() {
     let vm = vm_with(&["192.168.1.9", "10.0.0.5", "10.0.0.6", "fd00::5"]);
     let n = nets(&["10.0.0.0/8", "fd00::/8"], &["192.168.0.0/16"]);
     assert_eq!(
-        pairs(&vm, &n),
+        pairs_of(&vm, &n, DUAL),
         expect(&[
             ("InternalIP", "10.0.0.5"),
             ("ExternalIP", "192.168.1.9"),
@@ -491,4 +504,310 @@ fn exclude_subnets_keep_an_ip_out_of_one_kind() {
         pairs(&vm, &n)[0],
         ("InternalIP".to_string(), "10.1.0.5".to_string())
     );
+}
+
+#[test]
+fn ip_families_pick_and_order_the_addresses() {
+    let vm = vm_with(&["10.0.0.5", "fd00::5"]);
+    let none = config::NodeNetworks::default();
+    // Upstream's default, IPv4 only: the IPv6 address is not reported.
+    assert_eq!(
+        pairs(&vm, &none),
+        expect(&[
+            ("InternalIP", "10.0.0.5"),
+            ("ExternalIP", "10.0.0.5"),
+            ("Hostname", "node-0"),
+        ])
+    );
+    assert_eq!(
+        pairs_of(&vm, &none, &[IpFamily::Ipv6]),
+        expect(&[
+            ("InternalIP", "fd00::5"),
+            ("ExternalIP", "fd00::5"),
+            ("Hostname", "node-0"),
+        ])
+    );
+    // The configured order, per family InternalIP then ExternalIP.
+    assert_eq!(
+        pairs_of(&vm, &none, &[IpFamily::Ipv6, IpFamily::Ipv4]),
+        expect(&[
+            ("InternalIP", "fd00::5"),
+            ("ExternalIP", "fd00::5"),
+            ("InternalIP", "10.0.0.5"),
+            ("ExternalIP", "10.0.0.5"),
+            ("Hostname", "node-0"),
+        ])
+    );
+    // A configured family with neither address fails (upstream DiscoverNode).
+    let v4_only = vm_with(&["10.0.0.5"]);
+    assert_eq!(node_addresses(&v4_only, &none, DUAL), None);
+    assert_eq!(node_addresses(&v4_only, &none, &[IpFamily::Ipv6]), None);
+    // Every candidate of the family excluded from both kinds: the same.
+    let all_excluded = config::NodeNetworks {
+        exclude_internal_subnets: vec![
+            crate::controllers::route::Cidr::parse("10.0.0.0/8").expect("cidr"),
+        ],
+        exclude_external_subnets: vec![
+            crate::controllers::route::Cidr::parse("10.0.0.0/8").expect("cidr"),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(
+        node_addresses(&v4_only, &all_excluded, &[IpFamily::Ipv4]),
+        None
+    );
+}
+
+fn data(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn cred(user: &str, password: &str) -> credentials::Credential {
+    credentials::Credential {
+        user: user.into(),
+        password: password.into(),
+    }
+}
+
+/// upstream credentialmanager.go `parseConfig`: both key formats, one trailing newline
+/// trimmed from the `<server>.` keys only, incomplete sets and unknown keys refused.
+#[test]
+fn secret_keys_in_both_formats() {
+    let parsed = credentials::parse(&data(&[
+        ("10.0.0.1.username", "admin\n"),
+        ("10.0.0.1.password", "pw\n\n"),
+        ("server_v6", "fd00::1"),
+        ("username_v6", "u6\n"),
+        ("password_v6", "p6"),
+    ]))
+    .expect("parse");
+    assert_eq!(parsed.get("10.0.0.1"), Some(&cred("admin", "pw\n")));
+    assert_eq!(parsed.get("fd00::1"), Some(&cred("u6\n", "p6")));
+    assert_eq!(parsed.len(), 2);
+    for (bad, why) in [
+        (
+            data(&[("server_a", "h"), ("username_a", "u")]),
+            "password_a",
+        ),
+        (
+            data(&[("username_a", "u"), ("password_a", "p")]),
+            "server_a",
+        ),
+        (data(&[("server_", "h")]), "no identifier"),
+        (
+            data(&[("h.username", "u"), ("h.password", "p"), ("other", "x")]),
+            "unknown key",
+        ),
+        (data(&[("h.username", "u")]), "missing for server h"),
+        (
+            data(&[("h.username", "u"), ("h.password", "\n")]),
+            "missing for server h",
+        ),
+    ] {
+        let e = credentials::parse(&bad).expect_err("must fail");
+        assert!(e.contains(why), "{bad:?}: {e}");
+    }
+}
+
+#[test]
+fn secret_string_data_is_read_over_data() {
+    let secret = k8s_openapi::api::core::v1::Secret {
+        data: Some(
+            [
+                (
+                    "h.username".to_owned(),
+                    k8s_openapi::ByteString(b"u".to_vec()),
+                ),
+                (
+                    "h.password".to_owned(),
+                    k8s_openapi::ByteString(b"old".to_vec()),
+                ),
+            ]
+            .into(),
+        ),
+        string_data: Some([("h.password".to_owned(), "new".to_owned())].into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        credentials::secret_data(&secret),
+        Ok(data(&[("h.username", "u"), ("h.password", "new")]))
+    );
+    let binary = k8s_openapi::api::core::v1::Secret {
+        data: Some([("h.password".to_owned(), k8s_openapi::ByteString(vec![0xff]))].into()),
+        ..Default::default()
+    };
+    assert!(credentials::secret_data(&binary).is_err());
+}
+
+/// A vCenter whose password can change: Login succeeds only with the current password and
+/// starts a new session; FindByUuid answers only the current session.
+#[derive(Clone, Default)]
+struct RotatingVcenter {
+    password: Arc<std::sync::Mutex<String>>,
+    session: Arc<std::sync::Mutex<Option<String>>>,
+    logins: Arc<AtomicUsize>,
+}
+
+impl RotatingVcenter {
+    fn rotate(&self, password: &str) {
+        *self.password.lock().expect("lock") = password.to_owned();
+        *self.session.lock().expect("lock") = None;
+    }
+}
+
+impl Respond for RotatingVcenter {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body = String::from_utf8_lossy(&req.body);
+        if body.contains("<RetrieveServiceContent") {
+            return ResponseTemplate::new(200).set_body_string(envelope(&format!(
+                "<RetrieveServiceContentResponse xmlns=\"urn:vim25\">{SERVICE_CONTENT}</RetrieveServiceContentResponse>"
+            )));
+        }
+        if body.contains("<Login ") {
+            let expected = format!(
+                "<password>{}</password>",
+                self.password.lock().expect("lock")
+            );
+            if !body.contains(&expected) {
+                return fault(
+                    "InvalidLogin",
+                    "Cannot complete login due to an incorrect user name or password.",
+                );
+            }
+            let n = self.logins.fetch_add(1, Ordering::SeqCst) + 1;
+            let cookie = format!("vmware_soap_session=\"s{n}\"");
+            *self.session.lock().expect("lock") = Some(cookie.clone());
+            return ResponseTemplate::new(200)
+                .insert_header("set-cookie", format!("{cookie}; Path=/").as_str())
+                .set_body_string(envelope(
+                    "<LoginResponse xmlns=\"urn:vim25\"><returnval/></LoginResponse>",
+                ));
+        }
+        let cookie = req
+            .headers
+            .get("cookie")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if cookie.is_none() || cookie != *self.session.lock().expect("lock") {
+            return fault("NotAuthenticated", "The session is not authenticated.");
+        }
+        find_ok("vm-1")
+    }
+}
+
+fn secret_config(server: &str) -> VsphereConfig {
+    VsphereConfig::parse(&format!(
+        "global:\n  secretName: creds\n  secretNamespace: ns\nvcenter:\n  vc:\n    server: {server}\n"
+    ))
+    .expect("config")
+}
+
+async fn serve_password(api: &MockServer, password: &str) {
+    api.reset().await;
+    Mock::given(method("GET"))
+        .and(path("/api/v1/namespaces/ns/secrets/creds"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "creds", "namespace": "ns"},
+            "stringData": {"vc.example.username": "u", "vc.example.password": password},
+        })))
+        .mount(api)
+        .await;
+}
+
+fn uuid_node() -> Node {
+    Node {
+        status: Some(k8s_openapi::api::core::v1::NodeStatus {
+            node_info: Some(k8s_openapi::api::core::v1::NodeSystemInfo {
+                system_uuid: "4221b4a2-5c3e-4f43-9a7b-0123456789ab".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// connectionmanager.go `Connect`: a login refused with InvalidLogin reads the Secret
+/// again, so a rotated password works without a restart.
+#[tokio::test]
+async fn rotated_secret_password_is_read_after_invalid_login() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let vcenter = MockServer::start().await;
+    let vc = RotatingVcenter::default();
+    vc.rotate("p1");
+    Mock::given(method("POST"))
+        .and(path("/sdk"))
+        .respond_with(vc.clone())
+        .mount(&vcenter)
+        .await;
+    let api = MockServer::start().await;
+    serve_password(&api, "p1").await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("http");
+    let (cloud, _) = Vsphere::with_http(secret_config("vc.example"), http, &vcenter.uri());
+    cloud.initialize(
+        kube::Client::try_from(kube::Config::new(api.uri().parse().expect("uri"))).expect("kube"),
+    );
+    let node = uuid_node();
+    assert!(cloud.instance_exists(&node).await.expect("p1 works"));
+    assert_eq!(vc.logins.load(Ordering::SeqCst), 1);
+
+    // The password changes in vCenter and in the Secret; the session ends.
+    vc.rotate("p2");
+    serve_password(&api, "p2").await;
+    // The client logs in again with what it had (p1): InvalidLogin, which drops the session.
+    let e = cloud.instance_exists(&node).await.expect_err("p1 refused");
+    assert!(e.to_string().contains("InvalidLogin"), "{e}");
+    // The next lookup reads the Secret again.
+    assert!(cloud.instance_exists(&node).await.expect("p2 works"));
+    assert_eq!(vc.logins.load(Ordering::SeqCst), 2);
+}
+
+/// With file credentials a refused login is not retried with anything new: nothing is
+/// dropped, and the next lookup answers the same way.
+#[tokio::test]
+async fn file_credentials_keep_the_session() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let vcenter = MockServer::start().await;
+    let vc = RotatingVcenter::default();
+    vc.rotate("p");
+    Mock::given(method("POST"))
+        .and(path("/sdk"))
+        .respond_with(vc.clone())
+        .mount(&vcenter)
+        .await;
+    let config = VsphereConfig::parse(
+        "global:\n  user: u\n  password: p\nvcenter:\n  vc:\n    server: vc.example\n",
+    )
+    .expect("config");
+    let http = reqwest::Client::builder().build().expect("http");
+    let (cloud, _) = Vsphere::with_http(config, http, &vcenter.uri());
+    assert!(cloud.instance_exists(&uuid_node()).await.expect("works"));
+    assert!(cloud.instance_exists(&uuid_node()).await.expect("works"));
+    assert_eq!(vc.logins.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn refused_credentials_are_invalid_login() {
+    let fault = |fault: &str| ClientError::Fault {
+        method: "Login".into(),
+        fault: fault.into(),
+        message: String::new(),
+    };
+    let http = |method: &str, status| ClientError::Http {
+        method: method.into(),
+        status,
+        body: String::new(),
+    };
+    assert!(fault("InvalidLogin").invalid_login());
+    assert!(http("vAPI session", 401).invalid_login());
+    assert!(!fault("NotAuthenticated").invalid_login());
+    assert!(!http("list-attached-tags", 401).invalid_login());
+    assert!(!http("vAPI session", 503).invalid_login());
 }

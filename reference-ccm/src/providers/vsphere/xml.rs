@@ -78,7 +78,7 @@ fn element_of(start: &BytesStart<'_>) -> Result<Element, XmlError> {
     })
 }
 
-fn close(stack: &mut Vec<Element>, root: &mut Option<Element>, el: Element) {
+fn close(stack: &mut [Element], root: &mut Option<Element>, el: Element) {
     match stack.last_mut() {
         Some(parent) => parent.children.push(el),
         None => *root = Some(el),
