@@ -24,6 +24,8 @@ pub const READONLY_GROUP: &str = "ccm-conformance:readonly";
 pub const ADMIN_GROUP: &str = "system:masters";
 /// The user of requests without credentials (upstream's anonymous authenticator).
 pub const ANONYMOUS_USER: &str = "system:anonymous";
+/// The group of [`ANONYMOUS_USER`].
+pub const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
 
 /// What a caller may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +34,9 @@ pub enum Role {
     Admin,
     /// get, list and watch only.
     ReadOnly,
+    /// Nothing but the public endpoints: `system:anonymous`, whom kube-apiserver's default
+    /// `--anonymous-auth=true` lets in and RBAC then refuses (403, not 401).
+    Anonymous,
 }
 
 /// An authenticated caller.
@@ -54,7 +59,11 @@ impl Identity {
     /// Whether this identity may send `method` (read-only callers get GET only, which
     /// covers the get, list and watch verbs).
     pub fn may(&self, method: &Method) -> bool {
-        self.role == Role::Admin || matches!(*method, Method::GET | Method::HEAD)
+        match self.role {
+            Role::Admin => true,
+            Role::ReadOnly => matches!(*method, Method::GET | Method::HEAD),
+            Role::Anonymous => false,
+        }
     }
 }
 
@@ -95,15 +104,15 @@ pub enum AuthError {
     MalformedHeader,
     #[error("client certificate without a readable subject")]
     UnreadableCertificate,
-    #[error("no credentials")]
-    NoCredentials,
 }
 
 impl Authenticator {
-    /// The caller of a request. `allow_anonymous` applies to plain HTTP only: client-go
-    /// and kubectl never send a bearer token to an `http://` server (client-go
-    /// tools/clientcmd/client_config.go), so there a request without credentials is the
-    /// anonymous admin unless the harness turned that off.
+    /// The caller of a request. Without credentials it is `system:anonymous` (group
+    /// `system:unauthenticated`), as kube-apiserver's anonymous authenticator makes it
+    /// (apiserver pkg/authentication/request/anonymous), with no permissions: RBAC answers
+    /// 403. `allow_anonymous` applies to plain HTTP only: client-go and kubectl never send
+    /// a bearer token to an `http://` server (client-go tools/clientcmd/client_config.go),
+    /// so there the anonymous user is an admin unless the harness turned that off.
     pub fn authenticate(
         &self,
         headers: &HeaderMap,
@@ -143,7 +152,11 @@ impl Authenticator {
         if !self.tls && allow_anonymous {
             return Ok(Identity::admin(ANONYMOUS_USER));
         }
-        Err(AuthError::NoCredentials)
+        Ok(Identity {
+            user: ANONYMOUS_USER.into(),
+            groups: vec![UNAUTHENTICATED_GROUP.into()],
+            role: Role::Anonymous,
+        })
     }
 }
 
@@ -316,12 +329,18 @@ mod tests {
     }
 
     #[test]
-    fn no_credentials_is_anonymous_only_over_plain_http() {
+    fn no_credentials_is_anonymous_and_powerless_except_over_plain_http() {
         let none = HeaderMap::new();
+        let anonymous = Identity {
+            user: ANONYMOUS_USER.into(),
+            groups: vec![UNAUTHENTICATED_GROUP.into()],
+            role: Role::Anonymous,
+        };
         assert_eq!(
             authenticator(true).authenticate(&none, None, true),
-            Err(AuthError::NoCredentials)
+            Ok(anonymous.clone())
         );
+        assert!(!anonymous.may(&Method::GET));
         assert_eq!(
             authenticator(false)
                 .authenticate(&none, None, true)
@@ -331,7 +350,7 @@ mod tests {
         );
         assert_eq!(
             authenticator(false).authenticate(&none, None, false),
-            Err(AuthError::NoCredentials)
+            Ok(anonymous)
         );
     }
 

@@ -94,10 +94,13 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
         .filter(|r| r.group == group && r.version == version)
     {
         let mut doc = resource_doc(r);
-        if r.short_names.is_empty()
-            && let Some(map) = doc.as_object_mut()
-        {
-            map.remove("shortNames");
+        if let Some(map) = doc.as_object_mut() {
+            if r.short_names.is_empty() {
+                map.remove("shortNames");
+            }
+            if !r.categories.is_empty() {
+                map.insert("categories".into(), json!(r.categories));
+            }
         }
         resources.push(doc);
         if r.status_subresource {
@@ -140,6 +143,9 @@ fn resource_discovery(r: &ResourceDesc) -> Value {
     });
     if !r.short_names.is_empty() {
         doc["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        doc["categories"] = json!(r.categories);
     }
     if r.status_subresource {
         doc["subresources"] = json!([{
@@ -223,7 +229,24 @@ mod tests {
             .filter_map(|g| g["metadata"]["name"].as_str())
             .collect();
         assert!(names.contains(&"coordination.k8s.io"));
+        assert!(names.contains(&"apps"));
+        assert!(names.contains(&"rbac.authorization.k8s.io"));
         assert!(!names.contains(&""));
+        let apps = groups["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .find(|g| g["metadata"]["name"] == "apps")
+            .expect("apps");
+        let deploy = apps["versions"][0]["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["resource"] == "deployments")
+            .expect("deployments");
+        assert_eq!(deploy["categories"], json!(["all"]));
+        assert_eq!(deploy["shortNames"], json!(["deploy"]));
+        assert_eq!(deploy["subresources"][0]["subresource"], "status");
     }
 
     #[test]
@@ -238,7 +261,24 @@ mod tests {
         assert!(names.contains(&"nodes"));
         assert!(names.contains(&"nodes/status"));
         assert!(names.contains(&"namespaces"));
+        assert!(names.contains(&"serviceaccounts"));
         assert!(resource_list("nope", "v1").is_none());
+        let pods = doc["resources"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|r| r["name"] == "pods")
+            .expect("pods");
+        assert_eq!(pods["categories"], json!(["all"]));
+        let rbac = resource_list("rbac.authorization.k8s.io", "v1").expect("rbac");
+        let crb = rbac["resources"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|r| r["name"] == "clusterrolebindings")
+            .expect("clusterrolebindings");
+        assert_eq!(crb["namespaced"], false);
+        assert!(crb.get("shortNames").is_none() && crb.get("categories").is_none());
     }
 
     #[test]

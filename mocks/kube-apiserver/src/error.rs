@@ -30,6 +30,28 @@ impl Cause {
             field: field.into(),
         }
     }
+    /// A `FieldValueInvalid` cause whose value is not a string, already rendered (upstream
+    /// prints Go values: `map[string]string{"app":"web"}`, numbers bare).
+    pub fn invalid_rendered(field: &str, rendered: &str, detail: &str) -> Cause {
+        Cause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {rendered}: {detail}"),
+            field: field.into(),
+        }
+    }
+    /// A `FieldValueNotSupported` cause (apimachinery pkg/util/validation/field
+    /// `NotSupported`).
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Cause {
+        let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                supported.join(", ")
+            ),
+            field: field.into(),
+        }
+    }
     /// A `FieldValueRequired` cause.
     pub fn required(field: &str, detail: &str) -> Cause {
         let message = if detail.is_empty() {

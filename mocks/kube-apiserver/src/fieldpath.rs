@@ -110,8 +110,12 @@ pub enum ListType {
 /// Mostly the strategic-merge table; where `+listType` differs from the patch tags
 /// (k8s.io/api core/v1/types.go) it is overridden here.
 pub fn list_type(kind: &str, fields: &[String]) -> ListType {
-    let dotted = fields.join(".");
-    match (kind, dotted.as_str()) {
+    let joined = fields.join(".");
+    let (override_kind, dotted) = match crate::patch::schema::pod_template_path(kind, &joined) {
+        Some(inner) => ("Pod", inner),
+        None => (kind, joined.as_str()),
+    };
+    match (override_kind, dotted) {
         // `+listType=map +listMapKey=port +listMapKey=protocol`.
         ("Service", "spec.ports") => return ListType::Map(&["port", "protocol"]),
         ("Pod", "spec.containers.ports" | "spec.initContainers.ports") => {

@@ -178,6 +178,8 @@ pub enum Target {
     OpenApiIndex,
     /// `/openapi/v3/<group version path>`.
     OpenApi(String),
+    /// `/openapi/v2`.
+    OpenApiV2,
     Resource(ResourcePath),
     Unknown,
 }
@@ -191,14 +193,22 @@ pub struct ResourcePath {
     pub subresource: Option<String>,
 }
 
-/// Resolve a URL path.
+/// Resolve a URL path. Segments are percent-decoded first, as Go's URL parsing does
+/// before the apiserver splits the path: the Python client sends the colon of an RBAC
+/// name such as `system:cloud-controller-manager` as `%3A`.
 pub fn classify(path: &str) -> Target {
-    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let decoded: Vec<std::borrow::Cow<'_, str>> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect();
+    let segs: Vec<&str> = decoded.iter().map(|s| s.as_ref()).collect();
     match segs.as_slice() {
         ["version"] => Target::Version,
         [h, ..] if matches!(*h, "healthz" | "readyz" | "livez") => Target::Health,
         ["api"] => Target::Api,
         ["apis"] => Target::Apis,
+        ["openapi", "v2"] => Target::OpenApiV2,
         ["openapi", "v3"] => Target::OpenApiIndex,
         ["openapi", "v3", rest @ ..] => Target::OpenApi(rest.join("/")),
         ["api", "v1"] => Target::GroupVersion(String::new(), "v1".into()),
@@ -208,6 +218,36 @@ pub fn classify(path: &str) -> Target {
         ["apis", g, v, rest @ ..] => classify_resource(g, v, rest),
         _ => Target::Unknown,
     }
+}
+
+/// `%XX` escapes decoded; a segment with a malformed escape or that does not decode to
+/// UTF-8 is kept as it is.
+fn percent_decode(segment: &str) -> std::borrow::Cow<'_, str> {
+    if !segment.contains('%') {
+        return segment.into();
+    }
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b'%', _, _) => return segment.into(),
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_or_else(|_| segment.into(), Into::into)
 }
 
 fn classify_resource(group: &str, version: &str, rest: &[&str]) -> Target {
@@ -569,6 +609,22 @@ async fn handle(state: AppState, req: Request) -> Result<Response, ApiError> {
         Target::GroupVersion(g, v) => get_only(discovery::resource_list(&g, &v)),
         Target::OpenApiIndex => get_only(Some(openapi::index())),
         Target::OpenApi(path) => get_only(openapi::group_version_doc(&path)),
+        Target::OpenApiV2 => {
+            if parts.method != Method::GET {
+                return Err(ApiError::MethodNotAllowed);
+            }
+            let wants_protobuf = accept(&parts.headers).is_some_and(openapi::v2_wants_protobuf);
+            Ok(if wants_protobuf {
+                (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, openapi::V2_PROTOBUF)],
+                    openapi::v2_protobuf(),
+                )
+                    .into_response()
+            } else {
+                json_response(StatusCode::OK, &openapi::v2_json())
+            })
+        }
         Target::Unknown => Err(ApiError::UnknownPath),
         Target::Resource(rp) => {
             let params = Params::parse(&parts.uri)?;
@@ -1279,6 +1335,11 @@ mod tests {
         assert!(all_events.namespace.is_none() && all_events.name.is_none());
         assert_eq!(classify("/api/v1/events/x"), Target::Unknown);
         assert_eq!(classify("/api/v1/widgets"), Target::Unknown);
+        let role = resource("/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Accm");
+        assert_eq!(role.name.as_deref(), Some("system:ccm"));
+        assert_eq!(percent_decode("a%zz"), "a%zz");
+        assert_eq!(percent_decode("a%"), "a%");
+        assert_eq!(percent_decode("%ff"), "%ff");
         // Parsed as a (non-existent) subresource of namespace x; answered with 404.
         assert_eq!(
             resource("/api/v1/namespaces/x/nodes")

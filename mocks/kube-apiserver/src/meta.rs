@@ -159,6 +159,8 @@ pub fn validate_name(name: &str, rule: NameRule) -> Vec<Cause> {
                 ));
             }
         }
+        // Only the path-segment rule checked above.
+        NameRule::PathSegment => {}
         NameRule::Label1035 => {
             if !is_label_1123(name) || !name.as_bytes()[0].is_ascii_lowercase() {
                 causes.push(Cause::invalid(
@@ -189,6 +191,9 @@ mod tests {
         assert!(!validate_name("1svc", NameRule::Label1035).is_empty());
         assert!(validate_name("svc-1", NameRule::Label1035).is_empty());
         assert!(!validate_name("", NameRule::Label1035).is_empty());
+        assert!(validate_name("system:cloud-controller-manager", NameRule::PathSegment).is_empty());
+        assert!(!validate_name("a/b", NameRule::PathSegment).is_empty());
+        assert!(!validate_name("..", NameRule::PathSegment).is_empty());
     }
 
     #[test]

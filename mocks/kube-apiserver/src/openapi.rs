@@ -414,6 +414,24 @@ static TYPES: &[TypeDef] = &[
             ),
             ("tolerations", "[]object", "Tolerated taints."),
             ("volumes", "[]object", "Volumes the containers may mount."),
+            (
+                "affinity",
+                "object",
+                "Scheduling constraints on nodes and pods.",
+            ),
+            ("dnsPolicy", "string", "How the pod resolves names."),
+            (
+                "imagePullSecrets",
+                "[]core.v1.LocalObjectReference",
+                "Secrets used to pull the images.",
+            ),
+            ("priorityClassName", "string", "Priority class of the pod."),
+            ("securityContext", "object", "Pod-wide security settings."),
+            (
+                "terminationGracePeriodSeconds",
+                "integer",
+                "Seconds the pod gets to stop gracefully.",
+            ),
         ],
     ),
     ty(
@@ -788,6 +806,376 @@ static TYPES: &[TypeDef] = &[
             ("protocol", "string", "TCP, UDP or SCTP."),
         ],
     ),
+    kind(
+        "core.v1.ServiceAccount",
+        ("", "v1", "ServiceAccount"),
+        "An identity for processes that run in pods.",
+        &[
+            (
+                "automountServiceAccountToken",
+                "boolean",
+                "Whether pods get an API token mounted by default.",
+            ),
+            (
+                "imagePullSecrets",
+                "[]core.v1.LocalObjectReference",
+                "Secrets pods of this account use to pull images.",
+            ),
+            META,
+            (
+                "secrets",
+                "[]core.v1.ObjectReference",
+                "Legacy list of secrets the account may use.",
+            ),
+        ],
+    ),
+    ty(
+        "core.v1.LocalObjectReference",
+        "A reference to an object in the same namespace.",
+        &[("name", "string", "Name of the referent.")],
+    ),
+    ty(
+        "core.v1.PodTemplateSpec",
+        "The pods a workload creates.",
+        &[
+            META,
+            ("spec", "core.v1.PodSpec", "Desired behaviour of the pods."),
+        ],
+    ),
+    kind(
+        "rbac.v1.Role",
+        ("rbac.authorization.k8s.io", "v1", "Role"),
+        "Namespaced permissions, granted by a RoleBinding.",
+        &[
+            META,
+            ("rules", "[]rbac.v1.PolicyRule", "What the role allows."),
+        ],
+    ),
+    kind(
+        "rbac.v1.ClusterRole",
+        ("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+        "Cluster-wide permissions, granted by a binding.",
+        &[
+            (
+                "aggregationRule",
+                "rbac.v1.AggregationRule",
+                "Selects other cluster roles whose rules are merged into this one.",
+            ),
+            META,
+            ("rules", "[]rbac.v1.PolicyRule", "What the role allows."),
+        ],
+    ),
+    ty(
+        "rbac.v1.PolicyRule",
+        "One permission: verbs on resources or on non-resource URLs.",
+        &[
+            (
+                "apiGroups",
+                "[]string",
+                "API groups of the resources; \"\" is core.",
+            ),
+            (
+                "nonResourceURLs",
+                "[]string",
+                "URL paths such as /healthz (cluster roles only).",
+            ),
+            (
+                "resourceNames",
+                "[]string",
+                "Names the rule is limited to; empty means all.",
+            ),
+            (
+                "resources",
+                "[]string",
+                "Resources, e.g. nodes or nodes/status.",
+            ),
+            ("verbs", "[]string", "Allowed verbs; * means all."),
+        ],
+    ),
+    ty(
+        "rbac.v1.AggregationRule",
+        "How a cluster role collects the rules of others.",
+        &[(
+            "clusterRoleSelectors",
+            "[]meta.v1.LabelSelector",
+            "Label selectors of the cluster roles to merge.",
+        )],
+    ),
+    kind(
+        "rbac.v1.RoleBinding",
+        ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+        "Grants a role to subjects in one namespace.",
+        &[
+            META,
+            ("roleRef", "rbac.v1.RoleRef", "The role granted; immutable."),
+            (
+                "subjects",
+                "[]rbac.v1.Subject",
+                "Who the role is granted to.",
+            ),
+        ],
+    ),
+    kind(
+        "rbac.v1.ClusterRoleBinding",
+        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+        "Grants a cluster role to subjects cluster-wide.",
+        &[
+            META,
+            (
+                "roleRef",
+                "rbac.v1.RoleRef",
+                "The cluster role granted; immutable.",
+            ),
+            (
+                "subjects",
+                "[]rbac.v1.Subject",
+                "Who the role is granted to.",
+            ),
+        ],
+    ),
+    ty(
+        "rbac.v1.RoleRef",
+        "The role a binding grants.",
+        &[
+            ("apiGroup", "string", "API group of the role."),
+            ("kind", "string", "Role or ClusterRole."),
+            ("name", "string", "Name of the role."),
+        ],
+    ),
+    ty(
+        "rbac.v1.Subject",
+        "A user, group or service account.",
+        &[
+            (
+                "apiGroup",
+                "string",
+                "API group of the subject kind; \"\" for service accounts.",
+            ),
+            ("kind", "string", "User, Group or ServiceAccount."),
+            ("name", "string", "Name of the subject."),
+            (
+                "namespace",
+                "string",
+                "Namespace of a service account subject.",
+            ),
+        ],
+    ),
+    kind(
+        "apps.v1.Deployment",
+        ("apps", "v1", "Deployment"),
+        "Declarative updates for a set of identical pods.",
+        &[
+            META,
+            (
+                "spec",
+                "apps.v1.DeploymentSpec",
+                "Desired behaviour of the deployment.",
+            ),
+            (
+                "status",
+                "apps.v1.DeploymentStatus",
+                "Most recently observed status of the deployment.",
+            ),
+        ],
+    ),
+    ty(
+        "apps.v1.DeploymentSpec",
+        "Desired behaviour of a deployment.",
+        &[
+            (
+                "minReadySeconds",
+                "integer",
+                "Seconds a new pod must be ready to count as available.",
+            ),
+            ("paused", "boolean", "Whether rollouts are paused."),
+            (
+                "progressDeadlineSeconds",
+                "integer",
+                "Seconds before a stalled rollout is reported.",
+            ),
+            ("replicas", "integer", "Desired number of pods (default 1)."),
+            (
+                "revisionHistoryLimit",
+                "integer",
+                "Old replica sets kept for rollback (default 10).",
+            ),
+            (
+                "selector",
+                "meta.v1.LabelSelector",
+                "Selects the pods; must match the template's labels; immutable.",
+            ),
+            (
+                "strategy",
+                "apps.v1.DeploymentStrategy",
+                "How pods are replaced.",
+            ),
+            ("template", "core.v1.PodTemplateSpec", "The pods to run."),
+        ],
+    ),
+    ty(
+        "apps.v1.DeploymentStrategy",
+        "How a deployment replaces pods.",
+        &[
+            (
+                "rollingUpdate",
+                "object",
+                "maxUnavailable and maxSurge of a rolling update.",
+            ),
+            ("type", "string", "RollingUpdate (default) or Recreate."),
+        ],
+    ),
+    ty(
+        "apps.v1.DeploymentStatus",
+        "Observed state of a deployment.",
+        &[
+            ("availableReplicas", "integer", "Pods available to serve."),
+            ("collisionCount", "integer", "Hash collisions of templates."),
+            (
+                "conditions",
+                "[]object",
+                "Current conditions of the deployment.",
+            ),
+            (
+                "observedGeneration",
+                "integer",
+                "Generation the controller last acted on.",
+            ),
+            ("readyReplicas", "integer", "Pods that are ready."),
+            ("replicas", "integer", "Pods targeted by the deployment."),
+            ("terminatingReplicas", "integer", "Pods being terminated."),
+            (
+                "unavailableReplicas",
+                "integer",
+                "Pods still needed for full availability.",
+            ),
+            (
+                "updatedReplicas",
+                "integer",
+                "Pods running the latest template.",
+            ),
+        ],
+    ),
+    kind(
+        "apps.v1.DaemonSet",
+        ("apps", "v1", "DaemonSet"),
+        "Runs one pod on each selected node.",
+        &[
+            META,
+            (
+                "spec",
+                "apps.v1.DaemonSetSpec",
+                "Desired behaviour of the daemon set.",
+            ),
+            (
+                "status",
+                "apps.v1.DaemonSetStatus",
+                "Most recently observed status of the daemon set.",
+            ),
+        ],
+    ),
+    ty(
+        "apps.v1.DaemonSetSpec",
+        "Desired behaviour of a daemon set.",
+        &[
+            (
+                "minReadySeconds",
+                "integer",
+                "Seconds a new pod must be ready to count as available.",
+            ),
+            (
+                "revisionHistoryLimit",
+                "integer",
+                "Old revisions kept for rollback (default 10).",
+            ),
+            (
+                "selector",
+                "meta.v1.LabelSelector",
+                "Selects the pods; must match the template's labels; immutable.",
+            ),
+            (
+                "template",
+                "core.v1.PodTemplateSpec",
+                "The pod to run on each node.",
+            ),
+            (
+                "updateStrategy",
+                "apps.v1.DaemonSetUpdateStrategy",
+                "How pods are replaced.",
+            ),
+        ],
+    ),
+    ty(
+        "apps.v1.DaemonSetUpdateStrategy",
+        "How a daemon set replaces pods.",
+        &[
+            (
+                "rollingUpdate",
+                "object",
+                "maxUnavailable and maxSurge of a rolling update.",
+            ),
+            ("type", "string", "RollingUpdate (default) or OnDelete."),
+        ],
+    ),
+    ty(
+        "apps.v1.DaemonSetStatus",
+        "Observed state of a daemon set.",
+        &[
+            ("collisionCount", "integer", "Hash collisions of templates."),
+            (
+                "conditions",
+                "[]object",
+                "Current conditions of the daemon set.",
+            ),
+            (
+                "currentNumberScheduled",
+                "integer",
+                "Nodes running at least one daemon pod that should.",
+            ),
+            (
+                "desiredNumberScheduled",
+                "integer",
+                "Nodes that should run the daemon pod.",
+            ),
+            (
+                "numberAvailable",
+                "integer",
+                "Nodes whose daemon pod is available.",
+            ),
+            (
+                "numberMisscheduled",
+                "integer",
+                "Nodes running the daemon pod that should not.",
+            ),
+            ("numberReady", "integer", "Nodes whose daemon pod is ready."),
+            (
+                "numberUnavailable",
+                "integer",
+                "Nodes whose daemon pod is not yet available.",
+            ),
+            (
+                "observedGeneration",
+                "integer",
+                "Generation the controller last acted on.",
+            ),
+            (
+                "updatedNumberScheduled",
+                "integer",
+                "Nodes running the latest template.",
+            ),
+        ],
+    ),
+    ty(
+        "meta.v1.LabelSelector",
+        "A label query; the requirements are ANDed.",
+        &[
+            (
+                "matchExpressions",
+                "[]object",
+                "Requirements with In, NotIn, Exists or DoesNotExist.",
+            ),
+            ("matchLabels", "map", "Labels that must be equal."),
+        ],
+    ),
     ty(
         "meta.v1.ObjectMeta",
         "Metadata every persisted object has.",
@@ -1031,10 +1419,12 @@ fn paths_for(desc: &ResourceDesc) -> Vec<(String, Value)> {
     };
     let id = |verb: &str| {
         let ns = if desc.namespaced { "Namespaced" } else { "" };
+        // Upstream's operation ids: `rbac.authorization.k8s.io` -> `RbacAuthorization`.
         let group = if desc.group.is_empty() {
             "Core".to_string()
         } else {
-            desc.group.split('.').next().unwrap_or("").to_string()
+            let trimmed = desc.group.trim_end_matches(".k8s.io");
+            trimmed.split('.').map(capitalize).collect()
         };
         format!("{verb}{group}{}{ns}{}", capitalize(desc.version), desc.kind)
     };
@@ -1144,6 +1534,60 @@ pub fn group_version_doc(path: &str) -> Option<Value> {
     }))
 }
 
+/// The media type of a protobuf `/openapi/v2` answer. Clients ask for it also spelled
+/// `...spec.v2@v1.0+protobuf` (client-go discovery `openAPIV2mimePb`), which Go's
+/// `mime` parser rejects in a response, so upstream answers with this spelling
+/// (kube-openapi pkg/handler/handler.go).
+pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// Whether an `Accept` header prefers protobuf over JSON for `/openapi/v2`: the first
+/// listed range of either kind wins.
+pub fn v2_wants_protobuf(accept: &str) -> bool {
+    for range in accept.split(',') {
+        let essence = range.split(';').next().unwrap_or("").trim();
+        if essence.contains("com.github.proto-openapi.spec.v2") {
+            return true;
+        }
+        if matches!(essence, "application/json" | "application/*" | "*/*") {
+            return false;
+        }
+    }
+    false
+}
+
+/// `GET /openapi/v2` as JSON: a valid Swagger 2.0 document without definitions.
+///
+/// Why it exists: kubectl validates a `kind: List` manifest on the client, and only
+/// against OpenAPI v2 (kubectl pkg/validation/validation.go; cli-runtime's v3
+/// field-validation check never supports `v1/List`). Without a v2 document, `kubectl
+/// apply -f` of a List fails; with one that defines no kinds, kubectl skips the
+/// client-side check of each item and sends it with `fieldValidation=Strict`, so the
+/// server validates it as it does any other object. Schemas are served in v3 only.
+pub fn v2_json() -> Value {
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
+        "paths": {},
+    })
+}
+
+/// [`v2_json`] encoded as the gnostic `openapi_v2.Document` message (gnostic-models
+/// openapiv2/OpenAPIv2.proto: swagger = 1, info = 2 {title = 1, version = 2},
+/// paths = 8), as kubectl requests it.
+pub fn v2_protobuf() -> Vec<u8> {
+    fn field(num: u8, payload: &[u8]) -> Vec<u8> {
+        // Every payload here is shorter than 128 bytes: a one-byte length.
+        let len = u8::try_from(payload.len()).unwrap_or(u8::MAX);
+        [&[(num << 3) | 2, len][..], payload].concat()
+    }
+    let info = [
+        field(1, b"Kubernetes"),
+        field(2, crate::discovery::GIT_VERSION.as_bytes()),
+    ]
+    .concat();
+    [field(1, b"2.0"), field(2, &info), field(8, b"")].concat()
+}
+
 /// A short stable content hash (FNV-1a), for the `hash` query of the index URLs
 /// (client-go caches documents by it).
 fn content_hash(doc: &Value) -> String {
@@ -1249,23 +1693,47 @@ pub fn type_error(desc: &ResourceDesc, obj: &Value) -> Option<String> {
             continue;
         };
         let wrong = match *spec {
-            "string" if !v.is_string() => Some((v, "string")),
-            "boolean" if !v.is_boolean() => Some((v, "bool")),
-            "integer" if !(v.is_i64() || v.is_u64()) => Some((v, "int32")),
+            "string" if !v.is_string() => Some((v, "string".to_string())),
+            "boolean" if !v.is_boolean() => Some((v, "bool".to_string())),
+            "integer" if !(v.is_i64() || v.is_u64()) => Some((v, "int32".to_string())),
             "map" => match v.as_object() {
-                None => Some((v, "map[string]string")),
+                None => Some((v, "map[string]string".to_string())),
                 Some(m) => m
                     .values()
                     .find(|x| !x.is_string() && !x.is_null())
-                    .map(|x| (x, "string")),
+                    .map(|x| (x, "string".to_string())),
             },
+            list if list.starts_with("[]") && !v.is_array() => Some((v, go_type(list))),
+            named if type_def(named).is_some() && !v.is_object() => Some((v, go_type(named))),
             _ => None,
         };
         if let Some((v, go)) = wrong {
-            return Some(mismatch(name, v, go));
+            return Some(mismatch(name, v, &go));
         }
     }
     None
+}
+
+/// The Go type a type spec decodes into, as encoding/json names it in errors: `string`,
+/// `[]v1.PolicyRule`, `v1.DeploymentSpec`.
+fn go_type(spec: &str) -> String {
+    if let Some(item) = spec.strip_prefix("[]") {
+        return format!("[]{}", go_type(item));
+    }
+    match spec {
+        "string" | "time" => "string".into(),
+        "boolean" => "bool".into(),
+        "integer" => "int32".into(),
+        "map" => "map[string]string".into(),
+        "object" => "interface {}".into(),
+        // `<group>.<version>.<Type>`: Go prints the package (the version) and the type.
+        named => {
+            let mut parts = named.rsplit('.');
+            let ty = parts.next().unwrap_or(named);
+            let version = parts.next().unwrap_or("v1");
+            format!("{version}.{ty}")
+        }
+    }
 }
 
 /// Remove the fields [`unknown_fields`] reports, as upstream's typed decoding
@@ -1350,6 +1818,105 @@ mod tests {
                 .is_object()
         );
         assert!(doc["paths"]["/api/v1/namespaces/{namespace}/services/{name}/status"].is_object());
+    }
+
+    #[test]
+    fn new_kinds_are_documented_with_exact_top_level_fields() {
+        let top = |group: &str, plural: &str| -> Vec<&'static str> {
+            let desc = lookup(group, "v1", plural).expect("resource");
+            kind_def(desc)
+                .expect("schema")
+                .fields
+                .iter()
+                .map(|f| f.0)
+                .collect()
+        };
+        let rbac = "rbac.authorization.k8s.io";
+        assert_eq!(
+            top("", "serviceaccounts"),
+            [
+                "automountServiceAccountToken",
+                "imagePullSecrets",
+                "metadata",
+                "secrets"
+            ]
+        );
+        assert_eq!(top(rbac, "roles"), ["metadata", "rules"]);
+        assert_eq!(
+            top(rbac, "clusterroles"),
+            ["aggregationRule", "metadata", "rules"]
+        );
+        assert_eq!(
+            top(rbac, "rolebindings"),
+            ["metadata", "roleRef", "subjects"]
+        );
+        assert_eq!(
+            top(rbac, "clusterrolebindings"),
+            ["metadata", "roleRef", "subjects"]
+        );
+        assert_eq!(top("apps", "deployments"), ["metadata", "spec", "status"]);
+        assert_eq!(top("apps", "daemonsets"), ["metadata", "spec", "status"]);
+
+        let doc = group_version_doc("apis/apps/v1").expect("apps doc");
+        let patch =
+            &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"]["kind"],
+            "Deployment"
+        );
+        assert!(
+            doc["paths"]["/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}/status"]
+                .is_object()
+        );
+        assert!(doc["components"]["schemas"]["io.k8s.api.apps.v1.DeploymentSpec"].is_object());
+        assert!(doc["components"]["schemas"]["io.k8s.api.core.v1.PodTemplateSpec"].is_object());
+        let rbac_doc = group_version_doc("apis/rbac.authorization.k8s.io/v1").expect("rbac doc");
+        assert!(
+            rbac_doc["paths"]["/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}"].is_object()
+        );
+        assert!(rbac_doc["components"]["schemas"]["io.k8s.api.rbac.v1.PolicyRule"].is_object());
+        assert!(index()["paths"]["apis/apps/v1"].is_object());
+    }
+
+    #[test]
+    fn v2_document_is_valid_and_empty() {
+        let pb = v2_protobuf();
+        assert_eq!(&pb[..5], b"\x0a\x032.0");
+        assert_eq!(&pb[pb.len() - 2..], b"\x42\x00");
+        assert_eq!(v2_json()["swagger"], "2.0");
+        assert!(v2_wants_protobuf(
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+        ));
+        assert!(v2_wants_protobuf(
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf, application/json"
+        ));
+        assert!(!v2_wants_protobuf(
+            "application/json, application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+        ));
+        assert!(!v2_wants_protobuf(""));
+    }
+
+    #[test]
+    fn type_errors_name_go_types() {
+        let deploy = lookup("apps", "v1", "deployments").expect("deployments");
+        assert_eq!(
+            type_error(deploy, &json!({"spec": "x"})).as_deref(),
+            Some(
+                "json: cannot unmarshal string into Go struct field Deployment.spec of type v1.DeploymentSpec"
+            )
+        );
+        let roles =
+            lookup("rbac.authorization.k8s.io", "v1", "clusterroles").expect("clusterroles");
+        assert_eq!(
+            type_error(roles, &json!({"rules": {}})).as_deref(),
+            Some(
+                "json: cannot unmarshal object into Go struct field ClusterRole.rules of type []v1.PolicyRule"
+            )
+        );
+        assert_eq!(
+            type_error(roles, &json!({"rules": [], "aggregationRule": null})),
+            None
+        );
     }
 
     #[test]

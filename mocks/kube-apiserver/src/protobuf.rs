@@ -3,9 +3,10 @@
 //!
 //! Go CCMs built on client-go send their writes as protobuf by default (cloud-provider
 //! `--kube-api-content-type`), so an unmodified upstream CCM needs the server to read
-//! them. Only the types a CCM writes are decoded — nodes, services, core/v1 and
-//! events.k8s.io/v1 events, leases, endpointslices — plus `DeleteOptions`; anything else
-//! is a 415. Responses stay JSON, which client-go accepts.
+//! them; and kubectl's typed `create` subcommands (`create namespace`, `create secret`,
+//! `create deployment`...) send protobuf too. Every served kind is decoded except Pods
+//! (their status is not transcribed), plus `DeleteOptions`; a Pod body is a 415.
+//! Responses stay JSON, which client-go accepts.
 //!
 //! Wire format (apimachinery pkg/runtime/serializer/protobuf/protobuf.go): the 4-byte
 //! prefix `k8s\0`, then a `runtime.Unknown` message (typeMeta, raw, contentEncoding,
@@ -38,6 +39,8 @@ enum Kind {
     /// `bytes` as base64 (Go's JSON encoding of `[]byte`).
     Bytes,
     Msg(&'static [Field]),
+    /// A Go struct embedded with `json:",inline"`: its fields land in the parent object.
+    Inline(&'static [Field]),
     /// `map<string, V>`.
     Map(&'static Kind),
     /// metav1.Time: `{seconds, nanos}` as RFC 3339 to the second.
@@ -87,6 +90,11 @@ const fn rep(num: u64, json: &'static str, kind: Kind) -> Field {
 use Kind::{
     Bool, Bytes, FieldsV1, Int, IntOrString, Map as MapOf, MicroTime, Msg, Quantity, Str, Time,
 };
+
+/// Pod templates, apps/v1 workloads, Namespace, Secret and ConfigMap: too many messages
+/// to write by hand, so generated (tools/protobuf_tables.py).
+#[rustfmt::skip]
+mod workloads;
 
 // --- meta.k8s.io/v1 (apimachinery pkg/apis/meta/v1/generated.proto) ---
 const OWNER_REFERENCE: &[Field] = &[
@@ -378,6 +386,61 @@ const ENDPOINT_SLICE: &[Field] = &[
     rep(3, "ports", Msg(ENDPOINT_PORT)),
 ];
 
+// --- core/v1 ServiceAccount ---
+const LOCAL_OBJECT_REFERENCE: &[Field] = &[f(1, "name", Str)];
+const SERVICE_ACCOUNT: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)),
+    rep(2, "secrets", Msg(OBJECT_REFERENCE)),
+    rep(3, "imagePullSecrets", Msg(LOCAL_OBJECT_REFERENCE)),
+    keep(4, "automountServiceAccountToken", Bool),
+];
+
+// --- meta.k8s.io/v1 LabelSelector, then rbac.authorization.k8s.io/v1 (k8s.io/api
+// rbac/v1/generated.proto) ---
+const LABEL_SELECTOR_REQUIREMENT: &[Field] = &[
+    keep(1, "key", Str),
+    keep(2, "operator", Str),
+    rep(3, "values", Str),
+];
+const LABEL_SELECTOR: &[Field] = &[
+    f(1, "matchLabels", MapOf(&Str)),
+    rep(2, "matchExpressions", Msg(LABEL_SELECTOR_REQUIREMENT)),
+];
+const POLICY_RULE: &[Field] = &[
+    rep(1, "verbs", Str),
+    rep(2, "apiGroups", Str),
+    rep(3, "resources", Str),
+    rep(4, "resourceNames", Str),
+    rep(5, "nonResourceURLs", Str),
+];
+const AGGREGATION_RULE: &[Field] = &[rep(1, "clusterRoleSelectors", Msg(LABEL_SELECTOR))];
+const ROLE: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)),
+    rep(2, "rules", Msg(POLICY_RULE)),
+];
+const CLUSTER_ROLE: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)),
+    rep(2, "rules", Msg(POLICY_RULE)),
+    f(3, "aggregationRule", Msg(AGGREGATION_RULE)),
+];
+// RoleRef's fields are not omitempty in JSON, so they are kept when empty.
+const ROLE_REF: &[Field] = &[
+    keep(1, "apiGroup", Str),
+    keep(2, "kind", Str),
+    keep(3, "name", Str),
+];
+const SUBJECT: &[Field] = &[
+    keep(1, "kind", Str),
+    f(2, "apiGroup", Str),
+    keep(3, "name", Str),
+    f(4, "namespace", Str),
+];
+const BINDING: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)),
+    rep(2, "subjects", Msg(SUBJECT)),
+    f(3, "roleRef", Msg(ROLE_REF)),
+];
+
 // --- runtime.Unknown (apimachinery pkg/runtime/generated.proto) ---
 const TYPE_META: &[Field] = &[f(1, "apiVersion", Str), f(2, "kind", Str)];
 const UNKNOWN: &[Field] = &[
@@ -396,6 +459,15 @@ fn schema_for(desc: &ResourceDesc) -> Option<&'static [Field]> {
         ("events.k8s.io", "Event") => EVENTS_V1_EVENT,
         ("coordination.k8s.io", "Lease") => LEASE,
         ("discovery.k8s.io", "EndpointSlice") => ENDPOINT_SLICE,
+        ("", "ServiceAccount") => SERVICE_ACCOUNT,
+        ("rbac.authorization.k8s.io", "Role") => ROLE,
+        ("rbac.authorization.k8s.io", "ClusterRole") => CLUSTER_ROLE,
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => BINDING,
+        ("", "Namespace") => workloads::NAMESPACE,
+        ("", "Secret") => workloads::SECRET,
+        ("", "ConfigMap") => workloads::CONFIG_MAP,
+        ("apps", "Deployment") => workloads::DEPLOYMENT,
+        ("apps", "DaemonSet") => workloads::DAEMON_SET,
         _ => return None,
     })
 }
@@ -411,8 +483,7 @@ pub fn decode_object(desc: &ResourceDesc, body: &[u8]) -> Result<Value, ApiError
     let schema = schema_for(desc).ok_or_else(|| {
         ApiError::UnsupportedMediaType(format!(
             "the body of the request was in an unknown format - accepted media types include: \
-             application/json (protobuf is accepted for nodes, services, events, leases and \
-             endpointslices, not {})",
+             application/json (protobuf is accepted for every kind served but pods, not {})",
             desc.plural
         ))
     })?;
@@ -537,6 +608,25 @@ fn decode_message(buf: &[u8], schema: &[Field]) -> Result<Map<String, Value>, De
         let Some(field) = schema.iter().find(|f| f.num == key >> 3) else {
             continue;
         };
+        if let (Kind::Inline(inner), Wire::Bytes(b)) = (field.kind, &wire) {
+            out.extend(decode_message(b, inner)?);
+            continue;
+        }
+        // Repeated scalars may arrive packed (one length-delimited run of varints).
+        if let (true, Kind::Int | Kind::Bool, Wire::Bytes(b)) = (field.repeated, field.kind, &wire)
+        {
+            let mut packed = Reader { buf: b };
+            let items = out
+                .entry(field.json)
+                .or_insert_with(|| Value::Array(Vec::new()));
+            while !packed.buf.is_empty() {
+                let value = decode_value(field.kind, Wire::Varint(packed.varint()?))?;
+                if let Value::Array(items) = items {
+                    items.push(value);
+                }
+            }
+            continue;
+        }
         let value = decode_value(field.kind, wire)?;
         if field.repeated {
             match out
@@ -600,7 +690,9 @@ fn decode_value(kind: Kind, wire: Wire<'_>) -> Result<Value, DecodeError> {
             use base64::Engine;
             Value::String(base64::engine::general_purpose::STANDARD.encode(bytes(wire)?))
         }
-        Kind::Msg(schema) => Value::Object(decode_message(bytes(wire)?, schema)?),
+        Kind::Msg(schema) | Kind::Inline(schema) => {
+            Value::Object(decode_message(bytes(wire)?, schema)?)
+        }
         Kind::Map(value_kind) => {
             let entry = decode_map_entry(bytes(wire)?, *value_kind)?;
             Value::Object(entry)
@@ -652,7 +744,8 @@ fn decode_map_entry(buf: &[u8], value_kind: Kind) -> Result<Map<String, Value>, 
     let value_field = [keep(2, "value", value_kind)];
     let mut entry = decode_message(buf, &value_field)?;
     let value = entry.remove("value").unwrap_or_else(|| match value_kind {
-        Kind::Str => json!(""),
+        // An empty string, or empty bytes (base64 of nothing).
+        Kind::Str | Kind::Bytes => json!(""),
         _ => Value::Null,
     });
     let mut out = Map::new();
@@ -785,9 +878,9 @@ mod tests {
 
     #[test]
     fn unsupported_types_are_415_and_garbage_is_400() {
-        let cm = lookup("", "v1", "configmaps").expect("configmaps");
+        let pods = lookup("", "v1", "pods").expect("pods");
         assert_eq!(
-            decode_object(cm, &envelope("v1", "ConfigMap", b"")).map_err(|e| e.code()),
+            decode_object(pods, &envelope("v1", "Pod", b"")).map_err(|e| e.code()),
             Err(415)
         );
         let nodes = lookup("", "v1", "nodes").expect("nodes");

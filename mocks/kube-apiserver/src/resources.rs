@@ -17,6 +17,10 @@ pub enum NameRule {
     Label,
     /// RFC 1035 label (services).
     Label1035,
+    /// Any path segment: not `.` or `..`, no `/` or `%` (RBAC names such as
+    /// `system:cloud-controller-manager`; kubernetes pkg/apis/rbac/validation
+    /// `ValidateRBACName`).
+    PathSegment,
 }
 
 /// A selectable field: its selector name, where it lives in the object, and the value
@@ -52,6 +56,9 @@ pub struct ResourceDesc {
     pub namespaced: bool,
     pub status_subresource: bool,
     pub short_names: &'static [&'static str],
+    /// Discovery categories (`all` makes `kubectl get all` list the resource; kubernetes
+    /// pkg/registry/*/storage `Categories()`).
+    pub categories: &'static [&'static str],
     /// Per-type selectable fields, beyond `metadata.name`/`metadata.namespace`.
     pub fields: &'static [SelectableField],
     /// Whether PUT without `metadata.resourceVersion` is accepted (the strategy's
@@ -159,6 +166,28 @@ const SERVICE_FIELDS: &[SelectableField] = &[
 const SECRET_FIELDS: &[SelectableField] = &[field("type", "/type", "")];
 const NAMESPACE_FIELDS: &[SelectableField] = &[field("status.phase", "/status/phase", "")];
 
+/// The common case, for the struct-update syntax of the table entries below: a namespaced
+/// core/v1 resource with no status subresource, no extra selectable fields, unconditional
+/// updates allowed, no create-on-update, subdomain names and a Status answer to DELETE.
+const BASE: ResourceDesc = ResourceDesc {
+    group: "",
+    version: "v1",
+    plural: "",
+    singular: "",
+    kind: "",
+    namespaced: true,
+    status_subresource: false,
+    short_names: &[],
+    categories: &[],
+    fields: &[],
+    allow_unconditional_update: true,
+    allow_create_on_update: false,
+    name_rule: NameRule::Subdomain,
+    delete_returns_object: false,
+};
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+
 /// Every resource served. Unconditional-update and create-on-update flags follow each
 /// upstream strategy (e.g. kubernetes pkg/registry/coordination/lease/strategy.go:
 /// unconditional update false, create on update true).
@@ -172,6 +201,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: false,
         status_subresource: false,
         short_names: &["ns"],
+        categories: &[],
         fields: NAMESPACE_FIELDS,
         allow_unconditional_update: true,
         allow_create_on_update: false,
@@ -187,6 +217,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: false,
         status_subresource: true,
         short_names: &["no"],
+        categories: &[],
         fields: NODE_FIELDS,
         allow_unconditional_update: true,
         allow_create_on_update: false,
@@ -202,6 +233,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: true,
         status_subresource: false,
         short_names: &["ev"],
+        categories: &[],
         fields: EVENT_FIELDS,
         allow_unconditional_update: true,
         allow_create_on_update: true,
@@ -217,6 +249,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: true,
         status_subresource: false,
         short_names: &["cm"],
+        categories: &[],
         fields: &[],
         allow_unconditional_update: true,
         allow_create_on_update: false,
@@ -232,6 +265,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: true,
         status_subresource: false,
         short_names: &[],
+        categories: &[],
         fields: SECRET_FIELDS,
         allow_unconditional_update: true,
         allow_create_on_update: false,
@@ -247,6 +281,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: true,
         status_subresource: true,
         short_names: &["svc"],
+        categories: &["all"],
         fields: SERVICE_FIELDS,
         allow_unconditional_update: true,
         allow_create_on_update: true,
@@ -262,6 +297,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: true,
         status_subresource: true,
         short_names: &["po"],
+        categories: &["all"],
         fields: POD_FIELDS,
         allow_unconditional_update: true,
         allow_create_on_update: false,
@@ -277,6 +313,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: true,
         status_subresource: false,
         short_names: &[],
+        categories: &[],
         fields: &[],
         allow_unconditional_update: false,
         allow_create_on_update: true,
@@ -292,6 +329,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: true,
         status_subresource: false,
         short_names: &["ev"],
+        categories: &[],
         fields: &[],
         allow_unconditional_update: true,
         allow_create_on_update: true,
@@ -307,11 +345,83 @@ pub static RESOURCES: &[ResourceDesc] = &[
         namespaced: true,
         status_subresource: false,
         short_names: &[],
+        categories: &[],
         fields: &[],
         allow_unconditional_update: true,
         allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
+    },
+    // kubernetes pkg/registry/core/serviceaccount: `ReturnDeletedObject`, short name sa.
+    ResourceDesc {
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        short_names: &["sa"],
+        delete_returns_object: true,
+        ..BASE
+    },
+    // kubernetes pkg/registry/rbac/*: create on update allowed, names are path segments,
+    // no short names or categories, DELETE answers with a Status.
+    ResourceDesc {
+        group: RBAC,
+        plural: "roles",
+        singular: "role",
+        kind: "Role",
+        allow_create_on_update: true,
+        name_rule: NameRule::PathSegment,
+        ..BASE
+    },
+    ResourceDesc {
+        group: RBAC,
+        plural: "clusterroles",
+        singular: "clusterrole",
+        kind: "ClusterRole",
+        namespaced: false,
+        allow_create_on_update: true,
+        name_rule: NameRule::PathSegment,
+        ..BASE
+    },
+    ResourceDesc {
+        group: RBAC,
+        plural: "rolebindings",
+        singular: "rolebinding",
+        kind: "RoleBinding",
+        allow_create_on_update: true,
+        name_rule: NameRule::PathSegment,
+        ..BASE
+    },
+    ResourceDesc {
+        group: RBAC,
+        plural: "clusterrolebindings",
+        singular: "clusterrolebinding",
+        kind: "ClusterRoleBinding",
+        namespaced: false,
+        allow_create_on_update: true,
+        name_rule: NameRule::PathSegment,
+        ..BASE
+    },
+    // kubernetes pkg/registry/apps/{deployment,daemonset}: status subresource, category
+    // all, no create on update.
+    ResourceDesc {
+        group: "apps",
+        plural: "deployments",
+        singular: "deployment",
+        kind: "Deployment",
+        status_subresource: true,
+        short_names: &["deploy"],
+        categories: &["all"],
+        ..BASE
+    },
+    ResourceDesc {
+        group: "apps",
+        plural: "daemonsets",
+        singular: "daemonset",
+        kind: "DaemonSet",
+        status_subresource: true,
+        short_names: &["ds"],
+        categories: &["all"],
+        ..BASE
     },
 ];
 

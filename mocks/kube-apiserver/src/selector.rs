@@ -101,6 +101,64 @@ impl LabelSelector {
     }
 }
 
+/// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`) as a selector, as
+/// apimachinery pkg/apis/meta/v1/helpers.go `LabelSelectorAsSelector` builds it: an
+/// absent selector selects nothing (`Ok(None)`), an empty one everything. Keys and values
+/// are not re-validated here.
+pub fn from_label_selector(
+    selector: Option<&serde_json::Value>,
+) -> Result<Option<LabelSelector>, SelectorError> {
+    use serde_json::Value;
+    let Some(sel) = selector.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let text = |v: &Value| v.as_str().map(str::to_string);
+    let mut requirements = Vec::new();
+    if let Some(labels) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (key, value) in labels {
+            requirements.push(Requirement {
+                key: key.clone(),
+                op: LabelOp::Equals,
+                values: vec![text(value).unwrap_or_default()],
+            });
+        }
+    }
+    let expressions = sel.get("matchExpressions").and_then(Value::as_array);
+    for expr in expressions.map(Vec::as_slice).unwrap_or(&[]) {
+        let key = expr.get("key").and_then(text).unwrap_or_default();
+        let mut values: Vec<String> = expr
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|vs| vs.iter().filter_map(text).collect())
+            .unwrap_or_default();
+        values.sort();
+        values.dedup();
+        let operator = expr.get("operator").and_then(text).unwrap_or_default();
+        let op = match operator.as_str() {
+            "In" => LabelOp::In,
+            "NotIn" => LabelOp::NotIn,
+            "Exists" => LabelOp::Exists,
+            "DoesNotExist" => LabelOp::DoesNotExist,
+            other => {
+                return Err(SelectorError(format!(
+                    "{other:?} is not a valid label selector operator"
+                )));
+            }
+        };
+        let needs_values = matches!(op, LabelOp::In | LabelOp::NotIn);
+        if needs_values == values.is_empty() {
+            return Err(SelectorError(if needs_values {
+                "for 'in', 'notin' operators, values set can't be empty".into()
+            } else {
+                "values set must be empty for exists and does not exist".into()
+            }));
+        }
+        requirements.push(Requirement { key, op, values });
+    }
+    requirements.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(Some(LabelSelector { requirements }))
+}
+
 /// Canonical text (apimachinery pkg/labels/selector.go `Requirement.String`): parsing it
 /// gives the same requirement back.
 impl fmt::Display for Requirement {

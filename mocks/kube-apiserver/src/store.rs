@@ -514,6 +514,10 @@ impl Store {
         }
         set_meta(&mut obj, "name", Some(json!(name)));
         strategy::prepare_create(desc, &mut obj);
+        let causes = strategy::validate_create(desc, &obj);
+        if !causes.is_empty() {
+            return Err(invalid(desc, &name, causes));
+        }
         set_meta(
             &mut obj,
             "uid",
@@ -739,6 +743,7 @@ impl Store {
             let value = old.get("metadata").and_then(|m| m.get(field)).cloned();
             set_meta(&mut new, field, value);
         }
+        strategy::update_generation(desc, sub, &old, &mut new);
         set_meta(&mut new, "selfLink", None);
 
         let deleting = meta_nonempty(&old, "deletionTimestamp").is_some();

@@ -4,10 +4,12 @@
 //! real clients notice live here: status subresource isolation, create-time
 //! defaults, and immutable fields.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::error::Cause;
-use crate::resources::ResourceDesc;
+use crate::meta::set_meta;
+use crate::resources::{NameRule, ResourceDesc};
+use crate::selector::{LabelSelector, from_label_selector};
 
 /// Which endpoint a write came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +40,134 @@ pub fn prepare_create(desc: &ResourceDesc, obj: &mut Value) {
         // kubernetes pkg/registry/core/pod/strategy.go PrepareForCreate resets status.
         ("", "Pod") => {
             map.insert("status".into(), json!({"phase": "Pending"}));
+        }
+        // kubernetes pkg/registry/apps/deployment/strategy.go PrepareForCreate: an empty
+        // status (every field omitempty) and generation 1.
+        ("apps", "Deployment") => {
+            map.insert("status".into(), json!({}));
+        }
+        // kubernetes pkg/registry/apps/daemonset/strategy.go PrepareForCreate: an empty
+        // status, whose four counters are not omitempty, and generation 1.
+        ("apps", "DaemonSet") => {
+            map.insert(
+                "status".into(),
+                json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                       "desiredNumberScheduled": 0, "numberReady": 0}),
+            );
+        }
+        _ => {}
+    }
+    if tracks_generation(desc) {
+        set_meta(obj, "generation", Some(json!(1)));
+    }
+    apply_defaults(desc, obj);
+}
+
+/// Kinds whose strategy sets `metadata.generation` (1 on create, +1 per spec change);
+/// the others leave it unset.
+fn tracks_generation(desc: &ResourceDesc) -> bool {
+    desc.group == "apps"
+}
+
+/// Insert `value` at `key` when it is absent or null.
+fn default_field(map: &mut Map<String, Value>, key: &str, value: Value) {
+    if map.get(key).is_none_or(Value::is_null) {
+        map.insert(key.into(), value);
+    }
+}
+
+/// Set a string field left at Go's zero value (absent, null or "") to `value`.
+fn default_string(map: &mut Map<String, Value>, key: &str, value: &str) {
+    if map
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        map.insert(key.into(), json!(value));
+    }
+}
+
+/// The object at `key`, created (or replacing a null) when absent; None when it holds
+/// something else, which validation or the type check reports.
+fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+    default_field(map, key, json!({}));
+    map.get_mut(key).and_then(Value::as_object_mut)
+}
+
+/// The defaults a client can observe, applied on every write as upstream's decoder does:
+/// kubernetes pkg/apis/apps/v1/defaults.go (`SetDefaults_Deployment`,
+/// `SetDefaults_DaemonSet`), pkg/apis/rbac/v1/defaults.go (`roleRef.apiGroup` and
+/// subjects' `apiGroup`), a Secret's `type` (pkg/apis/core/v1/defaults.go), and the
+/// service-account strategy's `cleanSecretReferences`
+/// (pkg/registry/core/serviceaccount/strategy.go). Pod template defaults are left out.
+fn apply_defaults(desc: &ResourceDesc, obj: &mut Value) {
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    match (desc.group, desc.kind) {
+        ("apps", "Deployment") => {
+            let Some(spec) = child(map, "spec") else {
+                return;
+            };
+            default_field(spec, "replicas", json!(1));
+            default_field(spec, "revisionHistoryLimit", json!(10));
+            default_field(spec, "progressDeadlineSeconds", json!(600));
+            let Some(strategy) = child(spec, "strategy") else {
+                return;
+            };
+            default_field(strategy, "type", json!("RollingUpdate"));
+            if strategy.get("type") == Some(&json!("RollingUpdate"))
+                && let Some(rolling) = child(strategy, "rollingUpdate")
+            {
+                default_field(rolling, "maxUnavailable", json!("25%"));
+                default_field(rolling, "maxSurge", json!("25%"));
+            }
+        }
+        ("apps", "DaemonSet") => {
+            let Some(spec) = child(map, "spec") else {
+                return;
+            };
+            default_field(spec, "revisionHistoryLimit", json!(10));
+            let Some(strategy) = child(spec, "updateStrategy") else {
+                return;
+            };
+            default_field(strategy, "type", json!("RollingUpdate"));
+            if strategy.get("type") == Some(&json!("RollingUpdate"))
+                && let Some(rolling) = child(strategy, "rollingUpdate")
+            {
+                default_field(rolling, "maxUnavailable", json!(1));
+                default_field(rolling, "maxSurge", json!(0));
+            }
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            if let Some(role_ref) = map.get_mut("roleRef").and_then(Value::as_object_mut) {
+                default_string(role_ref, "apiGroup", desc.group);
+            }
+            let subjects = map.get_mut("subjects").and_then(Value::as_array_mut);
+            for subject in subjects
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object_mut)
+            {
+                let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
+                if matches!(kind, "User" | "Group") {
+                    default_string(subject, "apiGroup", desc.group);
+                }
+            }
+        }
+        // kubernetes pkg/apis/core/v1/defaults.go `SetDefaults_Secret`.
+        ("", "Secret") => default_string(map, "type", "Opaque"),
+        ("", "ServiceAccount") => {
+            // Secret references keep only their name.
+            let secrets = map.get_mut("secrets").and_then(Value::as_array_mut);
+            for secret in secrets.into_iter().flatten() {
+                if let Some(name) = secret.get("name").cloned() {
+                    *secret = json!({"name": name});
+                } else if secret.is_object() {
+                    *secret = json!({});
+                }
+            }
         }
         _ => {}
     }
@@ -110,8 +240,13 @@ fn default_service_spec(map: &mut serde_json::Map<String, Value>) {
 /// Status isolation on update (kubernetes pkg/registry/core/{node,service}/strategy.go):
 /// the main resource cannot change status, `/status` cannot change spec; metadata
 /// changes through `/status` are kept.
+///
+/// Deployments also keep their labels through `/status` (kubernetes
+/// pkg/registry/apps/deployment/strategy.go `deploymentStatusStrategy`). Defaults are
+/// applied again, as upstream decodes every write with them.
 pub fn prepare_update(desc: &ResourceDesc, sub: Subresource, old: &Value, new: &mut Value) {
     fold_string_data(desc, new);
+    apply_defaults(desc, new);
     if !desc.status_subresource {
         return;
     }
@@ -119,6 +254,10 @@ pub fn prepare_update(desc: &ResourceDesc, sub: Subresource, old: &Value, new: &
         Subresource::Main => "status",
         Subresource::Status => "spec",
     };
+    if sub == Subresource::Status && (desc.group, desc.kind) == ("apps", "Deployment") {
+        let labels = old.pointer("/metadata/labels").cloned();
+        set_meta(new, "labels", labels);
+    }
     let Some(map) = new.as_object_mut() else {
         return;
     };
@@ -129,6 +268,31 @@ pub fn prepare_update(desc: &ResourceDesc, sub: Subresource, old: &Value, new: &
         None => {
             map.remove(reset);
         }
+    }
+}
+
+/// Generation on update, after the store has copied the old one: +1 when a write to
+/// the main resource changes the spec (kubernetes pkg/registry/apps/daemonset/strategy.go
+/// `PrepareForUpdate`) or, for Deployments, the spec or the annotations
+/// (pkg/registry/apps/deployment/strategy.go). Missing, null and empty annotations are
+/// equal, as upstream's semantic equality treats nil and empty maps.
+pub fn update_generation(desc: &ResourceDesc, sub: Subresource, old: &Value, new: &mut Value) {
+    if sub != Subresource::Main || !tracks_generation(desc) {
+        return;
+    }
+    let annotations = |v: &Value| {
+        v.pointer("/metadata/annotations")
+            .filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
+            .cloned()
+    };
+    let changed = old.get("spec") != new.get("spec")
+        || (desc.kind == "Deployment" && annotations(old) != annotations(new));
+    if changed {
+        let generation = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        set_meta(new, "generation", Some(json!(generation + 1)));
     }
 }
 
@@ -226,9 +390,249 @@ pub fn patch_allocated_values(desc: &ResourceDesc, old: &Value, new: &mut Value)
     }
 }
 
-/// Kind-specific update validation; returns the causes of a 422.
-pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cause> {
+/// Kind-specific validation of a new object; returns the causes of a 422.
+pub fn validate_create(desc: &ResourceDesc, obj: &Value) -> Vec<Cause> {
+    validate_object(desc, obj)
+}
+
+/// The rules a client most often runs into, with upstream's paths and wording:
+/// workload selectors and templates (kubernetes pkg/apis/apps/validation
+/// `ValidateDeploymentSpec`, `ValidateDaemonSetSpec`), policy rules, role references and
+/// subjects (pkg/apis/rbac/validation). Pod specs are not validated beyond having
+/// containers.
+fn validate_object(desc: &ResourceDesc, obj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
+    match (desc.group, desc.kind) {
+        ("apps", "Deployment" | "DaemonSet") => validate_workload(desc, obj, &mut causes),
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => {
+            let rules = obj.get("rules").and_then(Value::as_array);
+            for (i, rule) in rules.into_iter().flatten().enumerate() {
+                validate_rule(rule, desc.namespaced, &format!("rules[{i}]"), &mut causes);
+            }
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            validate_binding(desc, obj, &mut causes);
+        }
+        _ => {}
+    }
+    causes
+}
+
+fn list_len(v: &Value, key: &str) -> usize {
+    v.get(key).and_then(Value::as_array).map_or(0, Vec::len)
+}
+
+fn rendered(v: Option<&Value>) -> String {
+    v.map_or_else(|| "null".into(), Value::to_string)
+}
+
+fn validate_workload(desc: &ResourceDesc, obj: &Value, causes: &mut Vec<Cause>) {
+    let lower = desc.kind.to_ascii_lowercase();
+    let selector_value = obj.pointer("/spec/selector").filter(|v| !v.is_null());
+    if desc.kind == "Deployment" && selector_value.is_none() {
+        causes.push(Cause::required("spec.selector", ""));
+    }
+    if let Some(sel) = selector_value {
+        let terms = list_len(sel, "matchExpressions")
+            + sel
+                .get("matchLabels")
+                .and_then(Value::as_object)
+                .map_or(0, Map::len);
+        if terms == 0 {
+            causes.push(Cause::invalid_rendered(
+                "spec.selector",
+                &sel.to_string(),
+                &format!("empty selector is invalid for {lower}"),
+            ));
+        }
+    }
+    match from_label_selector(selector_value) {
+        Err(e) => causes.push(Cause::invalid_rendered(
+            "spec.selector",
+            &rendered(selector_value),
+            &format!("invalid label selector: {}", e.0),
+        )),
+        // An empty selector is reported above; an absent one matches nothing.
+        Ok(selector) => {
+            let labels = obj.pointer("/spec/template/metadata/labels");
+            let set: std::collections::BTreeMap<String, String> = labels
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let matches = selector.is_some_and(|s: LabelSelector| s.is_empty() || s.matches(&set));
+            if !matches {
+                causes.push(Cause::invalid_rendered(
+                    "spec.template.metadata.labels",
+                    &rendered(labels),
+                    "`selector` does not match template `labels`",
+                ));
+            }
+        }
+    }
+    if obj
+        .pointer("/spec/template/spec/containers")
+        .map_or(0, |c| c.as_array().map_or(0, Vec::len))
+        == 0
+    {
+        causes.push(Cause::required("spec.template.spec.containers", ""));
+    }
+}
+
+fn validate_rule(rule: &Value, namespaced: bool, path: &str, causes: &mut Vec<Cause>) {
+    if list_len(rule, "verbs") == 0 {
+        causes.push(Cause::required(
+            &format!("{path}.verbs"),
+            "verbs must contain at least one value",
+        ));
+    }
+    if list_len(rule, "nonResourceURLs") > 0 {
+        let urls = rendered(rule.get("nonResourceURLs"));
+        if namespaced {
+            causes.push(Cause::invalid_rendered(
+                &format!("{path}.nonResourceURLs"),
+                &urls,
+                "namespaced rules cannot apply to non-resource URLs",
+            ));
+        }
+        if ["apiGroups", "resources", "resourceNames"]
+            .iter()
+            .any(|k| list_len(rule, k) > 0)
+        {
+            causes.push(Cause::invalid_rendered(
+                &format!("{path}.nonResourceURLs"),
+                &urls,
+                "rules cannot apply to both regular resources and non-resource URLs",
+            ));
+        }
+        return;
+    }
+    if list_len(rule, "apiGroups") == 0 {
+        causes.push(Cause::required(
+            &format!("{path}.apiGroups"),
+            "resource rules must supply at least one api group",
+        ));
+    }
+    if list_len(rule, "resources") == 0 {
+        causes.push(Cause::required(
+            &format!("{path}.resources"),
+            "resource rules must supply at least one resource",
+        ));
+    }
+}
+
+fn validate_binding(desc: &ResourceDesc, obj: &Value, causes: &mut Vec<Cause>) {
+    let text = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let group = text(obj, "/roleRef/apiGroup");
+    if group != desc.group {
+        causes.push(Cause::not_supported(
+            "roleRef.apiGroup",
+            &group,
+            &[desc.group],
+        ));
+    }
+    let kind = text(obj, "/roleRef/kind");
+    let kinds: &[&str] = if desc.namespaced {
+        &["Role", "ClusterRole"]
+    } else {
+        &["ClusterRole"]
+    };
+    if !kinds.contains(&kind.as_str()) {
+        causes.push(Cause::not_supported("roleRef.kind", &kind, kinds));
+    }
+    let name = text(obj, "/roleRef/name");
+    if name.is_empty() {
+        causes.push(Cause::required("roleRef.name", ""));
+    } else {
+        causes.extend(
+            crate::meta::validate_name(&name, NameRule::PathSegment)
+                .into_iter()
+                .map(|c| Cause {
+                    field: "roleRef.name".into(),
+                    ..c
+                }),
+        );
+    }
+    let subjects = obj.get("subjects").and_then(Value::as_array);
+    for (i, subject) in subjects.into_iter().flatten().enumerate() {
+        let path = |f: &str| format!("subjects[{i}].{f}");
+        let name = text(subject, "/name");
+        let group = text(subject, "/apiGroup");
+        if name.is_empty() {
+            causes.push(Cause::required(&path("name"), ""));
+        }
+        match text(subject, "/kind").as_str() {
+            "ServiceAccount" => {
+                if !name.is_empty() {
+                    causes.extend(
+                        crate::meta::validate_name(&name, NameRule::Subdomain)
+                            .into_iter()
+                            .map(|c| Cause {
+                                field: path("name"),
+                                ..c
+                            }),
+                    );
+                }
+                if !group.is_empty() {
+                    causes.push(Cause::not_supported(&path("apiGroup"), &group, &[""]));
+                }
+                if !desc.namespaced && text(subject, "/namespace").is_empty() {
+                    causes.push(Cause::required(&path("namespace"), ""));
+                }
+            }
+            "User" | "Group" => {
+                if group != desc.group {
+                    causes.push(Cause::not_supported(
+                        &path("apiGroup"),
+                        &group,
+                        &[desc.group],
+                    ));
+                }
+            }
+            other => causes.push(Cause::not_supported(
+                &path("kind"),
+                other,
+                &["ServiceAccount", "User", "Group"],
+            )),
+        }
+    }
+}
+
+/// Kind-specific update validation; returns the causes of a 422. Includes the checks of
+/// [`validate_create`], as upstream's `ValidateXUpdate` does.
+pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cause> {
+    let mut causes = validate_object(desc, new);
+    match (desc.group, desc.kind) {
+        // kubernetes pkg/apis/rbac/validation `ValidateRoleBindingUpdate`.
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding")
+            if old.get("roleRef") != new.get("roleRef") =>
+        {
+            causes.push(Cause::invalid_rendered(
+                "roleRef",
+                &rendered(new.get("roleRef")),
+                "cannot change roleRef",
+            ));
+        }
+        // kubernetes pkg/apis/apps/validation: the selector is immutable in apps/v1.
+        ("apps", "Deployment" | "DaemonSet")
+            if old.pointer("/spec/selector") != new.pointer("/spec/selector") =>
+        {
+            causes.push(Cause::invalid_rendered(
+                "spec.selector",
+                &rendered(new.pointer("/spec/selector")),
+                "field is immutable",
+            ));
+        }
+        _ => {}
+    }
     if desc.group.is_empty() && desc.kind == "Node" {
         // kubernetes pkg/apis/core/validation/validation.go ValidateNodeUpdate:
         // providerID may only go from "" to a value.
@@ -285,18 +689,223 @@ mod tests {
             obj,
             json!({
                 "metadata": {"name": "s"},
-                "data": {"a": "bmV3", "keep": "eA==", "host.username": "dXNlcg=="}
+                "data": {"a": "bmV3", "keep": "eA==", "host.username": "dXNlcg=="},
+                "type": "Opaque"
             })
         );
         // Updates too; without `data` it is created.
-        let mut new = json!({"metadata": {"name": "s"}, "stringData": {"k": ""}});
+        let mut new = json!({"metadata": {"name": "s"}, "stringData": {"k": ""}, "type": "x"});
         prepare_update(secrets, Subresource::Main, &obj, &mut new);
-        assert_eq!(new, json!({"metadata": {"name": "s"}, "data": {"k": ""}}));
+        assert_eq!(
+            new,
+            json!({"metadata": {"name": "s"}, "data": {"k": ""}, "type": "x"})
+        );
         // Other kinds keep a field of that name.
         let maps = lookup("", "v1", "configmaps").expect("configmaps");
         let mut cm = json!({"stringData": {"k": "v"}});
         prepare_create(maps, &mut cm);
         assert_eq!(cm, json!({"stringData": {"k": "v"}}));
+    }
+
+    #[test]
+    fn workload_defaults_generation_and_status() {
+        let deploy = lookup("apps", "v1", "deployments").expect("deployments");
+        let mut obj = json!({
+            "metadata": {"name": "d"},
+            "spec": {"selector": {"matchLabels": {"app": "d"}},
+                     "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c"}]}},
+                     "strategy": {}},
+            "status": {"replicas": 9},
+        });
+        prepare_create(deploy, &mut obj);
+        assert_eq!(obj["metadata"]["generation"], 1);
+        assert_eq!(obj["status"], json!({}));
+        assert_eq!(obj["spec"]["replicas"], 1);
+        assert_eq!(obj["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(obj["spec"]["progressDeadlineSeconds"], 600);
+        assert_eq!(
+            obj["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        assert!(validate_create(deploy, &obj).is_empty());
+
+        // A Recreate strategy gets no rolling-update parameters.
+        let mut recreate = json!({"spec": {"strategy": {"type": "Recreate"}, "replicas": 0}});
+        prepare_create(deploy, &mut recreate);
+        assert_eq!(recreate["spec"]["strategy"], json!({"type": "Recreate"}));
+        assert_eq!(recreate["spec"]["replicas"], 0);
+
+        // Spec and annotation changes bump the generation; label and status changes do not.
+        let mut same = obj.clone();
+        same["metadata"]["labels"] = json!({"x": "y"});
+        update_generation(deploy, Subresource::Main, &obj, &mut same);
+        assert_eq!(same["metadata"]["generation"], 1);
+        let mut annotated = obj.clone();
+        annotated["metadata"]["annotations"] = json!({});
+        update_generation(deploy, Subresource::Main, &obj, &mut annotated);
+        assert_eq!(annotated["metadata"]["generation"], 1);
+        annotated["metadata"]["annotations"] = json!({"a": "b"});
+        update_generation(deploy, Subresource::Main, &obj, &mut annotated);
+        assert_eq!(annotated["metadata"]["generation"], 2);
+        let mut scaled = obj.clone();
+        scaled["spec"]["replicas"] = json!(3);
+        update_generation(deploy, Subresource::Status, &obj, &mut scaled);
+        assert_eq!(scaled["metadata"]["generation"], 1);
+        update_generation(deploy, Subresource::Main, &obj, &mut scaled);
+        assert_eq!(scaled["metadata"]["generation"], 2);
+
+        // /status keeps spec and labels; the main resource keeps status.
+        let mut status = obj.clone();
+        status["spec"]["replicas"] = json!(5);
+        status["metadata"]["labels"] = json!({"new": "label"});
+        status["status"] = json!({"readyReplicas": 1});
+        prepare_update(deploy, Subresource::Status, &obj, &mut status);
+        assert_eq!(status["spec"]["replicas"], 1);
+        assert_eq!(status["metadata"].get("labels"), None);
+        assert_eq!(status["status"]["readyReplicas"], 1);
+        let mut main = obj.clone();
+        main["status"] = json!({"readyReplicas": 1});
+        prepare_update(deploy, Subresource::Main, &obj, &mut main);
+        assert_eq!(main["status"], json!({}));
+
+        let ds = lookup("apps", "v1", "daemonsets").expect("daemonsets");
+        let mut obj = json!({"spec": {}});
+        prepare_create(ds, &mut obj);
+        assert_eq!(
+            obj["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+        );
+        assert_eq!(obj["status"]["numberReady"], 0);
+        assert_eq!(obj["metadata"]["generation"], 1);
+        let mut annotated = obj.clone();
+        annotated["metadata"]["annotations"] = json!({"a": "b"});
+        update_generation(ds, Subresource::Main, &obj, &mut annotated);
+        assert_eq!(annotated["metadata"]["generation"], 1);
+    }
+
+    #[test]
+    fn workload_validation() {
+        let deploy = lookup("apps", "v1", "deployments").expect("deployments");
+        let fields =
+            |causes: Vec<Cause>| -> Vec<String> { causes.into_iter().map(|c| c.field).collect() };
+        assert_eq!(
+            fields(validate_create(deploy, &json!({"spec": {}}))),
+            [
+                "spec.selector",
+                "spec.template.metadata.labels",
+                "spec.template.spec.containers"
+            ]
+        );
+        let mismatch = json!({"spec": {"selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "b"}}, "spec": {"containers": [{}]}}}});
+        let causes = validate_create(deploy, &mismatch);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(
+            causes[0].message,
+            r#"Invalid value: {"app":"b"}: `selector` does not match template `labels`"#
+        );
+        let empty = json!({"spec": {"selector": {}, "template": {"spec": {"containers": [{}]}}}});
+        assert_eq!(fields(validate_create(deploy, &empty)), ["spec.selector"]);
+        let bad_op = json!({"spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Is"}]},
+            "template": {"spec": {"containers": [{}]}}}});
+        assert_eq!(fields(validate_create(deploy, &bad_op)), ["spec.selector"]);
+
+        // The selector is immutable.
+        let ok = json!({"spec": {"selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+            "template": {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{}]}}}});
+        assert!(validate_create(deploy, &ok).is_empty());
+        let mut moved = ok.clone();
+        moved["spec"]["selector"] = json!({"matchLabels": {"app": "x"}});
+        let causes = validate_update(deploy, &ok, &moved);
+        assert_eq!(causes.len(), 1);
+        assert!(
+            causes[0].message.ends_with("field is immutable"),
+            "{causes:?}"
+        );
+
+        // A DaemonSet without a selector matches no template.
+        let ds = lookup("apps", "v1", "daemonsets").expect("daemonsets");
+        assert_eq!(
+            fields(validate_create(
+                ds,
+                &json!({"spec": {"template": {"spec": {"containers": [{}]}}}})
+            )),
+            ["spec.template.metadata.labels"]
+        );
+    }
+
+    #[test]
+    fn rbac_defaults_and_validation() {
+        let rbac = "rbac.authorization.k8s.io";
+        let crb = lookup(rbac, "v1", "clusterrolebindings").expect("crb");
+        let mut obj = json!({
+            "roleRef": {"kind": "ClusterRole", "name": "system:ccm"},
+            "subjects": [{"kind": "ServiceAccount", "name": "ccm", "namespace": "kube-system"},
+                         {"kind": "User", "name": "u"}],
+        });
+        prepare_create(crb, &mut obj);
+        assert_eq!(obj["roleRef"]["apiGroup"], rbac);
+        assert_eq!(obj["subjects"][0].get("apiGroup"), None);
+        assert_eq!(obj["subjects"][1]["apiGroup"], rbac);
+        assert!(validate_create(crb, &obj).is_empty());
+        assert!(obj["metadata"].get("generation").is_none());
+
+        let bad = json!({"roleRef": {"apiGroup": rbac, "kind": "Role", "name": ""},
+                         "subjects": [{"kind": "ServiceAccount", "name": "Bad_Name"}, {"kind": "Robot", "name": "r"}]});
+        let causes = validate_create(crb, &bad);
+        let summary: Vec<(&str, &str)> = causes
+            .iter()
+            .map(|c| (c.field.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("roleRef.kind", "FieldValueNotSupported"),
+                ("roleRef.name", "FieldValueRequired"),
+                ("subjects[0].name", "FieldValueInvalid"),
+                ("subjects[0].namespace", "FieldValueRequired"),
+                ("subjects[1].kind", "FieldValueNotSupported"),
+            ]
+        );
+        assert_eq!(
+            causes[0].message,
+            r#"Unsupported value: "Role": supported values: "ClusterRole""#
+        );
+        // A RoleBinding may name a Role, and its service accounts need no namespace.
+        let rb = lookup(rbac, "v1", "rolebindings").expect("rb");
+        let mut ok = json!({"roleRef": {"kind": "Role", "name": "extension-apiserver-authentication-reader"},
+                            "subjects": [{"kind": "ServiceAccount", "name": "ccm"}]});
+        prepare_create(rb, &mut ok);
+        assert!(validate_create(rb, &ok).is_empty());
+        let mut changed = ok.clone();
+        changed["roleRef"]["name"] = json!("other");
+        assert_eq!(validate_update(rb, &ok, &changed).len(), 1);
+
+        let cr = lookup(rbac, "v1", "clusterroles").expect("cr");
+        let rules = json!({"rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["nodes"]},
+                                     {"verbs": [], "nonResourceURLs": ["/healthz"]},
+                                     {"verbs": ["get"]}]});
+        let fields: Vec<String> = validate_create(cr, &rules)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(
+            fields,
+            ["rules[1].verbs", "rules[2].apiGroups", "rules[2].resources"]
+        );
+        let role = lookup(rbac, "v1", "roles").expect("roles");
+        let urls = json!({"rules": [{"verbs": ["get"], "nonResourceURLs": ["/x"]}]});
+        assert_eq!(validate_create(role, &urls).len(), 1);
+        assert!(validate_create(cr, &urls).is_empty());
+    }
+
+    #[test]
+    fn service_account_secret_references_keep_only_names() {
+        let sa = lookup("", "v1", "serviceaccounts").expect("serviceaccounts");
+        let mut obj = json!({"secrets": [{"name": "s", "namespace": "x", "uid": "u"}]});
+        prepare_create(sa, &mut obj);
+        assert_eq!(obj["secrets"], json!([{"name": "s"}]));
+        assert!(obj.get("metadata").is_none());
     }
 
     #[test]

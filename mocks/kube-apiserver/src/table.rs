@@ -157,6 +157,45 @@ const ENDPOINTSLICE_COLUMNS: &[Column] = &[
     col("Endpoints", "First endpoint addresses."),
     AGE,
 ];
+const CONTAINERS: Column = wide("Containers", "Names of the containers in the pod template.");
+const IMAGES: Column = wide("Images", "Images of the containers in the pod template.");
+const SELECTOR: Column = wide("Selector", "Label selector of the pods it manages.");
+// Service accounts print only Name and Age since the Secrets column was dropped upstream.
+const SERVICE_ACCOUNT_COLUMNS: &[Column] = &[NAME, AGE];
+const DEPLOYMENT_COLUMNS: &[Column] = &[
+    NAME,
+    col("Ready", "Ready replicas out of desired replicas."),
+    col("Up-to-date", "Replicas running the latest template."),
+    col("Available", "Replicas available to serve."),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+const DAEMONSET_COLUMNS: &[Column] = &[
+    NAME,
+    int("Desired", "Nodes that should run the daemon pod."),
+    int("Current", "Nodes running at least one daemon pod."),
+    int("Ready", "Nodes whose daemon pod is ready."),
+    int("Up-to-date", "Nodes running the latest template."),
+    int("Available", "Nodes whose daemon pod is available."),
+    col("Node Selector", "Labels a node must have to run the pod."),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+const BINDING_COLUMNS: &[Column] = &[
+    NAME,
+    col("Role", "Kind and name of the role granted."),
+    AGE,
+    wide("Users", "Users the binding names."),
+    wide("Groups", "Groups the binding names."),
+    wide(
+        "ServiceAccounts",
+        "Service accounts the binding names, as namespace/name.",
+    ),
+];
 // apiserver pkg/registry/rest/table.go default convertor: Name and Created At.
 const DEFAULT_COLUMNS: &[Column] = &[
     NAME,
@@ -177,6 +216,11 @@ fn columns(desc: &ResourceDesc) -> &'static [Column] {
         ("", "ConfigMap") => CONFIGMAP_COLUMNS,
         ("", "Secret") => SECRET_COLUMNS,
         ("discovery.k8s.io", "EndpointSlice") => ENDPOINTSLICE_COLUMNS,
+        ("", "ServiceAccount") => SERVICE_ACCOUNT_COLUMNS,
+        ("apps", "Deployment") => DEPLOYMENT_COLUMNS,
+        ("apps", "DaemonSet") => DAEMONSET_COLUMNS,
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => BINDING_COLUMNS,
+        // Role and ClusterRole have no printer upstream.
         _ => DEFAULT_COLUMNS,
     }
 }
@@ -203,6 +247,12 @@ fn cells(desc: &ResourceDesc, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
         }
         ("", "Secret") => vec![name, json!(s(obj, "/type")), json!(len(obj, "/data")), age],
         ("discovery.k8s.io", "EndpointSlice") => endpointslice_cells(obj, name, age),
+        ("", "ServiceAccount") => vec![name, age],
+        ("apps", "Deployment") => deployment_cells(obj, name, age),
+        ("apps", "DaemonSet") => daemonset_cells(obj, name, age),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            binding_cells(obj, name, age)
+        }
         _ => vec![name, json!(s(obj, "/metadata/creationTimestamp"))],
     }
 }
@@ -580,6 +630,116 @@ fn endpointslice_cells(obj: &Value, name: Value, age: Value) -> Vec<Value> {
     ]
 }
 
+/// A number at `pointer`, 0 when absent.
+fn num(obj: &Value, pointer: &str) -> i64 {
+    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// upstream `layoutContainerCells`: container names and images, comma-joined.
+fn container_cells(obj: &Value) -> (Value, Value) {
+    let containers = arr(obj, "/spec/template/spec/containers");
+    let join = |field: &str| {
+        let parts: Vec<&str> = containers.iter().map(|c| s(c, field)).collect();
+        json!(parts.join(","))
+    };
+    (join("/name"), join("/image"))
+}
+
+/// The canonical text of the `spec.selector` label selector (upstream
+/// `LabelSelectorAsSelector(..).String()`), or `None` when it does not parse.
+fn selector_text(obj: &Value) -> Option<String> {
+    crate::selector::from_label_selector(obj.pointer("/spec/selector"))
+        .ok()
+        .map(|sel| sel.map(|s| s.to_string()).unwrap_or_default())
+}
+
+fn deployment_cells(obj: &Value, name: Value, age: Value) -> Vec<Value> {
+    // printDeployment: READY is ready/desired; the selector as text, `<invalid>` when broken.
+    let (containers, images) = container_cells(obj);
+    vec![
+        name,
+        json!(format!(
+            "{}/{}",
+            num(obj, "/status/readyReplicas"),
+            num(obj, "/spec/replicas")
+        )),
+        json!(num(obj, "/status/updatedReplicas")),
+        json!(num(obj, "/status/availableReplicas")),
+        age,
+        containers,
+        images,
+        json!(selector_text(obj).unwrap_or_else(|| "<invalid>".into())),
+    ]
+}
+
+fn daemonset_cells(obj: &Value, name: Value, age: Value) -> Vec<Value> {
+    // printDaemonSet: status counters, the template's node selector (`FormatLabels`) and the
+    // selector (`FormatLabelSelector`: `<none>` when empty, `<error>` when broken).
+    let node_selector: std::collections::BTreeMap<&str, &str> = obj
+        .pointer("/spec/template/spec/nodeSelector")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.as_str(), v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let node_selector = if node_selector.is_empty() {
+        "<none>".to_string()
+    } else {
+        node_selector
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let selector = match selector_text(obj) {
+        None => "<error>".to_string(),
+        Some(t) if t.is_empty() => "<none>".to_string(),
+        Some(t) => t,
+    };
+    let (containers, images) = container_cells(obj);
+    vec![
+        name,
+        json!(num(obj, "/status/desiredNumberScheduled")),
+        json!(num(obj, "/status/currentNumberScheduled")),
+        json!(num(obj, "/status/numberReady")),
+        json!(num(obj, "/status/updatedNumberScheduled")),
+        json!(num(obj, "/status/numberAvailable")),
+        json!(node_selector),
+        age,
+        containers,
+        images,
+        json!(selector),
+    ]
+}
+
+fn binding_cells(obj: &Value, name: Value, age: Value) -> Vec<Value> {
+    // printRoleBinding / printClusterRoleBinding with rbac `SubjectsStrings`.
+    let role = format!("{}/{}", s(obj, "/roleRef/kind"), s(obj, "/roleRef/name"));
+    let (mut users, mut groups, mut accounts) = (Vec::new(), Vec::new(), Vec::new());
+    for subject in arr(obj, "/subjects") {
+        match s(subject, "/kind") {
+            "ServiceAccount" => accounts.push(format!(
+                "{}/{}",
+                s(subject, "/namespace"),
+                s(subject, "/name")
+            )),
+            "User" => users.push(s(subject, "/name").to_string()),
+            "Group" => groups.push(s(subject, "/name").to_string()),
+            _ => {}
+        }
+    }
+    vec![
+        name,
+        json!(role),
+        age,
+        json!(users.join(", ")),
+        json!(groups.join(", ")),
+        json!(accounts.join(", ")),
+    ]
+}
+
 fn row(desc: &ResourceDesc, obj: &Value, opts: &TableOptions) -> Value {
     let mut row = json!({"cells": cells(desc, obj, opts.now)});
     match opts.include_object {
@@ -871,6 +1031,109 @@ mod tests {
             cell(&slice, "Endpoints"),
             "1.1.1.1,1.1.1.2,1.1.1.3 + 1 more..."
         );
+    }
+
+    fn column_names(t: &Value) -> Vec<String> {
+        cells_by_column(t).into_iter().map(|(n, _)| n).collect()
+    }
+
+    #[test]
+    fn workload_rows() {
+        let deploy = one(
+            "deployments",
+            "apps",
+            json!({"metadata": {"name": "ccm", "creationTimestamp": "2026-01-01T23:59:00Z"},
+                   "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "ccm"},
+                            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]},
+                            "template": {"spec": {"containers": [{"name": "a", "image": "i:1"}, {"name": "b", "image": "i:2"}]}}},
+                   "status": {"readyReplicas": 1, "updatedReplicas": 2}}),
+        );
+        assert_eq!(
+            column_names(&deploy),
+            [
+                "Name",
+                "Ready",
+                "Up-to-date",
+                "Available",
+                "Age",
+                "Containers",
+                "Images",
+                "Selector"
+            ]
+        );
+        assert_eq!(cell(&deploy, "Ready"), "1/2");
+        assert_eq!(cell(&deploy, "Up-to-date"), 2);
+        assert_eq!(cell(&deploy, "Available"), 0);
+        assert_eq!(cell(&deploy, "Age"), "60s");
+        assert_eq!(cell(&deploy, "Containers"), "a,b");
+        assert_eq!(cell(&deploy, "Images"), "i:1,i:2");
+        assert_eq!(cell(&deploy, "Selector"), "app=ccm,tier in (a,b)");
+        assert_eq!(deploy["columnDefinitions"][5]["priority"], 1);
+
+        let ds = one(
+            "daemonsets",
+            "apps",
+            json!({"metadata": {"name": "ccm"},
+                   "spec": {"selector": {}, "template": {"spec": {"nodeSelector": {"b": "2", "a": "1"},
+                            "containers": [{"name": "c", "image": "img"}]}}},
+                   "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 2, "numberReady": 1}}),
+        );
+        assert_eq!(
+            column_names(&ds),
+            [
+                "Name",
+                "Desired",
+                "Current",
+                "Ready",
+                "Up-to-date",
+                "Available",
+                "Node Selector",
+                "Age",
+                "Containers",
+                "Images",
+                "Selector"
+            ]
+        );
+        assert_eq!(cell(&ds, "Desired"), 3);
+        assert_eq!(cell(&ds, "Current"), 2);
+        assert_eq!(cell(&ds, "Ready"), 1);
+        assert_eq!(cell(&ds, "Up-to-date"), 0);
+        assert_eq!(cell(&ds, "Node Selector"), "a=1,b=2");
+        assert_eq!(cell(&ds, "Selector"), "<none>");
+        let bare = one("daemonsets", "apps", json!({"metadata": {"name": "x"}}));
+        assert_eq!(cell(&bare, "Node Selector"), "<none>");
+    }
+
+    #[test]
+    fn rbac_and_service_account_rows() {
+        let crb = one(
+            "clusterrolebindings",
+            "rbac.authorization.k8s.io",
+            json!({"metadata": {"name": "system:ccm"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:ccm"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "ccm", "namespace": "kube-system"},
+                                {"kind": "User", "name": "alice"}, {"kind": "User", "name": "bob"},
+                                {"kind": "Group", "name": "ops"}]}),
+        );
+        assert_eq!(
+            column_names(&crb),
+            ["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"]
+        );
+        assert_eq!(cell(&crb, "Role"), "ClusterRole/system:ccm");
+        assert_eq!(cell(&crb, "Users"), "alice, bob");
+        assert_eq!(cell(&crb, "Groups"), "ops");
+        assert_eq!(cell(&crb, "ServiceAccounts"), "kube-system/ccm");
+
+        let role = one(
+            "clusterroles",
+            "rbac.authorization.k8s.io",
+            json!({"metadata": {"name": "r", "creationTimestamp": "2026-01-01T00:00:00Z"}}),
+        );
+        assert_eq!(column_names(&role), ["Name", "Created At"]);
+        assert_eq!(cell(&role, "Created At"), "2026-01-01T00:00:00Z");
+
+        let sa = one("serviceaccounts", "", json!({"metadata": {"name": "ccm"}}));
+        assert_eq!(column_names(&sa), ["Name", "Age"]);
     }
 
     #[test]

@@ -567,3 +567,486 @@ async fn kubectl_session() {
 
     s.server.shutdown().await;
 }
+
+/// Whitespace runs collapsed to one space, so kubectl's tab-aligned output can be
+/// matched without depending on column widths.
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn header(table: &str) -> Vec<&str> {
+    first_line(table).split_whitespace().collect()
+}
+
+/// The first row whose first cell is `name`, split on whitespace.
+fn row_of<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| cells.first() == Some(&name))
+        .unwrap_or_else(|| panic!("no row {name}:\n{table}"))
+}
+
+const CCM_INSTALL: &str = include_str!("fixtures/ccm-install.yaml");
+const CCM_DS: &str = "example-cloud-controller-manager";
+
+/// A provider's first steps: namespace, secret and configmap from the command line,
+/// `kubectl create` of the RBAC and workload kinds, then `kubectl apply -f` of a CCM
+/// install manifest, read back every way a user would, re-applied, changed, deleted.
+#[tokio::test]
+async fn kubectl_ccm_install() {
+    let Some(bin) = kubectl() else { return };
+    let s = Session::start(bin).await;
+
+    // Imperative creates.
+    let created = [
+        (
+            vec!["create", "namespace", "ccm-test"],
+            "namespace/ccm-test created",
+        ),
+        (
+            vec![
+                "create",
+                "secret",
+                "generic",
+                "cloud-config",
+                "-n",
+                "kube-system",
+                "--from-literal=cloud.conf=[Global]\nauth-url=http://127.0.0.1:5000/v3\n",
+            ],
+            "secret/cloud-config created",
+        ),
+        (
+            vec![
+                "create",
+                "configmap",
+                "ccm-extra",
+                "-n",
+                "kube-system",
+                "--from-literal=region=r1",
+            ],
+            "configmap/ccm-extra created",
+        ),
+        (
+            vec!["create", "serviceaccount", "helper", "-n", "ccm-test"],
+            "serviceaccount/helper created",
+        ),
+        (
+            vec![
+                "create",
+                "clusterrole",
+                "node-reader",
+                "--verb=get,list",
+                "--resource=nodes",
+            ],
+            "clusterrole.rbac.authorization.k8s.io/node-reader created",
+        ),
+        (
+            vec![
+                "create",
+                "clusterrolebinding",
+                "node-reader",
+                "--clusterrole=node-reader",
+                "--serviceaccount=kube-system:cloud-controller-manager",
+            ],
+            "clusterrolebinding.rbac.authorization.k8s.io/node-reader created",
+        ),
+        (
+            vec![
+                "create",
+                "rolebinding",
+                "helper-reads-nodes",
+                "-n",
+                "ccm-test",
+                "--clusterrole=node-reader",
+                "--serviceaccount=ccm-test:helper",
+            ],
+            "rolebinding.rbac.authorization.k8s.io/helper-reads-nodes created",
+        ),
+        (
+            vec![
+                "create",
+                "deployment",
+                "web",
+                "-n",
+                "ccm-test",
+                "--image=registry.example/web:1.0",
+            ],
+            "deployment.apps/web created",
+        ),
+    ];
+    for (args, want) in &created {
+        assert_eq!(s.ok(args).await.trim(), *want, "{args:?}");
+    }
+    let secret = s
+        .ok(&[
+            "get",
+            "secret",
+            "cloud-config",
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={.data.cloud\\.conf}",
+        ])
+        .await;
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(secret.trim())
+        .expect("base64");
+    assert!(
+        String::from_utf8_lossy(&decoded).contains("auth-url="),
+        "{secret}"
+    );
+    let role = s.json(&["get", "clusterrole", "node-reader"]).await;
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}])
+    );
+
+    // apply -f of the install manifest, then again: nothing to change.
+    let manifest = s.file("ccm-install.yaml", CCM_INSTALL);
+    let applied = s.ok(&["apply", "-f", &manifest]).await;
+    let lines = [
+        "serviceaccount/cloud-controller-manager",
+        "clusterrole.rbac.authorization.k8s.io/system:cloud-controller-manager",
+        "clusterrolebinding.rbac.authorization.k8s.io/system:cloud-controller-manager",
+        "rolebinding.rbac.authorization.k8s.io/cloud-controller-manager:apiserver-authentication-reader",
+        "configmap/cloud-controller-manager-flags",
+        "daemonset.apps/example-cloud-controller-manager",
+    ];
+    let with = |verb: &str| {
+        lines
+            .iter()
+            .map(|l| format!("{l} {verb}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        applied.lines().collect::<Vec<_>>(),
+        with("created"),
+        "{applied}"
+    );
+    let again = s.ok(&["apply", "-f", &manifest]).await;
+    assert_eq!(
+        again.lines().collect::<Vec<_>>(),
+        with("unchanged"),
+        "{again}"
+    );
+
+    // get: the columns kube-apiserver prints.
+    let ds = s.ok(&["get", "ds", "-n", "kube-system"]).await;
+    assert_eq!(
+        header(&ds),
+        [
+            "NAME",
+            "DESIRED",
+            "CURRENT",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "NODE",
+            "SELECTOR",
+            "AGE"
+        ],
+        "{ds}"
+    );
+    assert_eq!(
+        row_of(&ds, CCM_DS)[1..7],
+        [
+            "0",
+            "0",
+            "0",
+            "0",
+            "0",
+            "node-role.kubernetes.io/control-plane="
+        ],
+        "{ds}"
+    );
+    let deploy = s
+        .ok(&["get", "deploy", "-n", "ccm-test", "-o", "wide"])
+        .await;
+    assert_eq!(
+        header(&deploy),
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{deploy}"
+    );
+    let web = row_of(&deploy, "web");
+    assert_eq!((web[1], web[2], web[3]), ("0/1", "0", "0"), "{deploy}");
+    assert_eq!(
+        web[5..],
+        ["web", "registry.example/web:1.0", "app=web"],
+        "{deploy}"
+    );
+    let sas = s.ok(&["get", "sa", "-n", "kube-system"]).await;
+    assert_eq!(header(&sas), ["NAME", "AGE"], "{sas}");
+    row_of(&sas, "cloud-controller-manager");
+    let roles = s.ok(&["get", "clusterroles"]).await;
+    assert_eq!(header(&roles), ["NAME", "CREATED", "AT"], "{roles}");
+    row_of(&roles, "system:cloud-controller-manager");
+    let crb = s
+        .ok(&[
+            "get",
+            "clusterrolebinding",
+            "system:cloud-controller-manager",
+            "-o",
+            "wide",
+        ])
+        .await;
+    assert_eq!(
+        header(&crb),
+        ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"],
+        "{crb}"
+    );
+    let row = row_of(&crb, "system:cloud-controller-manager");
+    assert_eq!(
+        row[1], "ClusterRole/system:cloud-controller-manager",
+        "{crb}"
+    );
+    assert_eq!(
+        row.last(),
+        Some(&"kube-system/cloud-controller-manager"),
+        "{crb}"
+    );
+    let rbs = s.ok(&["get", "rolebindings", "-n", "kube-system"]).await;
+    assert_eq!(
+        row_of(
+            &rbs,
+            "cloud-controller-manager:apiserver-authentication-reader"
+        )[1],
+        "Role/extension-apiserver-authentication-reader",
+        "{rbs}"
+    );
+
+    // get all: the `all` category covers daemon sets and deployments.
+    let all = s.ok(&["get", "all", "-n", "kube-system"]).await;
+    assert!(
+        all.contains("daemonset.apps/example-cloud-controller-manager"),
+        "{all}"
+    );
+    let all = s.ok(&["get", "all", "-n", "ccm-test"]).await;
+    assert!(all.contains("deployment.apps/web"), "{all}");
+
+    // -o yaml: server-set fields and defaults.
+    let yaml = s
+        .ok(&["get", "ds", CCM_DS, "-n", "kube-system", "-o", "yaml"])
+        .await;
+    for want in [
+        "kind: DaemonSet",
+        "apiVersion: apps/v1",
+        "generation: 1",
+        "hostNetwork: true",
+        "type: RollingUpdate",
+        "maxUnavailable: 1",
+        "revisionHistoryLimit: 10",
+        "numberReady: 0",
+        "kubectl.kubernetes.io/last-applied-configuration",
+    ] {
+        assert!(yaml.contains(want), "{want:?} missing:\n{yaml}");
+    }
+    let yaml = s
+        .ok(&[
+            "get",
+            "clusterrolebinding",
+            "system:cloud-controller-manager",
+            "-o",
+            "yaml",
+        ])
+        .await;
+    assert!(
+        yaml.contains("kind: ClusterRoleBinding") && yaml.contains("roleRef:"),
+        "{yaml}"
+    );
+    let web = s.json(&["get", "deploy", "web", "-n", "ccm-test"]).await;
+    assert_eq!(web["spec"]["replicas"], 1);
+    assert_eq!(web["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+
+    // describe, per kind.
+    let describes: [(&[&str], &[&str]); 7] = [
+        (
+            &["describe", "ds", CCM_DS, "-n", "kube-system"],
+            &[
+                "Selector: k8s-app=example-cloud-controller-manager",
+                "Node-Selector: node-role.kubernetes.io/control-plane=",
+                "Pods Status: 0 Running / 0 Waiting / 0 Succeeded / 0 Failed",
+                "Service Account: cloud-controller-manager",
+                "Image: registry.example/cloud-controller-manager:v1.34.0",
+            ],
+        ),
+        (
+            &["describe", "deployment", "web", "-n", "ccm-test"],
+            &[
+                "Replicas: 1 desired | 0 updated | 0 total | 0 available | 0 unavailable",
+                "StrategyType: RollingUpdate",
+                "RollingUpdateStrategy: 25% max unavailable, 25% max surge",
+            ],
+        ),
+        (
+            &["describe", "clusterrole", "system:cloud-controller-manager"],
+            &[
+                "PolicyRule:",
+                "nodes [] [] [*]",
+                "leases.coordination.k8s.io [] [] [get create update]",
+            ],
+        ),
+        (
+            &[
+                "describe",
+                "clusterrolebinding",
+                "system:cloud-controller-manager",
+            ],
+            &[
+                "Kind: ClusterRole",
+                "ServiceAccount cloud-controller-manager kube-system",
+            ],
+        ),
+        (
+            &[
+                "describe",
+                "rolebinding",
+                "cloud-controller-manager:apiserver-authentication-reader",
+                "-n",
+                "kube-system",
+            ],
+            &[
+                "Kind: Role",
+                "Name: extension-apiserver-authentication-reader",
+            ],
+        ),
+        (
+            &[
+                "describe",
+                "sa",
+                "cloud-controller-manager",
+                "-n",
+                "kube-system",
+            ],
+            &["Name: cloud-controller-manager", "Namespace: kube-system"],
+        ),
+        (
+            &["describe", "secret", "cloud-config", "-n", "kube-system"],
+            &["Type: Opaque", "cloud.conf:"],
+        ),
+    ];
+    for (args, wants) in describes {
+        let out = squash(&s.ok(args).await);
+        for want in wants {
+            assert!(out.contains(want), "{args:?}: {want:?} missing:\n{out}");
+        }
+    }
+
+    // A changed manifest is a strategic merge patch of the pod template.
+    let changed = s.file("ccm-install.yaml", &CCM_INSTALL.replace("--v=2", "--v=4"));
+    let out = s.ok(&["apply", "-f", &changed]).await;
+    assert!(
+        out.contains("daemonset.apps/example-cloud-controller-manager configured")
+            && out.contains("serviceaccount/cloud-controller-manager unchanged"),
+        "{out}"
+    );
+    let ds = s.json(&["get", "ds", CCM_DS, "-n", "kube-system"]).await;
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["args"][0], "--v=4");
+    assert_eq!(pod["containers"].as_array().map(Vec::len), Some(1));
+    assert_eq!(pod["volumes"].as_array().map(Vec::len), Some(2));
+    assert_eq!(pod["tolerations"].as_array().map(Vec::len), Some(3));
+    assert_eq!(ds["metadata"]["generation"], 2);
+    let audit = s.server.audit();
+    let patch = audit
+        .iter()
+        .find(|e| e.verb == "patch" && e.name.as_deref() == Some(CCM_DS))
+        .expect("apply patched the daemon set");
+    assert_eq!(patch.patch_type.as_deref(), Some("strategic"));
+    assert!(
+        s.ok(&["apply", "-f", &changed])
+            .await
+            .lines()
+            .all(|l| l.ends_with(" unchanged")),
+        "second apply of the changed manifest"
+    );
+
+    // delete -f removes everything it created.
+    let deleted = s.ok(&["delete", "-f", &changed]).await;
+    assert_eq!(deleted.lines().count(), lines.len(), "{deleted}");
+    for args in [
+        &["get", "ds", CCM_DS, "-n", "kube-system"][..],
+        &["get", "sa", "cloud-controller-manager", "-n", "kube-system"],
+        &["get", "clusterrole", "system:cloud-controller-manager"],
+        &[
+            "get",
+            "clusterrolebinding",
+            "system:cloud-controller-manager",
+        ],
+        &[
+            "get",
+            "rolebinding",
+            "cloud-controller-manager:apiserver-authentication-reader",
+            "-n",
+            "kube-system",
+        ],
+    ] {
+        let err = s.fails(args).await;
+        assert!(err.contains("NotFound"), "{args:?}: {err}");
+    }
+
+    // The same manifest through server-side apply: created, then applied again as a
+    // no-op, then removed.
+    let ssa = s.ok(&["apply", "--server-side", "-f", &manifest]).await;
+    assert_eq!(
+        ssa.lines().collect::<Vec<_>>(),
+        with("serverside-applied"),
+        "{ssa}"
+    );
+    let ds = s
+        .json(&[
+            "get",
+            "ds",
+            CCM_DS,
+            "-n",
+            "kube-system",
+            "--show-managed-fields",
+        ])
+        .await;
+    assert_eq!(ds["metadata"]["generation"], 1);
+    assert_eq!(ds["metadata"]["managedFields"][0]["manager"], "kubectl");
+    assert_eq!(ds["metadata"]["managedFields"][0]["operation"], "Apply");
+    let ssa = s.ok(&["apply", "--server-side", "-f", &manifest]).await;
+    assert_eq!(
+        ssa.lines().collect::<Vec<_>>(),
+        with("serverside-applied"),
+        "{ssa}"
+    );
+    let again = s.json(&["get", "ds", CCM_DS, "-n", "kube-system"]).await;
+    assert_eq!(
+        again["metadata"]["resourceVersion"], ds["metadata"]["resourceVersion"],
+        "a repeated server-side apply changes nothing"
+    );
+    s.ok(&["delete", "-f", &manifest]).await;
+
+    for args in [
+        &["delete", "deployment", "web", "-n", "ccm-test"][..],
+        &[
+            "delete",
+            "rolebinding",
+            "helper-reads-nodes",
+            "-n",
+            "ccm-test",
+        ],
+        &["delete", "sa", "helper", "-n", "ccm-test"],
+        &["delete", "clusterrolebinding", "node-reader"],
+        &["delete", "clusterrole", "node-reader"],
+        &["delete", "secret", "cloud-config", "-n", "kube-system"],
+        &["delete", "configmap", "ccm-extra", "-n", "kube-system"],
+        &["delete", "namespace", "ccm-test"],
+    ] {
+        let out = s.ok(args).await;
+        assert!(out.trim().ends_with("deleted"), "{args:?}: {out}");
+    }
+    s.server.shutdown().await;
+}

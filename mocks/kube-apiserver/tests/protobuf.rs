@@ -7,10 +7,12 @@ use std::collections::BTreeMap;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
+use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::coordination::v1 as coordination;
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::discovery::v1 as discovery;
 use k8s_pb::api::events::v1 as events;
+use k8s_pb::api::rbac::v1 as rbac;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
@@ -468,16 +470,16 @@ async fn protobuf_delete_options_unsupported_types_and_garbage() {
     assert_eq!(s, StatusCode::NOT_FOUND);
 
     // A type without a protobuf decoder: 415.
-    let cm = core::ConfigMap {
-        metadata: Some(object_meta("cm")),
+    let pod = core::Pod {
+        metadata: Some(object_meta("p")),
         ..Default::default()
     };
     let (s, v) = send(
         &app,
         "POST",
-        "/api/v1/namespaces/default/configmaps",
+        "/api/v1/namespaces/default/pods",
         PROTOBUF,
-        envelope("v1", "ConfigMap", &cm),
+        envelope("v1", "Pod", &pod),
     )
     .await;
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{v}");
@@ -512,4 +514,430 @@ async fn protobuf_delete_options_unsupported_types_and_garbage() {
     )
     .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn service_accounts_and_rbac_from_protobuf() {
+    let app = app();
+    // A CCM with --use-service-account-credentials creates its controllers' accounts.
+    let sa = core::ServiceAccount {
+        metadata: Some(object_meta("node-controller")),
+        secrets: vec![core::ObjectReference {
+            name: Some("legacy-token".into()),
+            namespace: Some("kube-system".into()),
+            ..Default::default()
+        }],
+        image_pull_secrets: Vec::new(),
+        automount_service_account_token: Some(false),
+    };
+    let (s, created) = send(
+        &app,
+        "POST",
+        "/api/v1/namespaces/kube-system/serviceaccounts",
+        PROTOBUF,
+        envelope("v1", "ServiceAccount", &sa),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert_eq!(created["kind"], "ServiceAccount");
+    assert_eq!(created["metadata"]["namespace"], "kube-system");
+    assert_eq!(created["automountServiceAccountToken"], false);
+    assert_eq!(created["secrets"], json!([{"name": "legacy-token"}]));
+
+    let role = rbac::ClusterRole {
+        metadata: Some(object_meta("system:cloud-node-controller")),
+        rules: vec![rbac::PolicyRule {
+            verbs: vec!["get".into(), "patch".into()],
+            api_groups: vec![String::new()],
+            resources: vec!["nodes/status".into()],
+            ..Default::default()
+        }],
+        aggregation_rule: Some(rbac::AggregationRule {
+            cluster_role_selectors: vec![meta::LabelSelector {
+                match_labels: BTreeMap::from([("ccm".into(), "true".into())]),
+                match_expressions: Vec::new(),
+            }],
+        }),
+    };
+    let (s, created) = send(
+        &app,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        PROTOBUF,
+        envelope("rbac.authorization.k8s.io/v1", "ClusterRole", &role),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        created["rules"],
+        json!([{"verbs": ["get", "patch"], "apiGroups": [""], "resources": ["nodes/status"]}])
+    );
+    assert_eq!(
+        created["aggregationRule"],
+        json!({"clusterRoleSelectors": [{"matchLabels": {"ccm": "true"}}]})
+    );
+
+    let binding = rbac::ClusterRoleBinding {
+        metadata: Some(object_meta("system:cloud-node-controller")),
+        subjects: vec![rbac::Subject {
+            kind: Some("ServiceAccount".into()),
+            api_group: Some(String::new()),
+            name: Some("node-controller".into()),
+            namespace: Some("kube-system".into()),
+        }],
+        role_ref: Some(rbac::RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: Some("ClusterRole".into()),
+            name: Some("system:cloud-node-controller".into()),
+        }),
+    };
+    let (s, created) = send(
+        &app,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        PROTOBUF,
+        envelope(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            &binding,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        created["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "node-controller", "namespace": "kube-system"}])
+    );
+    assert_eq!(
+        created["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:cloud-node-controller"})
+    );
+}
+
+/// What `kubectl create namespace|secret|configmap|deployment` send: typed clients encode
+/// protobuf, with every non-pointer Go field present even when zero.
+#[tokio::test]
+async fn kubectl_create_kinds_from_protobuf() {
+    let app = app();
+    let ns = core::Namespace {
+        metadata: Some(object_meta("pb-ns")),
+        spec: Some(core::NamespaceSpec::default()),
+        status: Some(core::NamespaceStatus {
+            phase: Some(String::new()),
+            conditions: Vec::new(),
+        }),
+    };
+    let (s, v) = send(
+        &app,
+        "POST",
+        "/api/v1/namespaces",
+        PROTOBUF,
+        envelope("v1", "Namespace", &ns),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["status"]["phase"], "Active");
+
+    let secret = core::Secret {
+        metadata: Some(object_meta("cloud-config")),
+        data: BTreeMap::from([
+            ("cloud.conf".into(), b"[Global]\n".to_vec()),
+            ("empty".into(), Vec::new()),
+        ]),
+        r#type: Some("Opaque".into()),
+        ..Default::default()
+    };
+    let (s, v) = send(
+        &app,
+        "POST",
+        "/api/v1/namespaces/pb-ns/secrets",
+        PROTOBUF,
+        envelope("v1", "Secret", &secret),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        v["data"],
+        json!({"cloud.conf": "W0dsb2JhbF0K", "empty": ""})
+    );
+    assert_eq!(v["type"], "Opaque");
+
+    let cm = core::ConfigMap {
+        metadata: Some(object_meta("flags")),
+        data: BTreeMap::from([("region".into(), "r1".into())]),
+        binary_data: BTreeMap::from([("blob".into(), vec![0u8, 1])]),
+        immutable: None,
+    };
+    let (s, v) = send(
+        &app,
+        "POST",
+        "/api/v1/namespaces/pb-ns/configmaps",
+        PROTOBUF,
+        envelope("v1", "ConfigMap", &cm),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["data"], json!({"region": "r1"}));
+    assert_eq!(v["binaryData"], json!({"blob": "AAE="}));
+    assert!(v.get("immutable").is_none(), "{v}");
+
+    // `kubectl create deployment web --image=...`, zero values included.
+    let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    let container = core::Container {
+        name: Some("web".into()),
+        image: Some("registry.example/web:1.0".into()),
+        working_dir: Some(String::new()),
+        resources: Some(core::ResourceRequirements::default()),
+        termination_message_path: Some(String::new()),
+        termination_message_policy: Some(String::new()),
+        image_pull_policy: Some(String::new()),
+        stdin: Some(false),
+        stdin_once: Some(false),
+        tty: Some(false),
+        ..Default::default()
+    };
+    let pod_spec = core::PodSpec {
+        containers: vec![container],
+        restart_policy: Some(String::new()),
+        dns_policy: Some(String::new()),
+        service_account_name: Some(String::new()),
+        service_account: Some(String::new()),
+        node_name: Some(String::new()),
+        host_network: Some(false),
+        host_pid: Some(false),
+        host_ipc: Some(false),
+        hostname: Some(String::new()),
+        subdomain: Some(String::new()),
+        scheduler_name: Some(String::new()),
+        priority_class_name: Some(String::new()),
+        ..Default::default()
+    };
+    let deployment = apps::Deployment {
+        metadata: Some(meta::ObjectMeta {
+            labels: labels.clone(),
+            ..object_meta("web")
+        }),
+        spec: Some(apps::DeploymentSpec {
+            replicas: Some(1),
+            selector: Some(meta::LabelSelector {
+                match_labels: labels.clone(),
+                match_expressions: Vec::new(),
+            }),
+            template: Some(core::PodTemplateSpec {
+                metadata: Some(meta::ObjectMeta {
+                    labels: labels.clone(),
+                    creation_timestamp: Some(meta::Time::default()),
+                    ..Default::default()
+                }),
+                spec: Some(pod_spec),
+            }),
+            strategy: Some(apps::DeploymentStrategy::default()),
+            min_ready_seconds: Some(0),
+            paused: Some(false),
+            ..Default::default()
+        }),
+        status: Some(apps::DeploymentStatus::default()),
+    };
+    let (s, from_pb) = send(
+        &app,
+        "POST",
+        "/apis/apps/v1/namespaces/pb-ns/deployments",
+        PROTOBUF,
+        envelope("apps/v1", "Deployment", &deployment),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{from_pb}");
+    let json_body = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web2", "labels": {"app": "web"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "registry.example/web:1.0", "resources": {}}]}},
+                 "strategy": {}},
+        "status": {},
+    });
+    let (s, from_json) = send(
+        &app,
+        "POST",
+        "/apis/apps/v1/namespaces/pb-ns/deployments",
+        "application/json",
+        serde_json::to_vec(&json_body).expect("json"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{from_json}");
+    assert_eq!(from_pb["spec"], from_json["spec"]);
+    assert_eq!(
+        from_pb["spec"]["strategy"]["rollingUpdate"]["maxSurge"],
+        "25%"
+    );
+    assert_eq!(from_pb["metadata"]["generation"], 1);
+}
+
+/// A CCM DaemonSet through protobuf: embedded Go structs (a volume's source, a probe's
+/// handler), quantities, int-or-string ports, pointers to zero values.
+#[tokio::test]
+async fn daemonset_from_protobuf_equals_the_same_daemonset_from_json() {
+    let app = app();
+    let labels = BTreeMap::from([("k8s-app".to_string(), "ccm".to_string())]);
+    let container = core::Container {
+        name: Some("ccm".into()),
+        image: Some("registry.example/ccm:v1".into()),
+        args: vec!["--v=2".into()],
+        env: vec![core::EnvVar {
+            name: Some("CLUSTER_NAME".into()),
+            value: None,
+            value_from: Some(core::EnvVarSource {
+                config_map_key_ref: Some(core::ConfigMapKeySelector {
+                    local_object_reference: Some(core::LocalObjectReference {
+                        name: Some("flags".into()),
+                    }),
+                    key: Some("cluster-name".into()),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }),
+        }],
+        resources: Some(core::ResourceRequirements {
+            requests: BTreeMap::from([(
+                "cpu".into(),
+                Quantity {
+                    string: Some("100m".into()),
+                },
+            )]),
+            ..Default::default()
+        }),
+        volume_mounts: vec![core::VolumeMount {
+            name: Some("cloud-config".into()),
+            read_only: Some(true),
+            mount_path: Some("/etc/config".into()),
+            ..Default::default()
+        }],
+        liveness_probe: Some(core::Probe {
+            handler: Some(core::ProbeHandler {
+                http_get: Some(core::HttpGetAction {
+                    path: Some("/healthz".into()),
+                    port: Some(IntOrString {
+                        r#type: Some(0),
+                        int_val: Some(10258),
+                        str_val: Some(String::new()),
+                    }),
+                    scheme: Some("HTTPS".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            initial_delay_seconds: Some(15),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pod_spec = core::PodSpec {
+        containers: vec![container],
+        volumes: vec![
+            core::Volume {
+                name: Some("cloud-config".into()),
+                volume_source: Some(core::VolumeSource {
+                    secret: Some(core::SecretVolumeSource {
+                        secret_name: Some("cloud-config".into()),
+                        default_mode: Some(420),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            },
+            core::Volume {
+                name: Some("scratch".into()),
+                volume_source: Some(core::VolumeSource {
+                    empty_dir: Some(core::EmptyDirVolumeSource::default()),
+                    ..Default::default()
+                }),
+            },
+        ],
+        node_selector: BTreeMap::from([(
+            "node-role.kubernetes.io/control-plane".into(),
+            String::new(),
+        )]),
+        tolerations: vec![core::Toleration {
+            key: Some("node.cloudprovider.kubernetes.io/uninitialized".into()),
+            value: Some("true".into()),
+            effect: Some("NoSchedule".into()),
+            ..Default::default()
+        }],
+        host_network: Some(true),
+        service_account_name: Some("cloud-controller-manager".into()),
+        security_context: Some(core::PodSecurityContext {
+            run_as_user: Some(1001),
+            run_as_non_root: Some(false),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let ds = apps::DaemonSet {
+        metadata: Some(object_meta("ccm")),
+        spec: Some(apps::DaemonSetSpec {
+            selector: Some(meta::LabelSelector {
+                match_labels: labels.clone(),
+                match_expressions: Vec::new(),
+            }),
+            template: Some(core::PodTemplateSpec {
+                metadata: Some(meta::ObjectMeta {
+                    labels: labels.clone(),
+                    ..Default::default()
+                }),
+                spec: Some(pod_spec),
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let (s, from_pb) = send(
+        &app,
+        "POST",
+        "/apis/apps/v1/namespaces/kube-system/daemonsets",
+        PROTOBUF,
+        envelope("apps/v1", "DaemonSet", &ds),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{from_pb}");
+    let json_body = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ccm-json"},
+        "spec": {
+            "selector": {"matchLabels": {"k8s-app": "ccm"}},
+            "template": {
+                "metadata": {"labels": {"k8s-app": "ccm"}},
+                "spec": {
+                    "containers": [{
+                        "name": "ccm", "image": "registry.example/ccm:v1", "args": ["--v=2"],
+                        "env": [{"name": "CLUSTER_NAME", "valueFrom": {"configMapKeyRef":
+                            {"name": "flags", "key": "cluster-name", "optional": false}}}],
+                        "resources": {"requests": {"cpu": "100m"}},
+                        "volumeMounts": [{"name": "cloud-config", "readOnly": true, "mountPath": "/etc/config"}],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 10258, "scheme": "HTTPS"},
+                                          "initialDelaySeconds": 15},
+                    }],
+                    "volumes": [
+                        {"name": "cloud-config", "secret": {"secretName": "cloud-config", "defaultMode": 420}},
+                        {"name": "scratch", "emptyDir": {}},
+                    ],
+                    "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+                    "tolerations": [{"key": "node.cloudprovider.kubernetes.io/uninitialized",
+                                     "value": "true", "effect": "NoSchedule"}],
+                    "hostNetwork": true,
+                    "serviceAccountName": "cloud-controller-manager",
+                    "securityContext": {"runAsUser": 1001, "runAsNonRoot": false},
+                },
+            },
+        },
+    });
+    let (s, from_json) = send(
+        &app,
+        "POST",
+        "/apis/apps/v1/namespaces/kube-system/daemonsets",
+        "application/json",
+        serde_json::to_vec(&json_body).expect("json"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{from_json}");
+    assert_eq!(from_pb["spec"], from_json["spec"]);
+    assert_eq!(from_pb["status"], from_json["status"]);
 }

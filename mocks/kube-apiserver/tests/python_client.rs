@@ -124,6 +124,16 @@ async fn python_client_lists_watches_and_patches() {
         json!([["MODIFIED", "py-n1"], ["MODIFIED", "py-n1"]]),
         "{got}"
     );
+    assert_eq!(got["cluster_role_verbs"], json!(["get"]), "{got}");
+    assert_eq!(got["cluster_role_deleted"], "Success", "{got}");
+    assert!(
+        server
+            .audit()
+            .iter()
+            .any(|e| e.verb == "get" && e.path.ends_with("/clusterroles/system%3Apy-ccm")),
+        "the client percent-encodes the colon"
+    );
+    assert_eq!(got["deployment"], json!([1, 1, "RollingUpdate"]), "{got}");
     let fresh = got["fresh"].as_array().cloned().unwrap_or_default();
     assert!(fresh.contains(&json!(["ADDED", "py-svc"])), "{got}");
     assert!(fresh.iter().all(|e| e[0] == "ADDED"), "{got}");

@@ -160,7 +160,7 @@ async fn invalid_name_is_422() {
 }
 
 #[tokio::test]
-async fn missing_or_wrong_token_is_401() {
+async fn wrong_token_is_401_and_no_token_is_anonymous() {
     let config = Config {
         token: TOKEN.into(),
         ..Config::default()
@@ -178,9 +178,10 @@ async fn missing_or_wrong_token_is_401() {
         .uri("/api/v1/nodes")
         .body(Body::empty())
         .expect("req");
+    // Then it is system:anonymous without permissions, as kube-apiserver answers: 403.
     let (s, v) = send(&app, no_token).await;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    assert_status(&v, 401, "Unauthorized");
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_status(&v, 403, "Forbidden");
     let wrong = Request::builder()
         .uri("/api/v1/nodes")
         .header(header::AUTHORIZATION, "Bearer nope")
@@ -278,12 +279,12 @@ async fn unsupported_media_type_is_415() {
     .await;
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_status(&v, 415, "UnsupportedMediaType");
-    // Protobuf is decoded for the types a CCM writes only (tests/protobuf.rs).
+    // Protobuf is decoded for every kind but pods (tests/protobuf.rs).
     let (s, _) = send(
         &app,
         req(
             "POST",
-            "/api/v1/namespaces/default/configmaps",
+            "/api/v1/namespaces/default/pods",
             Some("application/vnd.kubernetes.protobuf"),
             "x",
         ),
@@ -760,4 +761,567 @@ async fn secret_string_data_lands_in_data() {
     )
     .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+// --- ServiceAccount, RBAC and apps/v1 workloads (served and stored; nothing runs them) ---
+
+const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
+
+fn pod_template(app: &str) -> Value {
+    json!({"metadata": {"labels": {"app": app}},
+           "spec": {"containers": [{"name": "main", "image": "registry.example/ccm:v1"}]}})
+}
+
+/// One object of every new kind: collection URL, body, and whether DELETE answers with
+/// the object (ServiceAccount, `ReturnDeletedObject`) rather than a Status.
+fn new_kind_cases() -> Vec<(&'static str, String, Value, bool)> {
+    vec![
+        (
+            "ServiceAccount",
+            "/api/v1/namespaces/kube-system/serviceaccounts".into(),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "cloud-controller-manager"}}),
+            true,
+        ),
+        (
+            "Role",
+            format!("{RBAC}/namespaces/kube-system/roles"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "ccm:leases"},
+                   "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]}]}),
+            false,
+        ),
+        (
+            "ClusterRole",
+            format!("{RBAC}/clusterroles"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": "system:cloud-controller-manager"},
+                   "rules": [{"apiGroups": [""], "resources": ["nodes", "nodes/status"], "verbs": ["*"]},
+                             {"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]}),
+            false,
+        ),
+        (
+            "RoleBinding",
+            format!("{RBAC}/namespaces/kube-system/rolebindings"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": "ccm:apiserver-authentication-reader"},
+                   "roleRef": {"kind": "Role", "name": "extension-apiserver-authentication-reader"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "cloud-controller-manager", "namespace": "kube-system"}]}),
+            false,
+        ),
+        (
+            "ClusterRoleBinding",
+            format!("{RBAC}/clusterrolebindings"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "system:cloud-controller-manager"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:cloud-controller-manager"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "cloud-controller-manager", "namespace": "kube-system"}]}),
+            false,
+        ),
+        (
+            "Deployment",
+            "/apis/apps/v1/namespaces/kube-system/deployments".into(),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ccm"},
+                   "spec": {"selector": {"matchLabels": {"app": "ccm"}}, "template": pod_template("ccm")}}),
+            false,
+        ),
+        (
+            "DaemonSet",
+            "/apis/apps/v1/namespaces/kube-system/daemonsets".into(),
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ccm"},
+                   "spec": {"selector": {"matchLabels": {"app": "ccm"}}, "template": pod_template("ccm")}}),
+            false,
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn new_kinds_create_get_list_delete() {
+    let app = app();
+    for (kind, collection, body, returns_object) in new_kind_cases() {
+        let name = body["metadata"]["name"].as_str().expect("name").to_string();
+        let (s, created) = send(
+            &app,
+            req(
+                "POST",
+                &collection,
+                Some("application/json"),
+                body.to_string(),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{kind}: {created}");
+        assert_eq!(created["kind"], kind);
+        assert_eq!(created["apiVersion"], body["apiVersion"]);
+        assert!(created["metadata"]["uid"].is_string(), "{created}");
+        let workload = collection.starts_with("/apis/apps/");
+        assert_eq!(
+            created["metadata"].get("generation").cloned(),
+            workload.then(|| json!(1)),
+            "{kind}: generation"
+        );
+
+        let item = format!("{collection}/{}", name.replace(':', "%3A"));
+        let (s, got) = send(&app, req("GET", &item, None, Body::empty())).await;
+        assert_eq!(s, StatusCode::OK, "{kind}: {got}");
+        assert_eq!(got["metadata"]["name"], name.as_str());
+
+        let (s, list) = send(&app, req("GET", &collection, None, Body::empty())).await;
+        assert_eq!(s, StatusCode::OK, "{kind}: {list}");
+        assert_eq!(list["kind"], format!("{kind}List"));
+        assert!(
+            list["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .any(|i| i["metadata"]["name"] == name.as_str()),
+            "{kind}: {list}"
+        );
+
+        // Duplicate names are 409 AlreadyExists.
+        let (s, v) = send(
+            &app,
+            req(
+                "POST",
+                &collection,
+                Some("application/json"),
+                body.to_string(),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CONFLICT, "{kind}: {v}");
+        assert_status(&v, 409, "AlreadyExists");
+
+        let (s, deleted) = send(&app, req("DELETE", &item, None, Body::empty())).await;
+        assert_eq!(s, StatusCode::OK, "{kind}: {deleted}");
+        if returns_object {
+            assert_eq!(deleted["kind"], kind, "{deleted}");
+        } else {
+            assert_eq!(deleted["kind"], "Status", "{kind}: {deleted}");
+            assert_eq!(deleted["status"], "Success");
+            assert_eq!(deleted["details"]["name"], name.as_str());
+        }
+        let (s, _) = send(&app, req("GET", &item, None, Body::empty())).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{kind}");
+    }
+}
+
+#[tokio::test]
+async fn new_kinds_defaults_and_tables() {
+    let app = app();
+    for (_, collection, body, _) in new_kind_cases() {
+        let (s, v) = send(
+            &app,
+            req(
+                "POST",
+                &collection,
+                Some("application/json"),
+                body.to_string(),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let (_, deploy) = send(
+        &app,
+        req(
+            "GET",
+            "/apis/apps/v1/namespaces/kube-system/deployments/ccm",
+            None,
+            Body::empty(),
+        ),
+    )
+    .await;
+    assert_eq!(deploy["spec"]["replicas"], 1);
+    assert_eq!(deploy["spec"]["strategy"]["type"], "RollingUpdate");
+    assert_eq!(deploy["status"], json!({}));
+    let (_, ds) = send(
+        &app,
+        req(
+            "GET",
+            "/apis/apps/v1/namespaces/kube-system/daemonsets/ccm",
+            None,
+            Body::empty(),
+        ),
+    )
+    .await;
+    assert_eq!(ds["spec"]["updateStrategy"]["type"], "RollingUpdate");
+    assert_eq!(ds["status"]["desiredNumberScheduled"], 0);
+    let (_, rb) = send(
+        &app,
+        req(
+            "GET",
+            &format!(
+                "{RBAC}/namespaces/kube-system/rolebindings/ccm:apiserver-authentication-reader"
+            ),
+            None,
+            Body::empty(),
+        ),
+    )
+    .await;
+    assert_eq!(rb["roleRef"]["apiGroup"], "rbac.authorization.k8s.io");
+
+    // Server-side tables, as kubectl asks for them.
+    let table = |uri: &str| {
+        let mut r = req("GET", uri, None, Body::empty());
+        r.headers_mut().insert(
+            header::ACCEPT,
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+                .parse()
+                .expect("accept"),
+        );
+        r
+    };
+    let columns = |t: &Value| -> Vec<String> {
+        t["columnDefinitions"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().expect("name").to_string())
+            .collect()
+    };
+    let cases = [
+        (
+            "/api/v1/namespaces/kube-system/serviceaccounts",
+            vec!["Name", "Age"],
+        ),
+        (
+            "/apis/apps/v1/namespaces/kube-system/deployments",
+            vec!["Name", "Ready", "Up-to-date", "Available", "Age"],
+        ),
+        (
+            "/apis/apps/v1/namespaces/kube-system/daemonsets",
+            vec![
+                "Name",
+                "Desired",
+                "Current",
+                "Ready",
+                "Up-to-date",
+                "Available",
+                "Node Selector",
+                "Age",
+            ],
+        ),
+        (&format!("{RBAC}/clusterroles"), vec!["Name", "Created At"]),
+        (
+            &format!("{RBAC}/namespaces/kube-system/roles"),
+            vec!["Name", "Created At"],
+        ),
+        (
+            &format!("{RBAC}/clusterrolebindings"),
+            vec!["Name", "Role", "Age"],
+        ),
+        (
+            &format!("{RBAC}/namespaces/kube-system/rolebindings"),
+            vec!["Name", "Role", "Age"],
+        ),
+    ];
+    for (uri, want) in cases {
+        let (s, t) = send(&app, table(uri)).await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {t}");
+        assert_eq!(t["kind"], "Table", "{uri}");
+        assert_eq!(columns(&t), want, "{uri}");
+        assert_eq!(t["rows"].as_array().expect("rows").len(), 1, "{uri}: {t}");
+    }
+    let (_, t) = send(
+        &app,
+        table("/apis/apps/v1/namespaces/kube-system/deployments"),
+    )
+    .await;
+    assert_eq!(t["rows"][0]["cells"][1], "0/1");
+    let (_, t) = send(&app, table(&format!("{RBAC}/clusterrolebindings"))).await;
+    assert_eq!(
+        t["rows"][0]["cells"][1],
+        "ClusterRole/system:cloud-controller-manager"
+    );
+    assert_eq!(
+        t["rows"][0]["cells"][5],
+        "kube-system/cloud-controller-manager"
+    );
+}
+
+#[tokio::test]
+async fn new_kinds_reject_bad_bodies() {
+    let app = app();
+    // Wrong JSON types are 400, as typed decoding fails.
+    let bad_types = [
+        (
+            format!("{RBAC}/clusterroles"),
+            json!({"metadata": {"name": "r"}, "rules": {"verbs": ["get"]}}),
+            "ClusterRole.rules of type []v1.PolicyRule",
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/deployments".to_string(),
+            json!({"metadata": {"name": "d"}, "spec": "three replicas"}),
+            "Deployment.spec of type v1.DeploymentSpec",
+        ),
+        (
+            "/api/v1/namespaces/default/serviceaccounts".to_string(),
+            json!({"metadata": {"name": "sa"}, "automountServiceAccountToken": "yes"}),
+            "ServiceAccount.automountServiceAccountToken of type bool",
+        ),
+    ];
+    for (uri, body, want) in bad_types {
+        let (s, v) = send(
+            &app,
+            req("POST", &uri, Some("application/json"), body.to_string()),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
+        assert_status(&v, 400, "BadRequest");
+        assert!(
+            v["message"].as_str().expect("message").contains(want),
+            "{v}"
+        );
+    }
+
+    // Invalid names are 422; RBAC names are path segments, so colons are fine there.
+    let (s, v) = send(
+        &app,
+        req(
+            "POST",
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            Some("application/json"),
+            json!({"metadata": {"name": "Bad_Name"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+                   "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}}}})
+            .to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_status(&v, 422, "Invalid");
+    assert_eq!(v["details"]["kind"], "DaemonSet");
+    assert_eq!(v["details"]["group"], "apps");
+    assert_eq!(v["details"]["causes"][0]["field"], "metadata.name");
+    let (s, v) = send(
+        &app,
+        req(
+            "POST",
+            &format!("{RBAC}/clusterroles"),
+            Some("application/json"),
+            json!({"metadata": {"name": "a%b"}, "rules": []}).to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["details"]["causes"][0]["field"], "metadata.name");
+
+    // Kind rules: a cluster role binding grants only a ClusterRole; a deployment's
+    // selector must match its template.
+    let (s, v) = send(
+        &app,
+        req(
+            "POST",
+            &format!("{RBAC}/clusterrolebindings"),
+            Some("application/json"),
+            json!({"metadata": {"name": "b"}, "roleRef": {"kind": "Role", "name": "r"}})
+                .to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["details"]["causes"][0]["field"], "roleRef.kind");
+    assert_eq!(
+        v["details"]["causes"][0]["reason"],
+        "FieldValueNotSupported"
+    );
+    let (s, v) = send(
+        &app,
+        req(
+            "POST",
+            "/apis/apps/v1/namespaces/default/deployments",
+            Some("application/json"),
+            json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "x"}},
+                   "template": pod_template("y")}})
+            .to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .expect("message")
+            .contains("`selector` does not match template `labels`"),
+        "{v}"
+    );
+    // Namespaced kinds need an existing namespace.
+    let (s, _) = send(
+        &app,
+        req(
+            "POST",
+            "/api/v1/namespaces/missing/serviceaccounts",
+            Some("application/json"),
+            json!({"metadata": {"name": "sa"}}).to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn deployment_status_subresource_isolation() {
+    let app = app();
+    let base = "/apis/apps/v1/namespaces/default/deployments";
+    let body = json!({"metadata": {"name": "web", "labels": {"tier": "a"}},
+                      "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": pod_template("web")},
+                      "status": {"replicas": 7}});
+    let (s, v) = send(
+        &app,
+        req("POST", base, Some("application/json"), body.to_string()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["status"], json!({}), "create clears status");
+    assert_eq!(v["metadata"]["generation"], 1);
+    let item = format!("{base}/web");
+    let status = format!("{item}/status");
+    let merge = Some("application/merge-patch+json");
+
+    // /status: status changes; spec and labels do not; generation stays.
+    let (s, v) = send(
+        &app,
+        req("PATCH", &status, merge,
+            r#"{"metadata":{"labels":{"tier":"b"},"annotations":{"kept":"yes"}},"spec":{"replicas":5},"status":{"readyReplicas":2,"replicas":2}}"#),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["status"]["readyReplicas"], 2);
+    assert_eq!(v["spec"]["replicas"], 2);
+    assert_eq!(v["metadata"]["labels"]["tier"], "a");
+    assert_eq!(v["metadata"]["annotations"]["kept"], "yes");
+    assert_eq!(v["metadata"]["generation"], 1);
+    let (s, got) = send(&app, req("GET", &status, None, Body::empty())).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(got["status"]["readyReplicas"], 2);
+
+    // Main resource: status changes are dropped; a spec change bumps the generation.
+    let (s, v) = send(
+        &app,
+        req(
+            "PATCH",
+            &item,
+            merge,
+            r#"{"spec":{"replicas":3},"status":{"readyReplicas":9}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["spec"]["replicas"], 3);
+    assert_eq!(v["status"]["readyReplicas"], 2);
+    assert_eq!(v["metadata"]["generation"], 2);
+    // A label-only change does not.
+    let (s, v) = send(
+        &app,
+        req(
+            "PATCH",
+            &item,
+            merge,
+            r#"{"metadata":{"labels":{"x":"y"}}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["metadata"]["generation"], 2);
+    // PUT through /status with the current object: spec stays.
+    let mut put = v.clone();
+    put["spec"]["replicas"] = json!(10);
+    put["status"]["availableReplicas"] = json!(2);
+    let (s, v) = send(
+        &app,
+        req("PUT", &status, Some("application/json"), put.to_string()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["spec"]["replicas"], 3);
+    assert_eq!(v["status"]["availableReplicas"], 2);
+    // The selector is immutable.
+    let (s, v) = send(
+        &app,
+        req(
+            "PATCH",
+            &item,
+            merge,
+            r#"{"spec":{"selector":{"matchLabels":{"app":"web","v":"2"}}}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let causes = v["details"]["causes"].as_array().expect("causes");
+    assert!(
+        causes.iter().any(|c| c["field"] == "spec.selector"
+            && c["message"]
+                .as_str()
+                .is_some_and(|m| m.ends_with("field is immutable"))),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn new_kinds_discovery() {
+    let app = app();
+    let (s, v) = send(&app, req("GET", "/apis", None, Body::empty())).await;
+    assert_eq!(s, StatusCode::OK);
+    let groups: Vec<&str> = v["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    assert!(
+        groups.contains(&"apps") && groups.contains(&"rbac.authorization.k8s.io"),
+        "{groups:?}"
+    );
+    let names = |v: &Value| -> Vec<String> {
+        v["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .map(|r| r["name"].as_str().expect("name").to_string())
+            .collect()
+    };
+    let (s, apps) = send(&app, req("GET", "/apis/apps/v1", None, Body::empty())).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        names(&apps),
+        [
+            "deployments",
+            "deployments/status",
+            "daemonsets",
+            "daemonsets/status"
+        ]
+    );
+    assert_eq!(apps["resources"][0]["shortNames"], json!(["deploy"]));
+    assert_eq!(apps["resources"][0]["categories"], json!(["all"]));
+    assert_eq!(apps["resources"][2]["shortNames"], json!(["ds"]));
+    let (s, rbac) = send(&app, req("GET", RBAC, None, Body::empty())).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        names(&rbac),
+        [
+            "roles",
+            "clusterroles",
+            "rolebindings",
+            "clusterrolebindings"
+        ]
+    );
+    assert!(
+        rbac["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .all(|r| r.get("shortNames").is_none())
+    );
+    let (_, core) = send(&app, req("GET", "/api/v1", None, Body::empty())).await;
+    let sa = core["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["name"] == "serviceaccounts")
+        .expect("serviceaccounts")
+        .clone();
+    assert_eq!(sa["shortNames"], json!(["sa"]));
+    assert_eq!(sa["namespaced"], true);
+    let (s, group) = send(&app, req("GET", "/apis/apps", None, Body::empty())).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(group["preferredVersion"]["groupVersion"], "apps/v1");
 }

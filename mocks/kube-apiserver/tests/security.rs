@@ -96,10 +96,16 @@ async fn kube_rs_works_over_tls_with_the_generated_kubeconfig() {
 async fn credentials_are_required_over_tls_and_the_readonly_token_cannot_write() {
     let server = ApiServer::start(tls_config()).await.expect("start");
     let anonymous = client_from(&server.kubeconfig_with_user(json!({}))).await;
+    // No credentials: system:anonymous, whom RBAC refuses (kube-apiserver's default
+    // --anonymous-auth=true; a real one answers the same, tests/real_apiserver.rs).
     let (code, status) = raw(&anonymous, "GET", "/api/v1/nodes", Vec::new()).await;
-    assert_eq!(code, 401, "{status}");
-    assert_eq!(status["reason"], "Unauthorized");
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(status["reason"], "Forbidden");
     assert_eq!(status["kind"], "Status");
+    assert_eq!(
+        status["message"],
+        "nodes is forbidden: User \"system:anonymous\" cannot list resource \"nodes\" in API group \"\" at the cluster scope"
+    );
     // Public endpoints stay public.
     assert_eq!(raw(&anonymous, "GET", "/version", Vec::new()).await.0, 200);
     assert_eq!(raw(&anonymous, "GET", "/healthz", Vec::new()).await.0, 200);
@@ -107,7 +113,7 @@ async fn credentials_are_required_over_tls_and_the_readonly_token_cannot_write()
     server.set_allow_anonymous(true);
     assert_eq!(
         raw(&anonymous, "GET", "/api/v1/nodes", Vec::new()).await.0,
-        401
+        403
     );
 
     let wrong = client_from(&server.kubeconfig_with_user(json!({"token": "nope"}))).await;

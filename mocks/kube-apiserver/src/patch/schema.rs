@@ -78,15 +78,39 @@ const POD: &[(&str, ListStrategy)] = &[
     ("status.hostIPs", MergeKey("ip")),
 ];
 
+/// core/v1 ServiceAccount (`secrets` keyed by name; `imagePullSecrets` has no strategy).
+const SERVICE_ACCOUNT: &[(&str, ListStrategy)] = &[("secrets", MergeKey("name"))];
+
+/// apps/v1 Deployment and DaemonSet status (k8s.io/api apps/v1/types.go); their pod
+/// template follows [`POD`] through [`pod_template_path`].
+const WORKLOAD: &[(&str, ListStrategy)] = &[("status.conditions", MergeKey("type"))];
+
+/// For kinds with a pod template at `spec.template`, the path of a template list as the
+/// Pod table spells it (`spec.template.spec.containers` -> `spec.containers`).
+pub fn pod_template_path<'a>(kind: &str, dotted: &'a str) -> Option<&'a str> {
+    match kind {
+        "Deployment" | "DaemonSet" => dotted.strip_prefix("spec.template."),
+        _ => None,
+    }
+}
+
 /// The strategy of the list at `path` (field names from the object root, list indices left
 /// out: `["status", "addresses"]`) in an object of `kind` ("Node", "Service", ...).
 pub fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
-    let dotted = path.join(".");
+    let joined = path.join(".");
+    let (kind, dotted) = match pod_template_path(kind, &joined) {
+        // The template's own metadata lists are ObjectMeta's, found below under "Pod".
+        Some(inner) => ("Pod", inner),
+        None => (kind, joined.as_str()),
+    };
     let per_kind: &[(&str, ListStrategy)] = match kind {
         "Node" => NODE,
         "Service" => SERVICE,
         "Pod" => POD,
-        // Lease, Event, Namespace, ConfigMap, ...: no merging lists beyond ObjectMeta.
+        "ServiceAccount" => SERVICE_ACCOUNT,
+        "Deployment" | "DaemonSet" => WORKLOAD,
+        // Lease, Event, Namespace, ConfigMap, RBAC kinds...: no merging lists beyond
+        // ObjectMeta (policy rules and subjects are atomic).
         _ => &[],
     };
     OBJECT_META
@@ -123,6 +147,23 @@ mod tests {
             ("Service", "status.addresses", Atomic),
             ("Event", "related", Atomic),
             ("Node", "unknown.list", Atomic),
+            (
+                "Deployment",
+                "spec.template.spec.containers",
+                MergeKey("name"),
+            ),
+            (
+                "DaemonSet",
+                "spec.template.spec.containers.env",
+                MergeKey("name"),
+            ),
+            ("DaemonSet", "spec.template.spec.volumes", MergeKey("name")),
+            ("DaemonSet", "spec.template.spec.tolerations", Atomic),
+            ("DaemonSet", "spec.template.metadata.finalizers", MergeSet),
+            ("Deployment", "status.conditions", MergeKey("type")),
+            ("ServiceAccount", "secrets", MergeKey("name")),
+            ("ClusterRole", "rules", Atomic),
+            ("RoleBinding", "subjects", Atomic),
         ];
         for (kind, path, want) in cases {
             assert_eq!(list_strategy(kind, &p(path)), want, "{kind} {path}");

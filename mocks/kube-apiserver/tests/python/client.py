@@ -4,7 +4,8 @@ Run by tests/python_client.rs with the path of a kubeconfig; prints one JSON doc
 with what the client saw, which the Rust test checks. Exercises list, watch (replay from
 a resourceVersion and a fresh watch with initial ADDED events) and the three patch types
 the client picks by body shape (strategic merge for dicts, JSON patch for lists), on
-nodes (+status) and services.
+nodes (+status) and services; then a ClusterRole by a name with a colon, and a
+Deployment's defaults.
 """
 
 import json
@@ -61,6 +62,39 @@ def main(kubeconfig):
         if ev["object"].metadata.name == "py-svc":
             w.stop()
     out["fresh"] = fresh
+
+    # RBAC names carry a colon, which this client sends percent-encoded in the path.
+    rbac = client.RbacAuthorizationV1Api()
+    rbac.create_cluster_role(
+        client.V1ClusterRole(
+            metadata=client.V1ObjectMeta(name="system:py-ccm"),
+            rules=[client.V1PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get"])],
+        )
+    )
+    out["cluster_role_verbs"] = rbac.read_cluster_role("system:py-ccm").rules[0].verbs
+    deleted = rbac.delete_cluster_role("system:py-ccm")  # a V1Status, as a dict here
+    out["cluster_role_deleted"] = (
+        deleted["status"] if isinstance(deleted, dict) else deleted.status
+    )
+
+    # A workload: server-side defaults and generation come back typed.
+    apps = client.AppsV1Api()
+    dep = apps.create_namespaced_deployment(
+        "default",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "py-web"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "py-web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "py-web"}},
+                    "spec": {"containers": [{"name": "web", "image": "web:1"}]},
+                },
+            },
+        },
+    )
+    out["deployment"] = [dep.metadata.generation, dep.spec.replicas, dep.spec.strategy.type]
 
     json.dump(out, sys.stdout, sort_keys=True)
 
