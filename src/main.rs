@@ -48,6 +48,29 @@ enum Command {
     /// Upstream's cloud-controller-managers, built from their Go modules.
     #[command(subcommand)]
     Upstream(UpstreamCommand),
+    /// A real control plane (kube-apiserver and etcd) built from its Go modules, to measure
+    /// the embedded API server against.
+    #[command(subcommand)]
+    Apiserver(ApiserverCommand),
+}
+
+#[derive(Subcommand)]
+enum ApiserverCommand {
+    /// Build (or find in the cache) kube-apiserver and etcd with the `go` command; stdout's
+    /// last two lines are their paths. Cache: $XDG_CACHE_HOME/ccm-conformance/upstream/
+    /// kube-apiserver-<version>/ and etcd-<version>/.
+    Build(ApiserverBuildArgs),
+}
+
+#[derive(Args)]
+struct ApiserverBuildArgs {
+    /// A Kubernetes release (module k8s.io/kubernetes; default: the newest known to build).
+    #[arg(long)]
+    version: Option<String>,
+    /// An etcd release (module go.etcd.io/etcd/server/v3; default: the one the default
+    /// Kubernetes release requires).
+    #[arg(long)]
+    etcd_version: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -237,6 +260,87 @@ struct ClusterArgs {
     /// same directory serves them again (resourceVersions keep increasing).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// `embedded` (this program's API server) or `real`: etcd and kube-apiserver, built
+    /// from their Go modules by `apiserver build` (or found in its cache), with TLS, an
+    /// admin and a read-only token, and RBAC; the ready file has the same fields.
+    #[arg(long, env = "CCM_CONFORMANCE_APISERVER", default_value = "embedded")]
+    apiserver: ApiserverKind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ApiserverKind {
+    Embedded,
+    Real,
+}
+
+/// The API server `cluster` serves: ours, or a real control plane.
+enum ClusterApi {
+    Embedded(mock_kube_apiserver::ApiServer),
+    Real(ccm_control_plane::ControlPlane),
+}
+
+impl ClusterApi {
+    async fn start(args: &ClusterArgs, workdir: &Path) -> Result<Self> {
+        Ok(match args.apiserver {
+            ApiserverKind::Embedded => Self::Embedded(
+                mock_kube_apiserver::ApiServer::start(mock_kube_apiserver::Config {
+                    tls: !args.insecure_http,
+                    data_dir: args.data_dir.clone(),
+                    ..mock_kube_apiserver::Config::default()
+                })
+                .await
+                .context("starting the API server")?,
+            ),
+            ApiserverKind::Real => {
+                if args.insecure_http || args.data_dir.is_some() {
+                    bail!("--insecure-http and --data-dir are for the embedded API server");
+                }
+                let mut bins = Vec::new();
+                for name in ["kube-apiserver", "etcd"] {
+                    let upstream = ccm_upstream::control_plane(name)
+                        .ok_or_else(|| anyhow::anyhow!("no control-plane component {name}"))?;
+                    bins.push(build_upstream(upstream, None)?);
+                }
+                let bins = ccm_control_plane::Binaries {
+                    kube_apiserver: bins[0].clone(),
+                    etcd: bins[1].clone(),
+                };
+                let dir = workdir.join("control-plane");
+                let plane = ccm_control_plane::ControlPlane::start(&bins, &dir)
+                    .await
+                    .context("starting etcd and kube-apiserver")?;
+                eprintln!("etcd and kube-apiserver logs: {}", dir.display());
+                Self::Real(plane)
+            }
+        })
+    }
+
+    fn write_kubeconfig(&self, path: &Path) -> Result<()> {
+        match self {
+            Self::Embedded(api) => api.write_kubeconfig(path).map_err(anyhow::Error::from),
+            Self::Real(plane) => plane.write_kubeconfig(path).map_err(anyhow::Error::from),
+        }
+        .with_context(|| format!("writing {}", path.display()))
+    }
+
+    fn ready(&self) -> serde_json::Value {
+        let (server, token, readonly) = match self {
+            Self::Embedded(api) => (api.url(), api.token(), api.readonly_token()),
+            Self::Real(plane) => (
+                plane.url().to_string(),
+                plane.token(),
+                plane.readonly_token(),
+            ),
+        };
+        serde_json::json!({"server": server, "token": token, "readonly_token": readonly})
+    }
+
+    async fn shutdown(self) {
+        match self {
+            Self::Embedded(api) => api.shutdown().await,
+            Self::Real(plane) => plane.shutdown().await,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -290,6 +394,7 @@ fn main() -> ExitCode {
         Command::Dashboard(args) => cli_testgrid::dashboard(args),
         Command::Certify(args) => cli_testgrid::certify(args),
         Command::Upstream(UpstreamCommand::Build(args)) => upstream_build(args),
+        Command::Apiserver(ApiserverCommand::Build(args)) => apiserver_build(args),
         Command::Bench(args) if matches!(args.name.as_str(), "junit" | "publish") => {
             cli_testgrid::bench(
                 &args.name,
@@ -534,15 +639,35 @@ fn upstream_build(args: UpstreamBuildArgs) -> Result<ExitCode> {
             args.provider,
             ccm_upstream::CCMS
                 .iter()
-                .map(|u| u.provider)
+                .map(|u| u.name)
                 .collect::<Vec<_>>()
                 .join(", ")
         );
     };
-    let built =
-        ccm_upstream::Builder::default().build(upstream, args.version.as_deref(), &mut |line| {
-            eprintln!("{line}")
-        })?;
+    println!(
+        "{}",
+        build_upstream(upstream, args.version.as_deref())?.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `apiserver build`: kube-apiserver, then etcd; progress on stderr, each path on stdout.
+fn apiserver_build(args: ApiserverBuildArgs) -> Result<ExitCode> {
+    for (name, version) in [
+        ("kube-apiserver", args.version.as_deref()),
+        ("etcd", args.etcd_version.as_deref()),
+    ] {
+        let upstream = ccm_upstream::control_plane(name)
+            .ok_or_else(|| anyhow::anyhow!("no control-plane component {name:?}"))?;
+        println!("{}", build_upstream(upstream, version)?.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Builds `upstream` (or finds it in the cache) with progress on stderr.
+fn build_upstream(upstream: &ccm_upstream::Upstream, version: Option<&str>) -> Result<PathBuf> {
+    let built = ccm_upstream::Builder::default()
+        .build(upstream, version, &mut |line| eprintln!("{line}"))?;
     eprintln!(
         "{} {} {}",
         upstream.binary,
@@ -553,8 +678,7 @@ fn upstream_build(args: UpstreamBuildArgs) -> Result<ExitCode> {
             "built"
         }
     );
-    println!("{}", built.path.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(built.path)
 }
 
 /// The first line of `BIN --version`.
@@ -678,19 +802,12 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
     if let Some(ccm) = &args.ccm {
         settings.set_ccm(ccm);
     }
-    let api = mock_kube_apiserver::ApiServer::start(mock_kube_apiserver::Config {
-        tls: !args.insecure_http,
-        data_dir: args.data_dir.clone(),
-        ..mock_kube_apiserver::Config::default()
-    })
-    .await
-    .context("starting the API server")?;
+    let api = ClusterApi::start(&args, workdir.path()).await?;
     let kubeconfig = args
         .kubeconfig_out
         .clone()
         .unwrap_or_else(|| workdir.path().join("kubeconfig"));
-    api.write_kubeconfig(&kubeconfig)
-        .with_context(|| format!("writing {}", kubeconfig.display()))?;
+    api.write_kubeconfig(&kubeconfig)?;
     let kubelet_client =
         ccm_harness::env::client_for(&kubeconfig, ccm_harness::env::KUBELET_USER_AGENT)
             .await
@@ -751,12 +868,9 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
         ccm = Some(process);
     }
 
-    let mut ready = serde_json::json!({
-        "kubeconfig": kubeconfig.canonicalize().unwrap_or(kubeconfig.clone()),
-        "server": api.url(),
-        "token": api.token(),
-        "readonly_token": api.readonly_token(),
-    });
+    let mut ready = api.ready();
+    ready["kubeconfig"] =
+        serde_json::json!(kubeconfig.canonicalize().unwrap_or(kubeconfig.clone()));
     if let Some(cloud) = &cloud {
         ready["cloud"] = cloud.ready_info();
     }

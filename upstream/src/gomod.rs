@@ -67,6 +67,18 @@ pub fn parse(text: &str) -> GoMod {
 }
 
 impl GoMod {
+    /// Points every replace by a directory at the replaced module itself, published at
+    /// `version` (`k8s.io/api => ./staging/src/k8s.io/api` becomes `k8s.io/api =>
+    /// k8s.io/api v0.37.2`); a version on the old side is dropped, so the one replace covers
+    /// whatever version is required.
+    pub fn publish_local_replaces(&mut self, version: &str) {
+        for r in self.replaces.iter_mut().filter(|r| r.is_local_path()) {
+            let module = r.old.split_whitespace().next().unwrap_or("").to_string();
+            r.new = format!("{module} {version}");
+            r.old = module;
+        }
+    }
+
     fn directive(&mut self, verb: &str, rest: &str) {
         match verb {
             "go" => self.go = Some(rest.to_string()),
@@ -173,6 +185,32 @@ replace github.com/google/cel-go => github.com/cel-expr/cel-go v0.31.0
     fn local_path_replaces_are_recognised() {
         let m = parse("module x\nreplace k8s.io/cloud-provider-gcp/providers => ./providers\n");
         assert!(m.replaces[0].is_local_path());
+    }
+
+    #[test]
+    fn local_replaces_become_published_versions() {
+        let mut m = parse(
+            "module k8s.io/kubernetes\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\tk8s.io/kms v0.0.0 => ./staging/src/k8s.io/kms\n\tgithub.com/x/y => github.com/x/y v1.2.3\n)\n",
+        );
+        m.publish_local_replaces("v0.37.2");
+        assert_eq!(
+            m.replaces,
+            vec![
+                Replace {
+                    old: "k8s.io/api".into(),
+                    new: "k8s.io/api v0.37.2".into()
+                },
+                Replace {
+                    old: "k8s.io/kms".into(),
+                    new: "k8s.io/kms v0.37.2".into()
+                },
+                Replace {
+                    old: "github.com/x/y".into(),
+                    new: "github.com/x/y v1.2.3".into()
+                },
+            ]
+        );
+        assert!(m.replaces.iter().all(|r| !r.is_local_path()));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Upstream's Go binaries, built from their Go modules with the `go` command into a cache
 //! outside the repository, so a run can put the real cloud-controller-managers (client-go,
-//! gophercloud, aws-sdk-go-v2, govmomi) through the suites.
+//! gophercloud, aws-sdk-go-v2, govmomi) through the suites, and measure the embedded API
+//! server against a real control plane (kube-apiserver and etcd, [`CONTROL_PLANE`]).
 //!
 //! Why a generated wrapper module per binary rather than `go install MODULE/cmd/x@v`:
 //! `go install` refuses a module whose `go.mod` has `replace` lines (OpenStack's requires
@@ -23,10 +24,11 @@ pub mod gomod;
 /// An upstream binary the harness knows how to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Upstream {
-    /// The `--cloud-provider` name (and cache prefix).
-    pub provider: &'static str,
+    /// A CCM's `--cloud-provider` name, or the component's (`kube-apiserver`, `etcd`); the
+    /// cache entry's prefix.
+    pub name: &'static str,
     pub module: &'static str,
-    /// The main package, relative to the module.
+    /// The main package, relative to the module (empty: the module's root is it).
     pub package: &'static str,
     /// The binary's file name, as upstream's Makefile names it.
     pub binary: &'static str,
@@ -37,37 +39,98 @@ pub struct Upstream {
     /// v1.36.1–v1.37.1 and vSphere v1.35.0–v1.37.1 (vSphere v1.35.1's go.mod failed
     /// checksum verification), so both are v1.36.0.
     pub default_version: &'static str,
+    /// What upstream's `replace` lines that point into its own repository become.
+    pub siblings: Siblings,
+}
+
+/// Upstream `replace` lines that point into the upstream repository itself (`./staging/…`,
+/// `../api`): those directories are not in the module zip, so a wrapper cannot copy them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Siblings {
+    /// None are expected: one is a [`BuildError::LocalReplace`].
+    Refuse,
+    /// Kubernetes' staging modules: `k8s.io/kubernetes` v1.N.P requires each at v0.0.0 and
+    /// replaces it by `./staging/src/k8s.io/<m>`; each is published as v0.N.P.
+    Staging,
+    /// Modules released together at the upstream module's own version (etcd).
+    SameVersion,
+}
+
+impl Siblings {
+    /// The version the replaced modules are published at, for upstream `version`.
+    pub fn published(self, version: &str) -> Option<String> {
+        match self {
+            Siblings::Refuse => None,
+            Siblings::Staging => Some(match version.strip_prefix("v1.") {
+                Some(rest) => format!("v0.{rest}"),
+                None => version.to_string(),
+            }),
+            Siblings::SameVersion => Some(version.to_string()),
+        }
+    }
 }
 
 /// The upstream cloud-controller-managers (module paths and main packages from each
 /// repository's `go.mod` and `cmd/`).
 pub const CCMS: &[Upstream] = &[
     Upstream {
-        provider: "aws",
+        name: "aws",
         module: "k8s.io/cloud-provider-aws",
         package: "cmd/aws-cloud-controller-manager",
         binary: "aws-cloud-controller-manager",
         default_version: "v1.37.0",
+        siblings: Siblings::Refuse,
     },
     Upstream {
-        provider: "openstack",
+        name: "openstack",
         module: "k8s.io/cloud-provider-openstack",
         package: "cmd/openstack-cloud-controller-manager",
         binary: "openstack-cloud-controller-manager",
         default_version: "v1.36.0",
+        siblings: Siblings::Refuse,
     },
     Upstream {
-        provider: "vsphere",
+        name: "vsphere",
         module: "k8s.io/cloud-provider-vsphere",
         package: "cmd/vsphere-cloud-controller-manager",
         binary: "vsphere-cloud-controller-manager",
         default_version: "v1.36.0",
+        siblings: Siblings::Refuse,
     },
 ];
 
 /// The upstream CCM of a provider.
 pub fn ccm(provider: &str) -> Option<&'static Upstream> {
-    CCMS.iter().find(|u| u.provider == provider)
+    CCMS.iter().find(|u| u.name == provider)
+}
+
+/// A real control plane to measure the embedded API server against
+/// (`shared/reference/upstream-builds.md`, "kube-apiserver and etcd"). Default versions:
+/// the newest Kubernetes release the module proxy lists here on 2026-11-26 (v1.37.2), and
+/// the etcd its `go.mod` requires (v3.7.0).
+pub const CONTROL_PLANE: &[Upstream] = &[
+    Upstream {
+        name: "kube-apiserver",
+        module: "k8s.io/kubernetes",
+        package: "cmd/kube-apiserver",
+        binary: "kube-apiserver",
+        default_version: "v1.37.2",
+        siblings: Siblings::Staging,
+    },
+    Upstream {
+        name: "etcd",
+        module: "go.etcd.io/etcd/server/v3",
+        package: "",
+        binary: "etcd",
+        default_version: "v3.7.0",
+        // The server module replaces api, client/pkg, client/v3 and pkg by ../<dir>.
+        siblings: Siblings::SameVersion,
+    },
+];
+
+/// A control-plane component by name (`kube-apiserver`, `etcd`).
+pub fn control_plane(name: &str) -> Option<&'static Upstream> {
+    CONTROL_PLANE.iter().find(|u| u.name == name)
 }
 
 /// Where builds are kept: `$XDG_CACHE_HOME/ccm-conformance/upstream`, else
@@ -172,8 +235,7 @@ const STAMP: &str = "build.json";
 impl Builder {
     /// The cache entry of `upstream` at `version`.
     pub fn entry(&self, upstream: &Upstream, version: &str) -> PathBuf {
-        self.cache_root
-            .join(format!("{}-{version}", upstream.provider))
+        self.cache_root.join(format!("{}-{version}", upstream.name))
     }
 
     /// The cached binary, if a complete build is there.
@@ -206,7 +268,7 @@ impl Builder {
             .map_err(io(format!("creating {}", self.cache_root.display())))?;
         let tmp = self.cache_root.join(format!(
             ".building-{}-{version}-{}-{}",
-            upstream.provider,
+            upstream.name,
             std::process::id(),
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -269,17 +331,22 @@ impl Builder {
             "resolving {}@{version} through the Go module proxy",
             upstream.module
         ));
-        let upstream_mod = self.download_go_mod(upstream.module, version, dir)?;
-        if let Some(r) = upstream_mod.replaces.iter().find(|r| r.is_local_path()) {
-            return Err(BuildError::LocalReplace {
-                module: upstream.module.into(),
-                version: version.into(),
-                old: r.old.clone(),
-                new: r.new.clone(),
-            });
+        let mut upstream_mod = self.download_go_mod(upstream.module, version, dir)?;
+        match upstream.siblings.published(version) {
+            Some(published) => upstream_mod.publish_local_replaces(&published),
+            None => {
+                if let Some(r) = upstream_mod.replaces.iter().find(|r| r.is_local_path()) {
+                    return Err(BuildError::LocalReplace {
+                        module: upstream.module.into(),
+                        version: version.into(),
+                        old: r.old.clone(),
+                        new: r.new.clone(),
+                    });
+                }
+            }
         }
         let wrapper = gomod::wrapper(
-            &format!("ccm-conformance.invalid/upstream/{}", upstream.provider),
+            &format!("ccm-conformance.invalid/upstream/{}", upstream.name),
             &upstream_mod,
             upstream.module,
             version,
@@ -289,7 +356,11 @@ impl Builder {
         let log_path = dir.join("build.log");
         let log = std::fs::File::create(&log_path).map_err(io("creating build.log"))?;
         let out = dir.join(upstream.binary);
-        let package = format!("{}/{}", upstream.module, upstream.package);
+        let package = if upstream.package.is_empty() {
+            upstream.module.to_string()
+        } else {
+            format!("{}/{}", upstream.module, upstream.package)
+        };
         progress(&format!(
             "go build {package} ({go_version}; minutes on a cold Go cache; log: {})",
             log_path.display()
@@ -487,6 +558,26 @@ mod tests {
         ] {
             assert!(check_version(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn sibling_modules_are_published_at_the_matching_version() {
+        assert_eq!(Siblings::Refuse.published("v1.36.0"), None);
+        assert_eq!(
+            Siblings::Staging.published("v1.37.2").as_deref(),
+            Some("v0.37.2")
+        );
+        assert_eq!(
+            Siblings::Staging.published("v1.38.0-rc.1").as_deref(),
+            Some("v0.38.0-rc.1")
+        );
+        assert_eq!(
+            Siblings::SameVersion.published("v3.7.0").as_deref(),
+            Some("v3.7.0")
+        );
+        let names: Vec<&str> = CONTROL_PLANE.iter().map(|u| u.name).collect();
+        assert_eq!(names, ["kube-apiserver", "etcd"]);
+        assert!(CCMS.iter().all(|u| u.siblings == Siblings::Refuse));
     }
 
     #[test]
