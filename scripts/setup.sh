@@ -15,6 +15,7 @@
 #                            (judges/go: gophercloud, aws-sdk-go-v2, govmomi) need it too
 #   kubernetes (PyPI)        the embedded API server is judged by the official Python client
 #   chromium                 the TestGrid-style dashboard is screenshotted headless
+#   setpriv (util-linux)     the real control plane's processes die with their parent
 #   gsutil (own venv)        uploads are read back with Google's gsutil too; it pins old
 #                            dependencies, so it gets a virtualenv of its own
 set -euo pipefail
@@ -28,6 +29,9 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # proxy when a go.mod asks for it.
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || need_apt+=(golang-go)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# setpriv (util-linux): `cluster --apiserver real` starts etcd and kube-apiserver under
+# `setpriv --pdeathsig KILL` so that they die with it.
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
