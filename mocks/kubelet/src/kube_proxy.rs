@@ -250,16 +250,25 @@ fn node_ip(node: &Node) -> Option<IpAddr> {
         .ok()
 }
 
-/// A bound port's server task, and what it answers (shared with the task).
+/// A bound port's server task, and what it answers (shared with the task). Dropping it
+/// aborts the task (a dropped `JoinHandle` would detach it and keep the port bound): the
+/// proxy's own task is aborted when its kubelet is dropped, and then every port it bound
+/// must close with it, or a long run leaks a socket per port per node.
 struct Bound {
     task: JoinHandle<()>,
     live: Arc<Mutex<Live>>,
 }
 
 impl Bound {
-    async fn stop(self) {
+    async fn stop(mut self) {
         self.task.abort();
-        let _ = self.task.await;
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
