@@ -1,6 +1,7 @@
 //! The embedded API server beside a real one (etcd + kube-apiserver from `apiserver build`),
-//! both started by `cluster`: the same requests get the same status, reason and stored data
-//! from both, and a SIGKILLed `cluster --apiserver real` takes etcd and kube-apiserver with
+//! both started by `cluster`: the requests of `tests/differential/corpus.json` get the same
+//! status, reason and compared data from both (or a difference the corpus lists with its
+//! reason), and a SIGKILLed `cluster --apiserver real` takes etcd and kube-apiserver with
 //! it. The binaries are built (or found in the cache) by the test itself; `.ci/run` builds
 //! them first so that the minutes of a cold Go build show as a step of their own.
 
@@ -85,229 +86,256 @@ fn start(kind: &str, dir: &Path) -> Server {
     }
 }
 
-/// One request of the comparison: method, path, body, which token, and the fields of the
-/// answer compared besides the status code and the Status `reason` (JSON pointers).
-struct Step {
-    name: &'static str,
-    method: &'static str,
-    path: &'static str,
-    body: Option<Value>,
-    token: Token,
-    fields: &'static [&'static str],
+/// The corpus: `tests/differential/corpus.json`, a list of requests sent in order to both
+/// servers (later ones build on what earlier ones created, in the corpus's own namespace).
+/// Each entry: `name`, `method`, `path` (with query; `{{var}}` is replaced by what an earlier
+/// entry saved from the same server), optional `body` (JSON) or `raw` (text; `{{pad}}` becomes
+/// `pad` bytes of `x`) with `content_type`, `accept`, `token` (admin, readonly, none, wrong),
+/// and what is compared besides the status code and the Status `reason`:
+/// - `compare`: JSON pointers into the normalized answer (`*` maps over an array; `""` is
+///   the whole answer);
+/// - `ignore`: pointers removed from the normalized answer before comparing (with a sibling
+///   entry that compares, or lists as a known difference, what was removed);
+/// - `present`: pointers whose presence (non-empty) is compared, not their value;
+/// - `subset`: `{pointer: [key, fields...]}` for a list of which the real server may hold more:
+///   only the elements whose `key` the embedded server lists are compared, by key;
+/// - `watch: true`: the answer is a watch stream, compared as `{events: [{type, name}]}`;
+/// - `save`: `{var: pointer}` kept per server for later paths;
+/// - `known_difference`: why the servers may answer this one differently (reported, not failed).
+const CORPUS: &str = include_str!("differential/corpus.json");
+
+fn text<'a>(entry: &'a Value, key: &str) -> Option<&'a str> {
+    entry.get(key).and_then(Value::as_str)
 }
 
-#[derive(Clone, Copy)]
-enum Token {
-    Admin,
-    ReadOnly,
-    None,
+fn strings(entry: &Value, key: &str) -> Vec<String> {
+    entry
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
-/// What is compared of an answer: the status code, the Status `reason` (errors) and the
-/// step's fields.
-async fn answer(server: &Server, step: &Step) -> Value {
-    let url = format!("{}{}", server.url, step.path);
-    let mut req = match step.method {
-        "POST" => server.client.post(url),
-        "DELETE" => server.client.delete(url),
-        _ => server.client.get(url),
-    };
-    match step.token {
-        Token::Admin => req = req.bearer_auth(&server.token),
-        Token::ReadOnly => req = req.bearer_auth(&server.readonly_token),
-        Token::None => {}
-    }
-    if let Some(body) = &step.body {
-        req = req.json(body);
-    }
-    let resp = req.send().await.expect("request");
-    let code = resp.status().as_u16();
-    let body: Value = resp.json().await.unwrap_or(Value::Null);
-    let mut out = json!({"code": code, "reason": body.get("reason")});
-    for field in step.fields {
-        out[*field] = body.pointer(field).cloned().unwrap_or(Value::Null);
+fn substitute(template: &str, vars: &std::collections::HashMap<String, String>) -> String {
+    let mut out = template.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{{{k}}}}}"), v);
     }
     out
 }
 
-fn steps() -> Vec<Step> {
-    let secret = |name: &str, string_data: Value| {
-        json!({"apiVersion": "v1", "kind": "Secret",
-               "metadata": {"name": name, "namespace": "diff"},
-               "stringData": string_data})
+/// A JSON pointer where a `*` token maps the rest of the pointer over an array.
+fn pointer(value: &Value, ptr: &str) -> Value {
+    fn walk(value: &Value, tokens: &[String]) -> Value {
+        let Some((first, rest)) = tokens.split_first() else {
+            return value.clone();
+        };
+        match (first.as_str(), value) {
+            ("*", Value::Array(items)) => {
+                Value::Array(items.iter().map(|i| walk(i, rest)).collect())
+            }
+            (key, Value::Object(map)) => map.get(key).map_or(Value::Null, |v| walk(v, rest)),
+            (index, Value::Array(items)) => index
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| items.get(i))
+                .map_or(Value::Null, |v| walk(v, rest)),
+            _ => Value::Null,
+        }
+    }
+    if ptr.is_empty() {
+        return value.clone();
+    }
+    let tokens: Vec<String> = ptr
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    walk(value, &tokens)
+}
+
+/// Removes what always differs between two servers from every object in an answer: uid,
+/// resourceVersion, creationTimestamp, continue tokens and managedFields times; a set
+/// deletionTimestamp becomes `<set>` and a generated name `<generateName><suffix>`.
+fn normalize(value: &Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
+        Value::Object(map) => {
+            let mut out: serde_json::Map<String, Value> =
+                map.iter().map(|(k, v)| (k.clone(), normalize(v))).collect();
+            if let Some(Value::Object(md)) = out.get_mut("metadata") {
+                for key in [
+                    "uid",
+                    "resourceVersion",
+                    "creationTimestamp",
+                    "continue",
+                    "selfLink",
+                ] {
+                    md.remove(key);
+                }
+                if md.contains_key("deletionTimestamp") {
+                    md.insert("deletionTimestamp".into(), json!("<set>"));
+                }
+                if let Some(Value::Array(fields)) = md.get_mut("managedFields") {
+                    for f in fields.iter_mut().filter_map(Value::as_object_mut) {
+                        f.remove("time");
+                    }
+                }
+                if let (Some(Value::String(prefix)), Some(Value::String(name))) =
+                    (md.get("generateName"), md.get("name"))
+                    && name.starts_with(prefix.as_str())
+                {
+                    let generated = format!("{prefix}<suffix>");
+                    md.insert("name".into(), json!(generated));
+                }
+            }
+            if let Some(Value::Object(details)) = out.get_mut("details") {
+                details.remove("uid");
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+fn present(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        _ => true,
+    }
+}
+
+/// What is compared of an answer: the status code, the Status `reason` and the entry's
+/// pointers; a transport failure (a connection closed before an answer) is an answer too.
+async fn answer(
+    server: &Server,
+    entry: &Value,
+    vars: &mut std::collections::HashMap<String, String>,
+) -> Value {
+    let path = substitute(text(entry, "path").expect("every entry has a path"), vars);
+    let method = reqwest::Method::from_bytes(text(entry, "method").unwrap_or("GET").as_bytes())
+        .expect("an HTTP method");
+    let mut req = server
+        .client
+        .request(method, format!("{}{path}", server.url));
+    match text(entry, "token").unwrap_or("admin") {
+        "admin" => req = req.bearer_auth(&server.token),
+        "readonly" => req = req.bearer_auth(&server.readonly_token),
+        "wrong" => req = req.bearer_auth("not-a-token"),
+        _ => {}
+    }
+    if let Some(body) = entry.get("body") {
+        req = req.body(substitute(&body.to_string(), vars));
+    }
+    if let Some(raw) = text(entry, "raw") {
+        let pad = entry.get("pad").and_then(Value::as_u64).unwrap_or(0) as usize;
+        req = req.body(raw.replace("{{pad}}", &"x".repeat(pad)));
+    }
+    // One Content-Type: the entry's, or JSON for a JSON body.
+    match (text(entry, "content_type"), entry.get("body")) {
+        (Some(ct), _) => req = req.header("Content-Type", ct),
+        (None, Some(_)) => req = req.header("Content-Type", "application/json"),
+        (None, None) => {}
+    }
+    if let Some(accept) = text(entry, "accept") {
+        req = req.header("Accept", accept);
+    }
+    let resp = match req.send().await {
+        Ok(resp) => resp,
+        Err(e) => return json!({"transport error": e.to_string().split(':').next()}),
     };
-    vec![
-        Step {
-            name: "create a namespace",
-            method: "POST",
-            path: "/api/v1/namespaces",
-            body: Some(
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "diff"}}),
-            ),
-            token: Token::Admin,
-            fields: &[],
-        },
-        Step {
-            name: "create a Secret from stringData",
-            method: "POST",
-            path: "/api/v1/namespaces/diff/secrets",
-            body: Some(secret("creds", json!({"10.0.0.1.username": "user"}))),
-            token: Token::Admin,
-            fields: &["/data", "/stringData", "/type"],
-        },
-        Step {
-            name: "read it back",
-            method: "GET",
-            path: "/api/v1/namespaces/diff/secrets/creds",
-            body: None,
-            token: Token::Admin,
-            fields: &["/data", "/stringData", "/type"],
-        },
-        Step {
-            name: "create it again",
-            method: "POST",
-            path: "/api/v1/namespaces/diff/secrets",
-            body: Some(secret("creds", json!({"k": "v"}))),
-            token: Token::Admin,
-            fields: &[],
-        },
-        Step {
-            name: "a stringData value that is not a string",
-            method: "POST",
-            path: "/api/v1/namespaces/diff/secrets",
-            body: Some(secret("bad", json!({"k": 1}))),
-            token: Token::Admin,
-            fields: &[],
-        },
-        Step {
-            name: "an invalid name",
-            method: "POST",
-            path: "/api/v1/namespaces/diff/secrets",
-            body: Some(secret("Bad_Name", json!({"k": "v"}))),
-            token: Token::Admin,
-            fields: &[],
-        },
-        Step {
-            name: "a Secret that does not exist",
-            method: "GET",
-            path: "/api/v1/namespaces/diff/secrets/missing",
-            body: None,
-            token: Token::Admin,
-            fields: &[],
-        },
-        Step {
-            name: "a write with the read-only token",
-            method: "POST",
-            path: "/api/v1/namespaces",
-            body: Some(
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ro"}}),
-            ),
-            token: Token::ReadOnly,
-            fields: &[],
-        },
-        Step {
-            name: "a read with the read-only token",
-            method: "GET",
-            path: "/api/v1/namespaces/diff",
-            body: None,
-            token: Token::ReadOnly,
-            fields: &[],
-        },
-        Step {
-            name: "create a Deployment with what kubectl create deployment sends",
-            method: "POST",
-            path: "/apis/apps/v1/namespaces/diff/deployments",
-            body: Some(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "ccm", "labels": {"app": "ccm"}},
-                "spec": {"selector": {"matchLabels": {"app": "ccm"}},
-                    "template": {"metadata": {"labels": {"app": "ccm"}},
-                        "spec": {"containers": [{"name": "ccm", "image": "ccm:v1"}]}}}})),
-            token: Token::Admin,
-            fields: &[
-                "/metadata/generation",
-                "/spec/replicas",
-                "/spec/strategy",
-                "/spec/revisionHistoryLimit",
-                "/spec/progressDeadlineSeconds",
-                "/status",
-            ],
-        },
-        Step {
-            name: "a Deployment whose selector does not match its template",
-            method: "POST",
-            path: "/apis/apps/v1/namespaces/diff/deployments",
-            body: Some(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "bad"},
-                "spec": {"selector": {"matchLabels": {"app": "x"}},
-                    "template": {"metadata": {"labels": {"app": "y"}},
-                        "spec": {"containers": [{"name": "c", "image": "i"}]}}}})),
-            token: Token::Admin,
-            fields: &[],
-        },
-        Step {
-            name: "create a DaemonSet",
-            method: "POST",
-            path: "/apis/apps/v1/namespaces/diff/daemonsets",
-            body: Some(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-                "metadata": {"name": "ccm"},
-                "spec": {"selector": {"matchLabels": {"app": "ccm"}},
-                    "template": {"metadata": {"labels": {"app": "ccm"}},
-                        "spec": {"containers": [{"name": "ccm", "image": "ccm:v1"}]}}}})),
-            token: Token::Admin,
-            fields: &[
-                "/metadata/generation",
-                "/spec/updateStrategy",
-                "/spec/revisionHistoryLimit",
-                "/status",
-            ],
-        },
-        Step {
-            name: "create a ClusterRoleBinding without apiGroups",
-            method: "POST",
-            path: "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            body: Some(json!({"apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": "system:ccm"},
-                "roleRef": {"kind": "ClusterRole", "name": "system:ccm"},
-                "subjects": [{"kind": "User", "name": "ccm"},
-                    {"kind": "ServiceAccount", "name": "ccm", "namespace": "diff"}]})),
-            token: Token::Admin,
-            fields: &["/roleRef", "/subjects"],
-        },
-        Step {
-            name: "create a ServiceAccount",
-            method: "POST",
-            path: "/api/v1/namespaces/diff/serviceaccounts",
-            body: Some(json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                "metadata": {"name": "ccm"}})),
-            token: Token::Admin,
-            fields: &["/secrets"],
-        },
-        Step {
-            name: "delete the ServiceAccount",
-            method: "DELETE",
-            path: "/api/v1/namespaces/diff/serviceaccounts/ccm",
-            body: None,
-            token: Token::Admin,
-            fields: &["/kind", "/metadata/name"],
-        },
-        Step {
-            name: "delete the ClusterRoleBinding",
-            method: "DELETE",
-            path: "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:ccm",
-            body: None,
-            token: Token::Admin,
-            fields: &["/kind", "/status"],
-        },
-        Step {
-            name: "no token over TLS",
-            method: "GET",
-            path: "/api/v1/namespaces",
-            body: None,
-            token: Token::None,
-            fields: &[],
-        },
-    ]
+    let code = resp.status().as_u16();
+    let bytes = resp.bytes().await.unwrap_or_default();
+    let body: Value = if entry.get("watch").and_then(Value::as_bool) == Some(true) {
+        let events: Vec<Value> = String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|ev| json!({"type": ev["type"], "name": pointer(&ev, "/object/metadata/name")}))
+            .collect();
+        json!({ "events": events })
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    };
+    if let Some(Value::Object(save)) = entry.get("save") {
+        for (var, ptr) in save {
+            let v = pointer(&body, ptr.as_str().unwrap_or(""));
+            vars.insert(
+                var.clone(),
+                v.as_str().map_or_else(|| v.to_string(), str::to_string),
+            );
+        }
+    }
+    let mut normalized = normalize(&body);
+    for ptr in strings(entry, "ignore") {
+        if let Some((parent, key)) = ptr.rsplit_once('/')
+            && let Some(Value::Object(map)) = normalized.pointer_mut(parent)
+        {
+            map.remove(key);
+        }
+    }
+    let mut out = json!({"code": code, "reason": body.get("reason")});
+    for ptr in strings(entry, "compare") {
+        let label = if ptr.is_empty() {
+            "(whole)".to_string()
+        } else {
+            ptr.clone()
+        };
+        out[label] = pointer(&normalized, &ptr);
+    }
+    for ptr in strings(entry, "present") {
+        out[format!("present {ptr}")] = json!(present(&pointer(&body, &ptr)));
+    }
+    if let Some(Value::Object(subset)) = entry.get("subset") {
+        for (ptr, keys) in subset {
+            let keys: Vec<&str> = keys
+                .as_array()
+                .map(|k| k.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let items = pointer(&body, ptr);
+            let mut picked: Vec<Value> = items
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|item| {
+                    Value::Object(
+                        keys.iter()
+                            .map(|k| (k.to_string(), item[*k].clone()))
+                            .collect(),
+                    )
+                })
+                .collect();
+            picked.sort_by_key(|v| v[keys[0]].to_string());
+            out[format!("subset {ptr}")] = Value::Array(picked);
+        }
+    }
+    out
+}
+
+/// Keeps, of the real server's `subset` lists, only what the embedded server lists.
+fn restrict_to_embedded(entry: &Value, ours: &Value, theirs: &mut Value) {
+    let Some(Value::Object(subset)) = entry.get("subset") else {
+        return;
+    };
+    for (ptr, keys) in subset {
+        let key = keys[0].as_str().unwrap_or("name");
+        let label = format!("subset {ptr}");
+        let served: Vec<Value> = ours[&label]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| v[key].clone())
+            .collect();
+        if let Some(items) = theirs[&label].as_array_mut() {
+            items.retain(|v| served.contains(&v[key]));
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -317,17 +345,40 @@ async fn embedded_and_real_answer_alike_and_real_dies_with_its_parent() {
     let dir = tempfile::tempdir().expect("tempdir");
     let embedded = start("embedded", dir.path());
     let real = start("real", dir.path());
-    let mut differences = Vec::new();
-    for step in steps() {
-        let (ours, theirs) = (answer(&embedded, &step).await, answer(&real, &step).await);
-        if ours != theirs {
-            differences.push(format!(
-                "{}: embedded {ours}\n{:width$}  real     {theirs}",
-                step.name,
-                "",
-                width = step.name.len()
-            ));
+    let corpus: Value = serde_json::from_str(CORPUS).expect("the corpus is JSON");
+    let entries = corpus["requests"].as_array().expect("a requests list");
+    let (mut ours_vars, mut theirs_vars) = Default::default();
+    let (mut differences, mut known, mut now_alike) = (Vec::new(), Vec::new(), Vec::new());
+    for entry in entries {
+        let name = text(entry, "name").expect("every entry has a name");
+        let ours = answer(&embedded, entry, &mut ours_vars).await;
+        let mut theirs = answer(&real, entry, &mut theirs_vars).await;
+        restrict_to_embedded(entry, &ours, &mut theirs);
+        let reason = text(entry, "known_difference");
+        if ours == theirs {
+            if let Some(reason) = reason {
+                now_alike.push(format!("{name} (listed as: {reason})"));
+            }
+            continue;
         }
+        let report = format!("{name}:\n  embedded {ours}\n  real     {theirs}");
+        match reason {
+            Some(reason) => known.push(format!("{report}\n  known:   {reason}")),
+            None => differences.push(report),
+        }
+    }
+    eprintln!(
+        "{} requests: {} alike, {} known differences, {} new differences",
+        entries.len(),
+        entries.len() - known.len() - differences.len(),
+        known.len(),
+        differences.len()
+    );
+    for k in &known {
+        eprintln!("known difference: {k}");
+    }
+    for a in &now_alike {
+        eprintln!("listed as a known difference but now alike, remove the listing: {a}");
     }
     assert!(
         differences.is_empty(),

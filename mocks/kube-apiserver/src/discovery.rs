@@ -75,13 +75,23 @@ const VERBS: &[&str] = &[
     "watch",
 ];
 
+/// The verbs of a resource. Namespaces are deleted one by one, through their finalizer:
+/// kubernetes pkg/registry/core/namespace/storage/storage.go serves no DeleteCollection.
+fn verbs(r: &ResourceDesc) -> Vec<&'static str> {
+    VERBS
+        .iter()
+        .copied()
+        .filter(|v| !(*v == "deletecollection" && r.group.is_empty() && r.plural == "namespaces"))
+        .collect()
+}
+
 fn resource_doc(r: &ResourceDesc) -> Value {
     json!({
         "name": r.plural,
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": VERBS,
+        "verbs": verbs(r),
         "shortNames": r.short_names,
     })
 }
@@ -139,7 +149,7 @@ fn resource_discovery(r: &ResourceDesc) -> Value {
         "responseKind": gvk(r.group, r.version, r.kind),
         "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": r.singular,
-        "verbs": VERBS,
+        "verbs": verbs(r),
     });
     if !r.short_names.is_empty() {
         doc["shortNames"] = json!(r.short_names);

@@ -252,18 +252,29 @@ impl ApiError {
                 resource,
                 name,
                 ..
-            } => Some(json!({"name": name, "group": group, "kind": resource})),
+            } => Some(details(name, group, resource)),
             ApiError::Invalid {
                 group,
                 kind,
                 name,
                 causes,
-            } => Some(json!({
-                "name": name, "group": group, "kind": kind,
-                "causes": causes.iter().map(|c| json!({
-                    "reason": c.reason, "message": c.message, "field": c.field
-                })).collect::<Vec<_>>(),
-            })),
+            } => {
+                let mut d = details(name, group, kind);
+                d["causes"] = causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
+                Some(d)
+            }
+            // Built by upstream's generic response helpers with no group, kind or name
+            // (apimachinery pkg/api/errors/errors.go `NewGenericServerResponse`, used for
+            // unknown paths and methods, and by the patch handler for unknown patch types
+            // and patches that cannot apply): an empty but present `details`. A create's
+            // or update's unsupported media type has none.
+            ApiError::UnknownPath | ApiError::MethodNotAllowed => Some(json!({})),
+            ApiError::Other {
+                code: 415 | 422, ..
+            } => Some(json!({})),
             ApiError::ApplyConflict { causes, .. } => Some(json!({
                 "causes": causes.iter().map(|c| json!({
                     "reason": c.reason, "message": c.message, "field": c.field
@@ -285,6 +296,20 @@ impl ApiError {
         }
         status
     }
+}
+
+/// `details` of a Status naming one object: `group` and `name` are omitted when empty, as
+/// Go's `omitempty` does (apimachinery pkg/apis/meta/v1/types.go `StatusDetails`).
+fn details(name: &str, group: &str, kind: &str) -> Value {
+    let mut d = serde_json::Map::new();
+    if !name.is_empty() {
+        d.insert("name".into(), json!(name));
+    }
+    if !group.is_empty() {
+        d.insert("group".into(), json!(group));
+    }
+    d.insert("kind".into(), json!(kind));
+    Value::Object(d)
 }
 
 impl IntoResponse for ApiError {
@@ -318,6 +343,39 @@ mod tests {
         );
         assert_eq!(e.to_status()["code"], 409);
         assert_eq!(e.to_status()["reason"], "Conflict");
+    }
+
+    #[test]
+    fn generic_errors_carry_empty_details_and_object_errors_omit_the_core_group() {
+        assert_eq!(ApiError::MethodNotAllowed.to_status()["details"], json!({}));
+        assert_eq!(ApiError::UnknownPath.to_status()["details"], json!({}));
+        assert!(
+            ApiError::UnsupportedMediaType("x".into())
+                .to_status()
+                .get("details")
+                .is_none()
+        );
+        let patch = ApiError::Other {
+            code: 422,
+            reason: "Invalid",
+            message: "test failed".into(),
+        };
+        assert_eq!(patch.to_status()["details"], json!({}));
+        assert!(
+            ApiError::BadRequest("x".into())
+                .to_status()
+                .get("details")
+                .is_none()
+        );
+        let missing = ApiError::NotFound {
+            group: String::new(),
+            resource: "configmaps".into(),
+            name: "a".into(),
+        };
+        assert_eq!(
+            missing.to_status()["details"],
+            json!({"name": "a", "kind": "configmaps"})
+        );
     }
 
     #[test]

@@ -506,6 +506,22 @@ const RESOURCE_OFFERS: &[Representation] = &[
     Representation::Json,
     Representation::Table("v1"),
     Representation::Table("v1beta1"),
+    Representation::Metadata {
+        list: false,
+        version: "v1",
+    },
+    Representation::Metadata {
+        list: true,
+        version: "v1",
+    },
+    Representation::Metadata {
+        list: false,
+        version: "v1beta1",
+    },
+    Representation::Metadata {
+        list: true,
+        version: "v1beta1",
+    },
 ];
 
 /// Table rendering options when the client asked for a Table, else `None`.
@@ -525,6 +541,38 @@ fn table_options(headers: &HeaderMap, params: &Params) -> Result<Option<TableOpt
         no_headers: false,
         now: jiff::Timestamp::now(),
     }))
+}
+
+/// The version of `PartialObjectMetadata` the client asked for, if it did; asking for the
+/// single form on a list, or the list form on an object, is a 406 (apiserver
+/// pkg/endpoints/handlers/response.go `transformResponseObject`).
+fn metadata_only(headers: &HeaderMap, is_list: bool) -> Result<Option<&'static str>, ApiError> {
+    let Representation::Metadata { list, version } = negotiate(accept(headers), RESOURCE_OFFERS)
+    else {
+        return Ok(None);
+    };
+    if list != is_list {
+        let (asked, is) = if list {
+            ("PartialObjectMetadataList", "not a list")
+        } else {
+            ("PartialObjectMetadata", "a list")
+        };
+        return Err(ApiError::Other {
+            code: 406,
+            reason: "NotAcceptable",
+            message: format!("you requested {asked}, but the requested object is {is}"),
+        });
+    }
+    Ok(Some(version))
+}
+
+/// An object reduced to its metadata.
+fn partial(obj: &Value, version: &str) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
 }
 
 /// `body` (a list or one object) as a Table when `table` is set.
@@ -660,24 +708,49 @@ async fn handle_resource(
         }
         (&Method::GET, Some(name)) => {
             let table = table_options(headers, params)?;
-            Ok(render(desc, &store.get(desc, ns, name)?, table))
+            let obj = store.get(desc, ns, name)?;
+            if let Some(version) = metadata_only(headers, false)? {
+                return Ok(json_response(StatusCode::OK, &partial(&obj, version)));
+            }
+            Ok(render(desc, &obj, table))
         }
         (&Method::GET, None) => {
             let table = table_options(headers, params)?;
             if params.bool("watch")? == Some(true) {
                 watch(state, desc, ns, params, None, table)
             } else {
+                let metadata = metadata_only(headers, true)?;
                 let body = list(store, desc, ns, params)?;
-                Ok(match table {
-                    None => body.json_response(),
-                    Some(_) => render(desc, &body.to_value(), table),
+                Ok(match (table, metadata) {
+                    (_, Some(version)) => {
+                        let list = body.to_value();
+                        let items: Vec<Value> = list["items"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|o| partial(o, version))
+                            .collect();
+                        json_response(
+                            StatusCode::OK,
+                            &json!({
+                                "kind": "PartialObjectMetadataList",
+                                "apiVersion": format!("meta.k8s.io/{version}"),
+                                "metadata": list["metadata"],
+                                "items": items,
+                            }),
+                        )
+                    }
+                    (None, None) => body.json_response(),
+                    (Some(_), None) => render(desc, &body.to_value(), table),
                 })
             }
         }
         (&Method::POST, None) if !desc.namespaced || ns.is_some() => {
+            validate_dry_run(params, "CreateOptions")?;
             let opts = params.update_options(headers)?;
             let validation = field_validation(params, "CreateOptions")?;
             let mut obj = read_json(desc, headers, body, state.max_body_bytes).await?;
+            crate::validation::decode(desc, &obj)?;
             let warnings = check_fields(desc, &mut obj, validation)?;
             let created = store.create(desc, ns, obj, opts)?;
             Ok(with_warnings(
@@ -686,25 +759,31 @@ async fn handle_resource(
             ))
         }
         (&Method::PUT, Some(name)) => {
+            validate_dry_run(params, "UpdateOptions")?;
             let opts = params.update_options(headers)?;
             let validation = field_validation(params, "UpdateOptions")?;
             let mut obj = read_json(desc, headers, body, state.max_body_bytes).await?;
+            crate::validation::decode(desc, &obj)?;
             let warnings = check_fields(desc, &mut obj, validation)?;
             let resp = put(store, desc, ns, name, sub, obj, opts)?;
             Ok(with_warnings(resp, &warnings))
         }
         (&Method::PATCH, Some(name)) => {
+            validate_dry_run(params, "PatchOptions")?;
             let validation = field_validation(params, "PatchOptions")?;
             let ct = headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            let patch_type = PatchType::from_content_type(ct).ok_or_else(|| {
-                ApiError::UnsupportedMediaType(format!(
+            // The patch handler's own 415 carries an empty `details` (see ApiError::Other).
+            let patch_type = PatchType::from_content_type(ct).ok_or_else(|| ApiError::Other {
+                code: 415,
+                reason: "UnsupportedMediaType",
+                message: format!(
                     "the body of the request was in an unknown format - accepted media types include: \
                      application/json-patch+json, application/merge-patch+json, \
                      application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"
-                ))
+                ),
             })?;
             validate_patch_options(params, patch_type)?;
             let bytes = read_body(headers, body, state.max_body_bytes).await?;
@@ -748,7 +827,11 @@ async fn handle_resource(
                 }
             }
         }
-        (&Method::DELETE, None) if sub == Subresource::Main => {
+        // Namespaces have no DeleteCollection (see discovery's verbs).
+        (&Method::DELETE, None)
+            if sub == Subresource::Main
+                && !(desc.group.is_empty() && desc.plural == "namespaces") =>
+        {
             let bytes = read_body(headers, body, state.max_body_bytes).await?;
             let opts = delete_options(params, headers, &bytes)?;
             delete_collection(store, desc, ns, params, &opts)
@@ -944,17 +1027,24 @@ fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
 
 /// `Status{Success}` for an immediate delete (apiserver store.go `finalizeDelete`).
 fn success_status(desc: &ResourceDesc, obj: &Value) -> Value {
+    let mut details = json!({
+        "name": obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+        "group": desc.group,
+        "kind": desc.plural,
+        "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+    });
+    // StatusDetails.group is omitempty: the core group leaves it out.
+    if desc.group.is_empty()
+        && let Some(map) = details.as_object_mut()
+    {
+        map.remove("group");
+    }
     json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
-        "details": {
-            "name": obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
-            "group": desc.group,
-            "kind": desc.plural,
-            "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
-        },
+        "details": details,
     })
 }
 
@@ -963,6 +1053,7 @@ fn delete_options(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<DeleteOptions, ApiError> {
+    validate_dry_run(params, "DeleteOptions")?;
     let mut opts = DeleteOptions {
         dry_run: params.write_options()?.dry_run,
         ..DeleteOptions::default()
@@ -1051,6 +1142,35 @@ fn build_filter(
         labels,
         fields,
         name_selector: None,
+    })
+}
+
+/// `dryRun` takes only `All`: anything else makes the request's options invalid, a 422
+/// on the options kind of the verb (apimachinery pkg/apis/meta/v1/validation
+/// `ValidateDryRun`, called by apiserver pkg/endpoints/handlers for each verb).
+fn validate_dry_run(params: &Params, options_kind: &str) -> Result<(), ApiError> {
+    let values: Vec<&str> = params
+        .0
+        .iter()
+        .filter(|(k, _)| k == "dryRun")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    if values.iter().all(|v| *v == "All" || v.is_empty()) {
+        return Ok(());
+    }
+    let rendered: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    Err(ApiError::Invalid {
+        group: "meta.k8s.io".into(),
+        kind: options_kind.into(),
+        name: String::new(),
+        causes: vec![Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!(
+                "Unsupported value: [{}]: supported values: \"All\"",
+                rendered.join(" ")
+            ),
+            field: "dryRun".into(),
+        }],
     })
 }
 
@@ -1250,14 +1370,34 @@ async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes,
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64) {
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    let mut too_large = declared.is_some_and(|n| n > max as u64);
+    let mut read = 0usize;
+    // Past the limit, the rest is read and dropped (up to as much again) so that the client,
+    // still sending, gets the 413 instead of a connection reset; kube-apiserver's Go server
+    // drains the body the same way.
+    while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
+        // A client that went away never sees the answer.
+        let Ok(chunk) = chunk else {
+            return Err(ApiError::TooLarge(max));
+        };
+        read += chunk.len();
+        if read > max {
+            too_large = true;
+        }
+        if too_large {
+            if read > max.saturating_mul(2) {
+                break;
+            }
+        } else {
+            bytes.extend_from_slice(&chunk);
+        }
+    }
+    if too_large {
         return Err(ApiError::TooLarge(max));
     }
-    // The only failure left for an in-memory read is the length limit (or a client
-    // that went away, which never sees the answer).
-    axum::body::to_bytes(body, max)
-        .await
-        .map_err(|_| ApiError::TooLarge(max))
+    Ok(Bytes::from(bytes))
 }
 
 /// The media type of the request body, lowercase, without parameters.
@@ -1284,15 +1424,33 @@ async fn read_json(
         let bytes = read_body(headers, body, max).await?;
         return protobuf::decode_object(desc, &bytes);
     }
-    if !matches!(media.as_str(), "" | "application/json" | "*/*") {
+    if !matches!(
+        media.as_str(),
+        "" | "application/json" | "application/yaml" | "*/*"
+    ) {
         return Err(ApiError::UnsupportedMediaType(format!(
             "the body of the request was in an unknown format - accepted media types include: \
-             application/json (got {ct:?})"
+             application/json, application/yaml (got {ct:?})"
         )));
     }
     let bytes = read_body(headers, body, max).await?;
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))?;
+    // kube-apiserver also takes YAML bodies on create and update (its serializer list
+    // has application/yaml beside JSON and protobuf).
+    let value: Value = if media == "application/yaml" {
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("the request body is not UTF-8: {e}")))?;
+        serde_saphyr::from_str(text).map_err(|e| {
+            let line = e
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            ApiError::BadRequest(format!("the request body is not valid YAML: {line}"))
+        })?
+    } else {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))?
+    };
     if !value.is_object() {
         return Err(ApiError::BadRequest(
             "the request body must be a JSON object".into(),

@@ -41,6 +41,7 @@ pub mod server;
 pub mod store;
 pub mod strategy;
 pub mod table;
+pub mod validation;
 pub mod watch;
 
 pub use audit::AuditEntry;

@@ -18,6 +18,9 @@ pub enum Representation {
     Table(&'static str),
     /// `apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`.
     DiscoveryV2,
+    /// `meta.k8s.io` `PartialObjectMetadata` (`list: false`) or
+    /// `PartialObjectMetadataList` (`list: true`) of the given version: only the metadata.
+    Metadata { list: bool, version: &'static str },
 }
 
 impl Representation {
@@ -31,6 +34,8 @@ impl Representation {
             Representation::DiscoveryV2 => {
                 "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
             }
+            // kube-apiserver answers these with a plain JSON Content-Type.
+            Representation::Metadata { .. } => "application/json",
         }
     }
 }
@@ -83,6 +88,14 @@ pub fn negotiate(accept: Option<&str>, offers: &[Representation]) -> Representat
             (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2")) => {
                 Some(Representation::DiscoveryV2)
             }
+            (
+                Some(kind @ ("PartialObjectMetadata" | "PartialObjectMetadataList")),
+                Some("meta.k8s.io"),
+                Some(v @ ("v1" | "v1beta1")),
+            ) => Some(Representation::Metadata {
+                list: kind == "PartialObjectMetadataList",
+                version: if v == "v1" { "v1" } else { "v1beta1" },
+            }),
             _ => None,
         };
         if let Some(c) = candidate.filter(|c| offers.contains(c)) {
@@ -133,6 +146,40 @@ mod tests {
             Representation::DiscoveryV2
         );
         assert_eq!(negotiate(Some(DISCOVERY), ALL), Representation::Json);
+    }
+
+    #[test]
+    fn partial_object_metadata_is_offered_for_resources() {
+        let offers = &[
+            Representation::Json,
+            Representation::Metadata {
+                list: false,
+                version: "v1",
+            },
+            Representation::Metadata {
+                list: true,
+                version: "v1",
+            },
+        ];
+        assert_eq!(
+            negotiate(
+                Some(
+                    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+                ),
+                offers
+            ),
+            Representation::Metadata {
+                list: true,
+                version: "v1"
+            }
+        );
+        assert_eq!(
+            negotiate(
+                Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+                ALL
+            ),
+            Representation::Json
+        );
     }
 
     #[test]

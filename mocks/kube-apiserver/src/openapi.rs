@@ -1324,6 +1324,39 @@ fn field_schema(spec: &str, description: &str, refs: &mut BTreeSet<&'static str>
     schema
 }
 
+/// The strategic-merge metadata of a list field, as upstream's struct tags publish it in
+/// OpenAPI (`patchStrategy`/`patchMergeKey` in kubernetes staging/src/k8s.io/api/*/types.go).
+/// kubectl's client-side apply reads these from `/openapi/v3`: without them a list of
+/// containers is atomic, and any defaulted field makes a re-apply replace the whole list.
+fn patch_extension(type_name: &str, field: &str) -> Option<(&'static str, Option<&'static str>)> {
+    let merge = |key| Some(("merge", key));
+    match (type_name, field) {
+        ("meta.v1.ObjectMeta", "finalizers") => merge(None),
+        ("meta.v1.ObjectMeta", "ownerReferences") => merge(Some("uid")),
+        ("core.v1.NodeSpec", "podCIDRs") => merge(None),
+        (
+            "core.v1.NodeStatus"
+            | "core.v1.ServiceStatus"
+            | "core.v1.PodStatus"
+            | "core.v1.NamespaceStatus"
+            | "apps.v1.DeploymentStatus"
+            | "apps.v1.DaemonSetStatus",
+            "conditions",
+        ) => merge(Some("type")),
+        ("core.v1.NodeStatus", "addresses") => merge(Some("type")),
+        ("core.v1.ServiceSpec", "ports") => merge(Some("port")),
+        ("core.v1.PodSpec", "containers" | "initContainers" | "imagePullSecrets") => {
+            merge(Some("name"))
+        }
+        ("core.v1.PodSpec", "volumes") => Some(("merge,retainKeys", Some("name"))),
+        ("core.v1.Container", "env") => merge(Some("name")),
+        ("core.v1.Container", "ports") => merge(Some("containerPort")),
+        ("core.v1.Container", "volumeMounts") => merge(Some("mountPath")),
+        ("core.v1.ServiceAccount", "secrets") => merge(Some("name")),
+        _ => None,
+    }
+}
+
 fn type_schema(t: &TypeDef, refs: &mut BTreeSet<&'static str>) -> Value {
     let mut props = Map::new();
     if t.kind.is_some() {
@@ -1337,7 +1370,16 @@ fn type_schema(t: &TypeDef, refs: &mut BTreeSet<&'static str>) -> Value {
         );
     }
     for (name, spec, description) in t.fields {
-        props.insert((*name).into(), field_schema(spec, description, refs));
+        let mut field = field_schema(spec, description, refs);
+        if let Some((strategy, key)) = patch_extension(t.name, name)
+            && let Some(map) = field.as_object_mut()
+        {
+            map.insert("x-kubernetes-patch-strategy".into(), json!(strategy));
+            if let Some(key) = key {
+                map.insert("x-kubernetes-patch-merge-key".into(), json!(key));
+            }
+        }
+        props.insert((*name).into(), field);
     }
     let mut schema = json!({"type": "object", "description": t.description, "properties": props});
     if let Some((group, version, kind)) = t.kind {
@@ -1870,6 +1912,14 @@ mod tests {
         );
         assert!(doc["components"]["schemas"]["io.k8s.api.apps.v1.DeploymentSpec"].is_object());
         assert!(doc["components"]["schemas"]["io.k8s.api.core.v1.PodTemplateSpec"].is_object());
+        // Strategic-merge metadata kubectl's client-side apply needs.
+        let containers =
+            &doc["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(
+            containers["x-kubernetes-patch-merge-key"], "name",
+            "{containers}"
+        );
+        assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
         let rbac_doc = group_version_doc("apis/rbac.authorization.k8s.io/v1").expect("rbac doc");
         assert!(
             rbac_doc["paths"]["/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}"].is_object()

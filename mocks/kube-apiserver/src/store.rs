@@ -203,6 +203,17 @@ fn conflict(desc: &ResourceDesc, name: &str, reason: String) -> ApiError {
     }
 }
 
+/// A failed delete precondition: upstream names the object by its kind, not its resource
+/// (apiserver pkg/registry/rest/delete.go `BeforeDelete`), so `details.kind` is `ConfigMap`.
+fn precondition_conflict(desc: &ResourceDesc, name: &str, reason: String) -> ApiError {
+    ApiError::Conflict {
+        group: desc.group.into(),
+        resource: desc.kind.into(),
+        name: name.into(),
+        reason,
+    }
+}
+
 fn invalid(desc: &ResourceDesc, name: &str, causes: Vec<Cause>) -> ApiError {
     ApiError::Invalid {
         group: desc.group.into(),
@@ -440,20 +451,40 @@ impl Store {
             )),
             None => objects.range::<ObjectKey, _>(..),
         };
-        let mut matching = range.filter(|(_, obj)| filter.matches(desc, obj));
+        // Paging walks the stored keys of the list's scope (all, or one namespace) and
+        // filters as it goes, as upstream pages over etcd keys (apiserver
+        // pkg/storage/etcd3/store.go `GetList`): a full page has a `continue` whenever any
+        // key of the scope follows, matching or not, and `remainingItemCount` only when
+        // there is no selector (pkg/storage/continue.go `PrepareContinueToken`).
+        let in_scope = |obj: &Value| {
+            filter
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| meta_str(obj, "namespace").unwrap_or("") == ns)
+        };
+        let mut scope = range.filter(|(_, obj)| in_scope(obj));
         let mut items = Vec::new();
         let mut last_key = None;
         let limit = limit.filter(|l| *l > 0);
-        for (key, obj) in matching.by_ref() {
+        for (key, obj) in scope.by_ref() {
+            if !filter.matches(desc, obj) {
+                continue;
+            }
             items.push(obj.clone());
             last_key = Some(key.clone());
             if limit.is_some_and(|l| items.len() >= l) {
                 break;
             }
         }
-        let remaining = matching.count() as u64;
-        let (continue_token, remaining) = match (limit, last_key, remaining) {
-            (Some(_), Some(last), n) if n > 0 => (Some(encode_continue(revision, &last)), Some(n)),
+        let full = limit.is_some_and(|l| items.len() >= l);
+        let selects =
+            filter.labels.is_some() || filter.fields.is_some() || filter.name_selector.is_some();
+        let following = if full { scope.count() as u64 } else { 0 };
+        let (continue_token, remaining) = match last_key {
+            Some(last) if following > 0 => (
+                Some(encode_continue(revision, &last)),
+                (!selects).then_some(following),
+            ),
             _ => (None, None),
         };
         Ok(ListPage {
@@ -850,7 +881,7 @@ impl Store {
         if let Some(want) = opts.precondition_uid.as_deref().filter(|s| !s.is_empty())
             && want != uid
         {
-            return Err(conflict(
+            return Err(precondition_conflict(
                 desc,
                 name,
                 format!(
@@ -864,7 +895,7 @@ impl Store {
             .filter(|s| !s.is_empty())
             && want != rv
         {
-            return Err(conflict(
+            return Err(precondition_conflict(
                 desc,
                 name,
                 format!(
@@ -1292,6 +1323,53 @@ mod tests {
             kinds,
             vec![EventKind::Deleted, EventKind::Modified, EventKind::Added]
         );
+    }
+
+    #[test]
+    fn filtered_pages_continue_while_stored_keys_follow() {
+        // kube-apiserver v1.37.2 answered the differential corpus's "paging with a label
+        // selector, page 2" with a `continue` although no further object matched.
+        let store = Store::new(100);
+        for (name, app) in [("a", "x"), ("b", "y"), ("c", "x"), ("d", "y")] {
+            store
+                .create(
+                    nodes(),
+                    None,
+                    json!({"metadata": {"name": name, "labels": {"app": app}}}),
+                    WriteOptions::default(),
+                )
+                .expect("create");
+        }
+        let filter = Filter {
+            labels: Some(LabelSelector::parse("app=x").expect("selector")),
+            ..Filter::default()
+        };
+        let first = store.list(nodes(), &filter, Some(1), None).expect("page 1");
+        assert_eq!(
+            first.remaining, None,
+            "no remainingItemCount with a selector"
+        );
+        let token = first.continue_token.expect("a continue after a");
+        let second = store
+            .list(nodes(), &filter, Some(1), Some(&token))
+            .expect("page 2");
+        let names: Vec<_> = second
+            .items
+            .iter()
+            .map(|o| o["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(names, [json!("c")]);
+        assert!(second.continue_token.is_some(), "d follows c in storage");
+        let token = second.continue_token.expect("token");
+        let third = store
+            .list(nodes(), &filter, Some(1), Some(&token))
+            .expect("page 3");
+        assert!(third.items.is_empty());
+        assert!(third.continue_token.is_none());
+        // A page that is not full never continues.
+        let all = store.list(nodes(), &filter, Some(5), None).expect("all");
+        assert_eq!(all.items.len(), 2);
+        assert!(all.continue_token.is_none());
     }
 
     #[test]

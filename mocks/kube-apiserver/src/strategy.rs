@@ -100,7 +100,7 @@ fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<S
 /// `SetDefaults_DaemonSet`), pkg/apis/rbac/v1/defaults.go (`roleRef.apiGroup` and
 /// subjects' `apiGroup`), a Secret's `type` (pkg/apis/core/v1/defaults.go), and the
 /// service-account strategy's `cleanSecretReferences`
-/// (pkg/registry/core/serviceaccount/strategy.go). Pod template defaults are left out.
+/// (pkg/registry/core/serviceaccount/strategy.go), and the pod defaults of workload templates.
 fn apply_defaults(desc: &ResourceDesc, obj: &mut Value) {
     let Some(map) = obj.as_object_mut() else {
         return;
@@ -113,6 +113,7 @@ fn apply_defaults(desc: &ResourceDesc, obj: &mut Value) {
             default_field(spec, "replicas", json!(1));
             default_field(spec, "revisionHistoryLimit", json!(10));
             default_field(spec, "progressDeadlineSeconds", json!(600));
+            default_template(spec);
             let Some(strategy) = child(spec, "strategy") else {
                 return;
             };
@@ -129,6 +130,7 @@ fn apply_defaults(desc: &ResourceDesc, obj: &mut Value) {
                 return;
             };
             default_field(spec, "revisionHistoryLimit", json!(10));
+            default_template(spec);
             let Some(strategy) = child(spec, "updateStrategy") else {
                 return;
             };
@@ -158,6 +160,49 @@ fn apply_defaults(desc: &ResourceDesc, obj: &mut Value) {
         }
         // kubernetes pkg/apis/core/v1/defaults.go `SetDefaults_Secret`.
         ("", "Secret") => default_string(map, "type", "Opaque"),
+        // Every field of an ObjectReference is omitempty: an empty `namespace` sent for a
+        // cluster-scoped object reads back as absent.
+        ("", "Event") => {
+            if let Some(obj) = map.get_mut("involvedObject").and_then(Value::as_object_mut) {
+                obj.retain(|_, v| v.as_str() != Some(""));
+            }
+        }
+        // MicroTime fields are re-encoded the way Go writes them back: UTC, `Z`, six digits.
+        ("coordination.k8s.io", "Lease") => {
+            if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut) {
+                for key in ["acquireTime", "renewTime"] {
+                    canonical_micro_time(spec, key);
+                }
+            }
+        }
+        ("events.k8s.io", "Event") => {
+            canonical_micro_time(map, "eventTime");
+            if let Some(series) = map.get_mut("series").and_then(Value::as_object_mut) {
+                canonical_micro_time(series, "lastObservedTime");
+            }
+        }
+        // `SetDefaults_Service` runs on every decode, so a port added by an update or a
+        // patch gets its protocol and targetPort like one sent on create.
+        ("", "Service") => default_service_spec(map),
+        // `SetDefaults_Namespace`: the immutable `kubernetes.io/metadata.name` label,
+        // set (and reset) to the namespace's name on every write.
+        ("", "Namespace") => {
+            let name = map
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string);
+            if let (Some(name), Some(md)) = (name, child(map, "metadata")) {
+                let labels = md.entry("labels").or_insert_with(|| json!({}));
+                if !labels.is_object() {
+                    *labels = json!({});
+                }
+                if let Some(labels) = labels.as_object_mut() {
+                    labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+                }
+            }
+        }
         ("", "ServiceAccount") => {
             // Secret references keep only their name.
             let secrets = map.get_mut("secrets").and_then(Value::as_array_mut);
@@ -170,6 +215,78 @@ fn apply_defaults(desc: &ResourceDesc, obj: &mut Value) {
             }
         }
         _ => {}
+    }
+}
+
+/// The pod template of a workload gets the pod defaults a client reads back (kubernetes
+/// pkg/apis/core/v1/defaults.go `SetDefaults_PodSpec`, `SetDefaults_Container`,
+/// `SetDefaults_ContainerPort`).
+fn default_template(spec: &mut Map<String, Value>) {
+    let Some(pod) = spec
+        .get_mut("template")
+        .and_then(Value::as_object_mut)
+        .and_then(|t| t.get_mut("spec"))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    default_pod_spec(pod);
+}
+
+fn default_pod_spec(pod: &mut Map<String, Value>) {
+    default_field(pod, "restartPolicy", json!("Always"));
+    default_field(pod, "terminationGracePeriodSeconds", json!(30));
+    default_field(pod, "dnsPolicy", json!("ClusterFirst"));
+    default_field(pod, "securityContext", json!({}));
+    default_field(pod, "schedulerName", json!("default-scheduler"));
+    for list in ["initContainers", "containers"] {
+        let containers = pod.get_mut(list).and_then(Value::as_array_mut);
+        for c in containers
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+            let policy = if image_pulls_always(image) {
+                "Always"
+            } else {
+                "IfNotPresent"
+            };
+            default_field(c, "imagePullPolicy", json!(policy));
+            default_field(c, "terminationMessagePath", json!("/dev/termination-log"));
+            default_field(c, "terminationMessagePolicy", json!("File"));
+            default_field(c, "resources", json!({}));
+            let ports = c.get_mut("ports").and_then(Value::as_array_mut);
+            for port in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
+                default_field(port, "protocol", json!("TCP"));
+            }
+        }
+    }
+}
+
+/// `Always` for an image without a tag or digest, or tagged `latest`.
+fn image_pulls_always(image: &str) -> bool {
+    if image.contains('@') {
+        return false;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.rsplit_once(':') {
+        Some((_, tag)) => tag == "latest",
+        None => true,
+    }
+}
+
+/// A `metav1.MicroTime` as Go marshals it (apimachinery pkg/apis/meta/v1/micro_time.go):
+/// RFC 3339 in UTC with exactly six fractional digits, so `…+00:00` or `…+02:00` sent by a
+/// client reads back as `…000000Z`. Values that do not parse are left for the decoder.
+pub fn micro_time(value: &str) -> Option<String> {
+    let ts: jiff::Timestamp = value.parse().ok()?;
+    Some(ts.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+}
+
+fn canonical_micro_time(map: &mut Map<String, Value>, key: &str) {
+    if let Some(canonical) = map.get(key).and_then(Value::as_str).and_then(micro_time) {
+        map.insert(key.into(), json!(canonical));
     }
 }
 
@@ -235,6 +352,26 @@ fn default_service_spec(map: &mut serde_json::Map<String, Value>) {
             }
         }
     }
+    // An ingress IP of a LoadBalancer defaults its ipMode to VIP.
+    let is_lb = spec.get("type").and_then(Value::as_str) == Some("LoadBalancer");
+    let ingress = map
+        .get_mut("status")
+        .and_then(|s| s.get_mut("loadBalancer"))
+        .and_then(|l| l.get_mut("ingress"))
+        .and_then(Value::as_array_mut);
+    for ing in ingress
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        let has_ip = ing
+            .get("ip")
+            .and_then(Value::as_str)
+            .is_some_and(|ip| !ip.is_empty());
+        if is_lb && has_ip {
+            ing.entry("ipMode").or_insert_with(|| json!("VIP"));
+        }
+    }
 }
 
 /// Status isolation on update (kubernetes pkg/registry/core/{node,service}/strategy.go):
@@ -268,6 +405,49 @@ pub fn prepare_update(desc: &ResourceDesc, sub: Subresource, old: &Value, new: &
         None => {
             map.remove(reset);
         }
+    }
+    // A Service that stops being a LoadBalancer loses its load-balancer status with the
+    // same write (kubernetes pkg/registry/core/service/strategy.go
+    // `dropTypeDependentFields`), so no ingress outlives the type that allows it.
+    if sub == Subresource::Main && (desc.group, desc.kind) == ("", "Service") {
+        drop_type_dependent_fields(old, map);
+    }
+}
+
+/// What a Service's new type no longer needs, when the write did not also change it
+/// (kubernetes pkg/registry/core/service/strategy.go `dropTypeDependentFields`): the
+/// load-balancer status, an unchanged externalTrafficPolicy once neither NodePort nor
+/// LoadBalancer, an unchanged allocateLoadBalancerNodePorts once not a LoadBalancer.
+/// Node ports and the health-check node port are released by the allocator.
+fn drop_type_dependent_fields(old: &Value, new: &mut Map<String, Value>) {
+    let type_of = |spec: Option<&Value>| {
+        spec.and_then(|s| s.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP")
+            .to_string()
+    };
+    let (was, is) = (type_of(old.get("spec")), type_of(new.get("spec")));
+    let external = |t: &str| matches!(t, "NodePort" | "LoadBalancer");
+    if is != "LoadBalancer"
+        && let Some(status) = new.get_mut("status").and_then(Value::as_object_mut)
+        && status.contains_key("loadBalancer")
+    {
+        status.insert("loadBalancer".into(), json!({}));
+    }
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let unchanged = |spec: &Map<String, Value>, key: &str| {
+        spec.get(key).is_some() && spec.get(key) == old.pointer(&format!("/spec/{key}"))
+    };
+    if external(&was) && !external(&is) && unchanged(spec, "externalTrafficPolicy") {
+        spec.remove("externalTrafficPolicy");
+    }
+    if was == "LoadBalancer"
+        && is != "LoadBalancer"
+        && unchanged(spec, "allocateLoadBalancerNodePorts")
+    {
+        spec.remove("allocateLoadBalancerNodePorts");
     }
 }
 
@@ -401,7 +581,7 @@ pub fn validate_create(desc: &ResourceDesc, obj: &Value) -> Vec<Cause> {
 /// subjects (pkg/apis/rbac/validation). Pod specs are not validated beyond having
 /// containers.
 fn validate_object(desc: &ResourceDesc, obj: &Value) -> Vec<Cause> {
-    let mut causes = Vec::new();
+    let mut causes = crate::validation::validate(desc, obj);
     match (desc.group, desc.kind) {
         ("apps", "Deployment" | "DaemonSet") => validate_workload(desc, obj, &mut causes),
         ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => {
@@ -610,6 +790,7 @@ fn validate_binding(desc: &ResourceDesc, obj: &Value, causes: &mut Vec<Cause>) {
 /// [`validate_create`], as upstream's `ValidateXUpdate` does.
 pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cause> {
     let mut causes = validate_object(desc, new);
+    causes.extend(crate::validation::validate_update(desc, old, new));
     match (desc.group, desc.kind) {
         // kubernetes pkg/apis/rbac/validation `ValidateRoleBindingUpdate`.
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding")
@@ -660,11 +841,15 @@ pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cau
             .pointer("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or("");
+        // Upstream first carries a changed clusterIP into clusterIPs[0] and then refuses
+        // the change there (kubernetes pkg/registry/core/service/storage
+        // `normalizeClusterIPs`, then `ValidateServiceUpdate`), so that is the field a client
+        // sees.
         if !old_ip.is_empty() && old_ip != new_ip {
-            causes.push(Cause::invalid(
-                "spec.clusterIP",
-                new_ip,
-                "field is immutable",
+            causes.push(Cause::invalid_rendered(
+                "spec.clusterIPs[0]",
+                &format!("[{new_ip:?}]"),
+                "may not change once set",
             ));
         }
     }
@@ -675,6 +860,98 @@ pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cau
 mod tests {
     use super::*;
     use crate::resources::lookup;
+
+    #[test]
+    fn a_service_that_stops_being_a_load_balancer_loses_its_ingress() {
+        let svc = lookup("", "v1", "services").expect("services");
+        let old = json!({"spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "allocateLoadBalancerNodePorts": true},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}});
+        let mut new = json!({"spec": {"type": "ClusterIP", "externalTrafficPolicy": "Local",
+            "allocateLoadBalancerNodePorts": true}});
+        prepare_update(svc, Subresource::Main, &old, &mut new);
+        assert_eq!(new["status"], json!({"loadBalancer": {}}));
+        assert!(new["spec"].get("externalTrafficPolicy").is_none(), "{new}");
+        assert!(
+            new["spec"].get("allocateLoadBalancerNodePorts").is_none(),
+            "{new}"
+        );
+        // A status write to a LoadBalancer defaults the ingress' ipMode.
+        let mut status = json!({"spec": {"type": "LoadBalancer"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}, {"hostname": "h"}]}}});
+        prepare_update(svc, Subresource::Status, &old, &mut status);
+        assert_eq!(
+            status["status"]["loadBalancer"]["ingress"],
+            json!([{"ip": "1.2.3.4", "ipMode": "VIP"}, {"hostname": "h"}])
+        );
+        let mut still = json!({"spec": {"type": "LoadBalancer"}});
+        prepare_update(svc, Subresource::Main, &old, &mut still);
+        assert_eq!(still["status"], old["status"]);
+    }
+
+    #[test]
+    fn workload_templates_get_pod_defaults() {
+        let desc = lookup("apps", "v1", "daemonsets").expect("daemonsets");
+        let mut ds = json!({"spec": {"template": {"spec": {
+            "containers": [{"name": "c", "image": "i:latest", "ports": [{"containerPort": 80}]},
+                           {"name": "d", "image": "reg:5000/i"}],
+            "initContainers": [{"name": "e", "image": "x:1", "imagePullPolicy": "Never"}]}}}});
+        apply_defaults(desc, &mut ds);
+        let pod = &ds["spec"]["template"]["spec"];
+        assert_eq!(pod["restartPolicy"], "Always");
+        assert_eq!(pod["dnsPolicy"], "ClusterFirst");
+        assert_eq!(pod["schedulerName"], "default-scheduler");
+        assert_eq!(pod["terminationGracePeriodSeconds"], 30);
+        assert_eq!(pod["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(pod["containers"][0]["ports"][0]["protocol"], "TCP");
+        assert_eq!(pod["containers"][1]["imagePullPolicy"], "Always");
+        assert_eq!(pod["containers"][1]["terminationMessagePolicy"], "File");
+        assert_eq!(pod["initContainers"][0]["imagePullPolicy"], "Never");
+        assert!(image_pulls_always("nginx"));
+        assert!(!image_pulls_always("nginx:1.27"));
+        assert!(!image_pulls_always("nginx@sha256:abc"));
+    }
+
+    #[test]
+    fn micro_times_read_back_in_utc_with_six_digits() {
+        assert_eq!(
+            micro_time("2026-01-01T00:00:00.000000+00:00").as_deref(),
+            Some("2026-01-01T00:00:00.000000Z")
+        );
+        assert_eq!(
+            micro_time("2026-01-01T02:00:00.5+02:00").as_deref(),
+            Some("2026-01-01T00:00:00.500000Z")
+        );
+        assert_eq!(micro_time("yesterday"), None);
+        let desc = lookup("coordination.k8s.io", "v1", "leases").expect("leases");
+        let mut lease = json!({"spec": {"renewTime": "2026-01-01T00:00:10.000000+00:00",
+            "holderIdentity": "a"}});
+        apply_defaults(desc, &mut lease);
+        assert_eq!(lease["spec"]["renewTime"], "2026-01-01T00:00:10.000000Z");
+    }
+
+    #[test]
+    fn namespaces_carry_their_name_label_and_service_ports_their_defaults_on_update() {
+        let ns = lookup("", "v1", "namespaces").expect("namespaces");
+        let mut obj = json!({"metadata": {"name": "diff", "labels": {"a": "b",
+            "kubernetes.io/metadata.name": "other"}}});
+        apply_defaults(ns, &mut obj);
+        assert_eq!(
+            obj["metadata"]["labels"],
+            json!({"a": "b", "kubernetes.io/metadata.name": "diff"})
+        );
+        let svc = lookup("", "v1", "services").expect("services");
+        let old = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.5",
+            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}});
+        let mut new = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.5",
+            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}, {"name": "b", "port": 8443}]}});
+        prepare_update(svc, Subresource::Main, &old, &mut new);
+        assert_eq!(
+            new["spec"]["ports"][1],
+            json!({"name": "b", "port": 8443,
+            "protocol": "TCP", "targetPort": 8443})
+        );
+    }
 
     #[test]
     fn secret_string_data_is_folded_into_data() {

@@ -143,11 +143,13 @@ const EVENT_COLUMNS: &[Column] = &[
 ];
 const LEASE_COLUMNS: &[Column] = &[NAME, col("Holder", "Current holder of the lease."), AGE];
 const NAMESPACE_COLUMNS: &[Column] = &[NAME, col("Status", "Phase of the namespace."), AGE];
-const CONFIGMAP_COLUMNS: &[Column] = &[NAME, int("Data", "Number of data entries."), AGE];
+// The Data columns are declared `string` although their cells are numbers (kubernetes
+// pkg/printers/internalversion/printers.go, configMap and secret column definitions).
+const CONFIGMAP_COLUMNS: &[Column] = &[NAME, col("Data", "Number of data entries."), AGE];
 const SECRET_COLUMNS: &[Column] = &[
     NAME,
     col("Type", "Type of the secret."),
-    int("Data", "Number of data entries."),
+    col("Data", "Number of data entries."),
     AGE,
 ];
 const ENDPOINTSLICE_COLUMNS: &[Column] = &[
@@ -996,6 +998,15 @@ mod tests {
         );
         assert_eq!(cell(&secret, "Type"), "Opaque");
         assert_eq!(cell(&secret, "Data"), 1);
+        // The Data columns are declared strings, their cells numbers, as kube-apiserver
+        // v1.37.2 answers (differential corpus "ConfigMaps as a Table").
+        for t in [&cm, &secret] {
+            let data = t["columnDefinitions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["name"] == "Data"))
+                .expect("a Data column");
+            assert_eq!(data["type"], "string");
+        }
         let ns = one(
             "namespaces",
             "",
