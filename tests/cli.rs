@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod support;
-use support::Running;
+use support::{Running, children_of, proc_stat};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ccm-conformance");
 const CCM: &str = env!("CARGO_BIN_EXE_reference-ccm");
@@ -385,22 +385,6 @@ fn a_run_leaves_prow_files_and_publishes_to_a_file_bucket() {
     let out = upstream("nope");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no upstream CCM"));
-}
-
-/// (state, parent PID) of a process, from /proc; `None` once it is gone.
-fn proc_stat(pid: u32) -> Option<(char, u32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut f = rest.split_whitespace();
-    Some((f.next()?.chars().next()?, f.next()?.parse().ok()?))
-}
-
-fn children_of(parent: u32) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| proc_stat(p).is_some_and(|(s, pp)| pp == parent && s != 'Z'))
-        .collect()
 }
 
 fn junit_cases(path: &Path) -> String {

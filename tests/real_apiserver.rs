@@ -13,7 +13,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 mod support;
-use support::Running;
+use support::{Running, children_of, proc_stat};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ccm-conformance");
 
@@ -409,20 +409,4 @@ async fn embedded_and_real_answer_alike_and_real_dies_with_its_parent() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// (state, parent PID) of a process, from /proc; `None` once it is gone.
-fn proc_stat(pid: u32) -> Option<(char, u32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut f = rest.split_whitespace();
-    Some((f.next()?.chars().next()?, f.next()?.parse().ok()?))
-}
-
-fn children_of(parent: u32) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| proc_stat(p).is_some_and(|(s, pp)| pp == parent && s != 'Z'))
-        .collect()
 }
