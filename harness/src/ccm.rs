@@ -17,11 +17,27 @@ pub struct CcmProcess {
     port: u16,
 }
 
-/// A free TCP port on 127.0.0.1 (bound then released; the CCM binds it right after).
+/// A free TCP port on 127.0.0.1 (bound then released; the CCM binds it right after),
+/// never one this process handed out before. The kernel may give a port just released to
+/// the next `bind(0)`, so two cases starting CCMs at once could otherwise get the same
+/// one: the second CCM fails to bind while the first answers its `/healthz`, and the
+/// harness takes the wrong process for healthy (seen in CI: upstream OpenStack LB-08).
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    for _ in 0..64 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+        if handed_out.insert(port) {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        "no port that was not handed out before after 64 tries",
+    ))
 }
 
 impl CcmProcess {
@@ -152,4 +168,16 @@ pub fn tail_of(path: &Path, lines: usize) -> String {
 
 fn last_line(s: &str) -> &str {
     s.lines().last().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_never_handed_out_twice() {
+        let ports: Vec<u16> = (0..200).map(|_| free_port().expect("port")).collect();
+        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len());
+    }
 }
