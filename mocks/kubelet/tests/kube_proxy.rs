@@ -99,29 +99,45 @@ fn node_port(svc: &Service, i: usize) -> u16 {
         .expect("nodePort allocated")
 }
 
+/// A kubelet with its kube-proxy on `ip`.
+async fn proxy_kubelet(client: &Client, name: &str, ip: Ipv4Addr) -> SimKubelet {
+    let config = KubeletConfig::new(name)
+        .node_ip(ip.to_string())
+        .with_proxy(true);
+    SimKubelet::start(client.clone(), config)
+        .await
+        .expect("kubelet")
+}
+
+/// Creates NodePort Service `name` in `default` with `ports` and returns it as stored.
+async fn node_port_service(client: &Client, name: &str, ports: serde_json::Value) -> Service {
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"type": "NodePort", "selector": {"app": name}, "ports": ports}
+    }))
+    .expect("service");
+    services
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create")
+}
+
 #[tokio::test]
 async fn node_ports_answer_with_node_name_and_close_with_the_service() {
     let (_server, client) = start().await;
     let ip = Ipv4Addr::new(127, 40, 0, 1);
-    let config = KubeletConfig::new("node-a")
-        .node_ip(ip.to_string())
-        .with_proxy(true);
-    let mut kubelet = SimKubelet::start(client.clone(), config)
-        .await
-        .expect("kubelet");
+    let mut kubelet = proxy_kubelet(&client, "node-a", ip).await;
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    let svc: Service = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "web"},
-        "spec": {"type": "NodePort", "selector": {"app": "web"}, "ports": [
+    let svc = node_port_service(
+        &client,
+        "web",
+        json!([
             {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"},
-            {"name": "dns", "port": 53, "targetPort": 53, "protocol": "UDP"}]}
-    }))
-    .expect("service");
-    let svc = services
-        .create(&PostParams::default(), &svc)
-        .await
-        .expect("create");
+            {"name": "dns", "port": 53, "targetPort": 53, "protocol": "UDP"}]),
+    )
+    .await;
     let tcp = SocketAddr::new(IpAddr::V4(ip), node_port(&svc, 0));
     let udp = SocketAddr::new(IpAddr::V4(ip), node_port(&svc, 1));
     eventually("TCP nodePort answers", || async {
@@ -155,24 +171,13 @@ async fn node_ports_answer_with_node_name_and_close_with_the_service() {
 async fn dropping_the_kubelet_closes_its_node_ports() {
     let (_server, client) = start().await;
     let ip = Ipv4Addr::new(127, 40, 0, 2);
-    let config = KubeletConfig::new("node-b")
-        .node_ip(ip.to_string())
-        .with_proxy(true);
-    let kubelet = SimKubelet::start(client.clone(), config)
-        .await
-        .expect("kubelet");
-    let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    let svc: Service = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "drop"},
-        "spec": {"type": "NodePort", "selector": {"app": "drop"}, "ports": [
-            {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
-    }))
-    .expect("service");
-    let svc = services
-        .create(&PostParams::default(), &svc)
-        .await
-        .expect("create");
+    let kubelet = proxy_kubelet(&client, "node-b", ip).await;
+    let svc = node_port_service(
+        &client,
+        "drop",
+        json!([{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]),
+    )
+    .await;
     let tcp = SocketAddr::new(IpAddr::V4(ip), node_port(&svc, 0));
     eventually("TCP nodePort answers", || async {
         (read_tcp(tcp).await.as_deref() == Some("node-b\n")).then_some(())
