@@ -107,6 +107,7 @@ pub fn certify(args: CertifyArgs) -> Result<ExitCode> {
         parallel: None,
         list: false,
         rerun_failed: None,
+        apiserver: super::ApiserverKind::Embedded,
     };
     let code = super::run(run_args)?;
     let mut spec = ccm_testgrid::certify::KitSpec::new(&args.provider, &target);

@@ -187,6 +187,9 @@ struct BenchArgs {
     ccm_args: Vec<String>,
     #[arg(long)]
     artifacts: Option<PathBuf>,
+    /// The API server for node-init and lb: `embedded` or `real` (as `run --apiserver`).
+    #[arg(long, env = "CCM_CONFORMANCE_APISERVER", default_value = "embedded")]
+    apiserver: ApiserverKind,
 }
 
 #[derive(Args)]
@@ -233,6 +236,16 @@ struct RunArgs {
     /// the junit*.xml files of this directory); --focus/--skip still apply.
     #[arg(long, value_name = "JUNIT")]
     rerun_failed: Option<PathBuf>,
+    /// The API server of each case's cluster: `embedded` (ours, the default) or `real`
+    /// (etcd and kube-apiserver per case, built by `apiserver build` or found in its
+    /// cache; about 7 s more per case).
+    #[arg(
+        long,
+        env = "CCM_CONFORMANCE_APISERVER",
+        default_value = "embedded",
+        conflicts_with = "kubeconfig"
+    )]
+    apiserver: ApiserverKind,
 }
 
 #[derive(Args)]
@@ -273,7 +286,18 @@ enum ApiserverKind {
     Real,
 }
 
-/// The API server `cluster` serves: ours, or a real control plane.
+impl From<ApiserverKind> for ccm_harness::settings::ApiServerChoice {
+    fn from(kind: ApiserverKind) -> Self {
+        match kind {
+            ApiserverKind::Embedded => Self::Embedded,
+            ApiserverKind::Real => Self::Real,
+        }
+    }
+}
+
+/// The API server `cluster` serves: ours, or a real control plane (one value per run: the
+/// variants' sizes do not matter).
+#[allow(clippy::large_enum_variant)]
 enum ClusterApi {
     Embedded(mock_kube_apiserver::ApiServer),
     Real(ccm_control_plane::ControlPlane),
@@ -463,9 +487,11 @@ fn run(args: RunArgs) -> Result<ExitCode> {
             bail!("CCM binary {} does not exist", path.display());
         }
     }
+    settings.apiserver = args.apiserver.into();
     if !args.list {
         let providers = settings.providers.clone();
         resolve_upstream(&mut settings, &providers)?;
+        resolve_control_plane(&mut settings)?;
     }
     settings.kubeconfig = args.kubeconfig;
     if let Some(secs) = args.cloud_timeout {
@@ -624,6 +650,13 @@ fn diff(args: DiffArgs) -> Result<ExitCode> {
 
 /// Builds (or finds in the cache) upstream's CCM for `providers` when a role asks for it,
 /// reporting progress on stderr.
+/// `--apiserver real`: kube-apiserver and etcd built (or found in the cache) before the
+/// first case.
+fn resolve_control_plane(settings: &mut Settings) -> Result<()> {
+    settings.resolve_control_plane(&mut |line| eprintln!("{line}"))?;
+    Ok(())
+}
+
 fn resolve_upstream(settings: &mut Settings, providers: &[Provider]) -> Result<()> {
     if settings.uses_upstream() {
         settings.resolve_upstream(providers, &mut |line| eprintln!("{line}"))?;
@@ -716,7 +749,17 @@ fn run_metadata(settings: &Settings) -> ccm_testgrid::prow::RunMetadata {
         versions.join(", ")
     };
     ccm_testgrid::prow::RunMetadata {
-        k8s_version: mock_kube_apiserver::discovery::GIT_VERSION.to_string(),
+        k8s_version: match settings.apiserver {
+            ccm_harness::settings::ApiServerChoice::Embedded => {
+                mock_kube_apiserver::discovery::GIT_VERSION.to_string()
+            }
+            ccm_harness::settings::ApiServerChoice::Real => {
+                ccm_upstream::control_plane("kube-apiserver").map_or_else(
+                    || "unknown".into(),
+                    |u| format!("{} (real)", u.default_version),
+                )
+            }
+        },
         ccm_version,
         provider: settings
             .providers
@@ -1099,7 +1142,9 @@ fn bench_ccms(args: &BenchArgs, provider: Provider) -> Result<Vec<(String, Arc<S
         if let Some(dir) = &args.artifacts {
             settings.artifacts = dir.clone();
         }
+        settings.apiserver = args.apiserver.into();
         resolve_upstream(&mut settings, &[provider])?;
+        resolve_control_plane(&mut settings)?;
         out.push((ccm.clone(), Arc::new(settings.for_provider(provider))));
     }
     Ok(out)

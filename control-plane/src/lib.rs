@@ -9,6 +9,11 @@
 //! admin token, a read-only token, a kubeconfig), so `cluster --apiserver real` and the
 //! tests can put the two side by side.
 //!
+//! kube-apiserver also writes an audit log (`audit.log`, JSON lines, one
+//! `audit.k8s.io/v1` Event per write at the `ResponseComplete` stage, metadata only):
+//! the harness counts a CCM's writes from it as it does from the embedded server's own
+//! audit log ([`AUDIT_POLICY`]).
+//!
 //! The flags follow controller-runtime's envtest, the common minimal set
 //! (`shared/reference/upstream-builds.md`), with the ServiceAccount admission plugin off
 //! as there: no kube-controller-manager creates the `default` ServiceAccounts it wants.
@@ -34,6 +39,22 @@ pub const READONLY_USER: &str = "ccm-conformance-readonly";
 /// The service CIDR (kube-apiserver's `--service-cluster-ip-range`).
 pub const SERVICE_CIDR: &str = "10.96.0.0/12";
 const KUBECONFIG_NAME: &str = "ccm-conformance-real";
+const APISERVER_LOG: &str = "kube-apiserver.log";
+const AUDIT_LOG: &str = "audit.log";
+/// The audit policy: every write (what the harness counts) at `Metadata`, nothing else,
+/// one event per request (`ResponseComplete`; `Panic` too, which never should happen).
+/// Reads are left out: kubelets and CCMs poll, and nothing here looks at reads.
+/// Format: apiserver/pkg/apis/audit/v1 `Policy`.
+pub const AUDIT_POLICY: &str = r#"{
+  "apiVersion": "audit.k8s.io/v1",
+  "kind": "Policy",
+  "omitStages": ["RequestReceived", "ResponseStarted"],
+  "rules": [
+    {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+    {"level": "None"}
+  ]
+}
+"#;
 /// How long etcd and kube-apiserver get to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -86,10 +107,12 @@ pub struct ControlPlane {
     dir: PathBuf,
     etcd: Child,
     apiserver: Child,
+    /// kube-apiserver's path and flags, for [`Self::restart_apiserver`].
+    apiserver_command: (PathBuf, Vec<String>),
     url: String,
     token: String,
     readonly_token: String,
-    ca_pem: String,
+    ca: TestCa,
 }
 
 impl ControlPlane {
@@ -153,37 +176,44 @@ impl ControlPlane {
         )
         .await?;
 
+        write("audit-policy.json", AUDIT_POLICY)?;
         let port = free_port()?;
         let url = format!("https://127.0.0.1:{port}");
-        let apiserver_log = file("kube-apiserver.log");
-        let apiserver = spawn(
-            &bins.kube_apiserver,
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                // A loopback advertise address is refused by the endpoint reconcilers
-                // (they publish it as the `kubernetes` Service's endpoint).
-                "--endpoint-reconciler-type=none".into(),
-                format!("--secure-port={port}"),
-                format!("--tls-cert-file={}", file("apiserver.crt").display()),
-                format!("--tls-private-key-file={}", file("apiserver.key").display()),
-                format!("--cert-dir={}", dir.display()),
-                format!("--client-ca-file={}", file("ca.crt").display()),
-                format!("--token-auth-file={}", file("tokens.csv").display()),
-                "--authorization-mode=RBAC".into(),
-                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-                "--allow-privileged=true".into(),
-                "--disable-admission-plugins=ServiceAccount".into(),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!("--service-account-key-file={}", file("sa.pub").display()),
-                format!(
-                    "--service-account-signing-key-file={}",
-                    file("sa.key").display()
-                ),
-            ],
-            &apiserver_log,
-        );
+        let apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            // A loopback advertise address is refused by the endpoint reconcilers
+            // (they publish it as the `kubernetes` Service's endpoint).
+            "--endpoint-reconciler-type=none".into(),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", file("apiserver.crt").display()),
+            format!("--tls-private-key-file={}", file("apiserver.key").display()),
+            format!("--cert-dir={}", dir.display()),
+            format!("--client-ca-file={}", file("ca.crt").display()),
+            format!("--token-auth-file={}", file("tokens.csv").display()),
+            "--authorization-mode=RBAC".into(),
+            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            "--allow-privileged=true".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-key-file={}", file("sa.pub").display()),
+            format!(
+                "--service-account-signing-key-file={}",
+                file("sa.key").display()
+            ),
+            format!(
+                "--audit-policy-file={}",
+                file("audit-policy.json").display()
+            ),
+            format!("--audit-log-path={}", file(AUDIT_LOG).display()),
+            "--audit-log-format=json".into(),
+            // Written before the request's handler returns, so a write the client saw
+            // answered is in the log (apiserver/pkg/server/options/audit.go: the
+            // blocking mode has no buffer).
+            "--audit-log-mode=blocking".into(),
+        ];
+        let apiserver = spawn(&bins.kube_apiserver, &apiserver_args, &file(APISERVER_LOG));
         let apiserver = match apiserver {
             Ok(child) => child,
             Err(e) => {
@@ -195,25 +225,63 @@ impl ControlPlane {
             dir: dir.to_path_buf(),
             etcd,
             apiserver,
+            apiserver_command: (bins.kube_apiserver.clone(), apiserver_args),
             url,
             token,
             readonly_token,
-            ca_pem: ca.ca_pem().to_string(),
+            ca,
         };
         let client = plane.http_client()?;
+        plane.wait_apiserver_ready(&client).await?;
+        plane.bind_readonly(&client).await?;
+        Ok(plane)
+    }
+
+    async fn wait_apiserver_ready(&mut self, client: &reqwest::Client) -> Result<(), Error> {
         let readyz = client
-            .get(format!("{}/readyz", plane.url))
-            .bearer_auth(&plane.token);
+            .get(format!("{}/readyz", self.url))
+            .bearer_auth(&self.token);
+        let log = self.dir.join(APISERVER_LOG);
         wait_ready(
             "kube-apiserver",
-            &mut plane.apiserver,
-            &apiserver_log,
+            &mut self.apiserver,
+            &log,
             readyz,
             |body| body.trim() == "ok",
         )
-        .await?;
-        plane.bind_readonly(&client).await?;
-        Ok(plane)
+        .await
+    }
+
+    /// Kills kube-apiserver and starts it again with the same flags, on the same port and
+    /// against the same etcd, and waits until it is ready: every client connection and
+    /// watch breaks, no object is lost (a control-plane upgrade or a crash, as a CCM sees
+    /// it). The audit log goes on in the same file.
+    pub async fn restart_apiserver(&mut self) -> Result<(), Error> {
+        let _ = self.apiserver.kill().await;
+        let (binary, args) = &self.apiserver_command;
+        // The log of the run before is kept beside the new one.
+        let log = self.dir.join(APISERVER_LOG);
+        let _ = std::fs::rename(&log, self.dir.join(format!("{APISERVER_LOG}.previous")));
+        self.apiserver = spawn(binary, args, &log)?;
+        let client = self.http_client()?;
+        self.wait_apiserver_ready(&client).await
+    }
+
+    /// The audit log ([`AUDIT_POLICY`]): JSON lines, appended to while the server runs.
+    pub fn audit_log_path(&self) -> PathBuf {
+        self.dir.join(AUDIT_LOG)
+    }
+
+    /// A kubeconfig that authenticates as `user` in `groups` (at most one) with a client
+    /// certificate signed by the cluster CA (`--client-ca-file`); what it may do is up to
+    /// the RBAC objects bound to that user or group.
+    pub fn kubeconfig_for_cert(&self, user: &str, groups: &[&str]) -> Result<String, Error> {
+        let cert = self.ca.issue_client(user, groups)?;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        Ok(self.kubeconfig_with_user(serde_json::json!({
+            "client-certificate-data": b64(&cert.cert_pem),
+            "client-key-data": b64(&cert.key_pem),
+        })))
     }
 
     /// `https://127.0.0.1:PORT`.
@@ -233,7 +301,7 @@ impl ControlPlane {
 
     /// The CA certificate (PEM) that signed the serving certificate.
     pub fn ca_pem(&self) -> &str {
-        &self.ca_pem
+        self.ca.ca_pem()
     }
 
     /// Where the data, certificates and logs are.
@@ -244,15 +312,19 @@ impl ControlPlane {
     /// A kubeconfig for the admin user, with the CA inline (the shape the embedded server
     /// writes, so every tool reads both alike).
     pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_with_user(serde_json::json!({"token": self.token}))
+    }
+
+    fn kubeconfig_with_user(&self, user: serde_json::Value) -> String {
         let doc = serde_json::json!({
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": KUBECONFIG_NAME, "cluster": {
                 "server": self.url,
                 "certificate-authority-data":
-                    base64::engine::general_purpose::STANDARD.encode(&self.ca_pem),
+                    base64::engine::general_purpose::STANDARD.encode(self.ca.ca_pem()),
             }}],
-            "users": [{"name": KUBECONFIG_NAME, "user": {"token": self.token}}],
+            "users": [{"name": KUBECONFIG_NAME, "user": user}],
             "contexts": [{"name": KUBECONFIG_NAME,
                 "context": {"cluster": KUBECONFIG_NAME, "user": KUBECONFIG_NAME}}],
             "current-context": KUBECONFIG_NAME,
@@ -273,7 +345,7 @@ impl ControlPlane {
     }
 
     fn http_client(&self) -> Result<reqwest::Client, Error> {
-        let ca = reqwest::Certificate::from_pem(self.ca_pem.as_bytes())
+        let ca = reqwest::Certificate::from_pem(self.ca.ca_pem().as_bytes())
             .map_err(|e| Error::Setup(e.to_string()))?;
         reqwest::Client::builder()
             .add_root_certificate(ca)

@@ -1,6 +1,7 @@
-//! The environment one case runs in. Embedded mode (the only one so far): a fresh API
-//! server, one mock cloud and simulated kubelets, all on 127.0.0.1 with ephemeral ports,
-//! plus the CCM under test as a child process. Everything a case leaves behind (kubeconfig,
+//! The environment one case runs in: a fresh API server (the embedded one, or a real
+//! etcd + kube-apiserver with `--apiserver real`: [`cluster_api`]), one mock cloud and
+//! simulated kubelets, all on 127.0.0.1 with ephemeral ports, plus the CCM under test as a
+//! child process. Everything a case leaves behind (kubeconfig,
 //! cloud config, CCM log) stays in the case's artifacts folder.
 
 use std::collections::BTreeMap;
@@ -11,10 +12,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use mock_kube_apiserver::{ApiServer, AuditEntry, Config as ApiConfig};
+use mock_kube_apiserver::AuditEntry;
 use mock_kubelet::{KubeletConfig, ServiceFeed, SimKubelet, UNINITIALIZED_TAINT};
 
+mod cluster_api;
 mod other_cluster;
+use cluster_api::ClusterApi;
 pub use other_cluster::OtherCluster;
 
 use crate::case::CaseError;
@@ -77,7 +80,7 @@ pub struct Environment {
     pub provider: Provider,
     settings: Arc<Settings>,
     dir: PathBuf,
-    apiserver: Option<ApiServer>,
+    apiserver: Option<ClusterApi>,
     client: kube::Client,
     kubelet_client: kube::Client,
     cloud: Option<CloudControl>,
@@ -88,14 +91,11 @@ pub struct Environment {
     replicas: BTreeMap<String, CcmProcess>,
     /// CCM environment a case's deployment adds to the cloud's ([`Self::deploy_dual_stack`]).
     deployment_env: Vec<(String, String)>,
-    /// Audit entries of API server runs before the last restart (a restart starts a new
-    /// log; [`Self::api_audit`] numbers the new one on from these).
-    audit_before_restart: Vec<AuditEntry>,
     ccm_args: Vec<String>,
     kubeconfig: PathBuf,
     cloud_config: PathBuf,
     /// API servers of other clusters ([`Self::other_cluster`]).
-    other_apiservers: Vec<ApiServer>,
+    other_apiservers: Vec<ClusterApi>,
     /// The one Service watch every simulated kube-proxy of this cluster reads, started
     /// with the first node ([`Self::kube_proxy_services`]).
     service_feed: Option<ServiceFeed>,
@@ -111,18 +111,9 @@ impl Environment {
     ) -> Result<Self, CaseError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| CaseError::infra("creating case artifacts dir", e))?;
-        // HTTPS with a per-environment CA and a bearer token, as a real control plane
-        // serves: the CCM under test must trust the CA from its kubeconfig.
-        let apiserver = ApiServer::start(ApiConfig {
-            tls: true,
-            ..ApiConfig::default()
-        })
-        .await
-        .map_err(|e| CaseError::infra("starting embedded API server", e))?;
+        let apiserver = ClusterApi::start(&settings, &dir.join("control-plane")).await?;
         let kubeconfig = dir.join("kubeconfig");
-        apiserver
-            .write_kubeconfig(&kubeconfig)
-            .map_err(|e| CaseError::infra("writing kubeconfig", e))?;
+        apiserver.write_kubeconfig(&kubeconfig)?;
         let client = client_for(&kubeconfig, HARNESS_USER_AGENT).await?;
         let kubelet_client = client_for(&kubeconfig, KUBELET_USER_AGENT).await?;
         let cloud = CloudControl::start(provider, 0).await?;
@@ -142,7 +133,6 @@ impl Environment {
             ccm: None,
             replicas: BTreeMap::new(),
             deployment_env: Vec::new(),
-            audit_before_restart: Vec::new(),
             ccm_args,
             kubeconfig,
             cloud_config,
@@ -546,39 +536,21 @@ impl Environment {
     /// Takes one verb on one resource away from the user `user` on the API server (a
     /// ClusterRole missing that rule): its requests get the 403 a real RBAC denial
     /// gives. Pair with [`Self::kubeconfig_for_user`] to run a CCM as `user`.
-    pub fn deny(&self, user: &str, verb: &str, resource: &str) -> Result<(), CaseError> {
-        let api = self
-            .apiserver
-            .as_ref()
-            .ok_or_else(|| CaseError::failed("the API server is not running"))?;
-        api.deny(mock_kube_apiserver::auth::Denial {
-            user: user.into(),
-            verb: verb.into(),
-            group: String::new(),
-            resource: resource.into(),
-        });
-        Ok(())
+    pub async fn deny(&self, user: &str, verb: &str, resource: &str) -> Result<(), CaseError> {
+        self.api()?.deny(&self.client, user, verb, resource).await
     }
 
     /// Lifts every [`Self::deny`].
-    pub fn clear_denials(&self) {
-        if let Some(api) = self.apiserver.as_ref() {
-            api.clear_denials();
-        }
+    pub async fn clear_denials(&self) -> Result<(), CaseError> {
+        self.api()?.clear_denials(&self.client).await
     }
 
     /// Writes a kubeconfig (in the case dir) that authenticates as `user` with a client
     /// certificate signed by the API server's CA (group `system:serviceaccounts`, not
     /// `system:masters`, so denials apply as RBAC would), and returns its path: for
     /// `--kubeconfig=<path>` after the other CCM flags.
-    pub fn kubeconfig_for_user(&self, user: &str) -> Result<PathBuf, CaseError> {
-        let api = self
-            .apiserver
-            .as_ref()
-            .ok_or_else(|| CaseError::failed("the API server is not running"))?;
-        let yaml = api
-            .kubeconfig_for_cert(user, &["system:serviceaccounts"])
-            .map_err(|e| CaseError::infra("minting a client certificate", e))?;
+    pub async fn kubeconfig_for_user(&self, user: &str) -> Result<PathBuf, CaseError> {
+        let yaml = self.api()?.kubeconfig_for_user(&self.client, user).await?;
         let safe: String = user
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
@@ -586,6 +558,12 @@ impl Environment {
         let path = self.dir.join(format!("kubeconfig-{safe}"));
         std::fs::write(&path, yaml).map_err(|e| CaseError::infra("writing kubeconfig", e))?;
         Ok(path)
+    }
+
+    fn api(&self) -> Result<&ClusterApi, CaseError> {
+        self.apiserver
+            .as_ref()
+            .ok_or_else(|| CaseError::failed("the API server is not running"))
     }
 
     /// Sets a running kubelet's Ready condition.
@@ -750,15 +728,10 @@ impl Environment {
 
     /// The API server's audit log across restarts, in order, `seq` increasing throughout.
     pub fn api_audit(&self) -> Vec<AuditEntry> {
-        let offset = self.audit_before_restart.last().map(|e| e.seq).unwrap_or(0);
-        let mut all = self.audit_before_restart.clone();
-        if let Some(api) = self.apiserver.as_ref() {
-            all.extend(api.audit().into_iter().map(|mut e| {
-                e.seq += offset;
-                e
-            }));
-        }
-        all
+        self.apiserver
+            .as_ref()
+            .map(ClusterApi::audit)
+            .unwrap_or_default()
     }
 
     /// Makes the cloud's load balancers slow: each change stays pending for `reads` status
@@ -781,22 +754,16 @@ impl Environment {
         }
     }
 
-    /// Restarts the embedded API server on the same address with the same credentials and
-    /// objects: every connection and watch of the CCM and the kubelets breaks and must be
+    /// Restarts the API server on the same address with the same credentials and objects:
+    /// every connection and watch of the CCM and the kubelets breaks and must be
     /// re-established. Returns how long the API was down.
     pub async fn restart_apiserver(&mut self) -> Result<Duration, CaseError> {
-        let carried = self.api_audit();
         let api = self
             .apiserver
             .take()
             .ok_or_else(|| CaseError::failed("the API server is not running"))?;
         let started = std::time::Instant::now();
-        let api = api
-            .restart()
-            .await
-            .map_err(|e| CaseError::infra("restarting the embedded API server", e))?;
-        self.audit_before_restart = carried;
-        self.apiserver = Some(api);
+        self.apiserver = Some(api.restart().await?);
         let down = started.elapsed();
         // Fresh clients: pooled connections to the old server are dead.
         self.client = client_for(&self.kubeconfig, HARNESS_USER_AGENT).await?;
@@ -863,10 +830,10 @@ impl Environment {
             cloud.shutdown().await;
         }
         if let Some(api) = self.apiserver.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), api.shutdown()).await;
+            api.shutdown().await;
         }
         for api in std::mem::take(&mut self.other_apiservers) {
-            let _ = tokio::time::timeout(Duration::from_secs(5), api.shutdown()).await;
+            api.shutdown().await;
         }
     }
 }

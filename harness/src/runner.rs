@@ -158,6 +158,18 @@ pub fn run_with(
             };
         }
     }
+    if !args.list
+        && let Err(e) = settings.resolve_control_plane(&mut |line| eprintln!("{line}"))
+    {
+        eprintln!("error: {e}");
+        return Conclusion {
+            num_filtered_out: 0,
+            num_passed: 0,
+            num_failed: 1,
+            num_ignored: 0,
+            num_measured: 0,
+        };
+    }
     let settings = Arc::new(settings);
     let print = options.progress_lines && !args.list;
     let progress = Arc::new(Progress::new(

@@ -2,7 +2,9 @@
 //! environment (libtest-mimic refuses unknown flags); `ccm-conformance run` from its flags.
 //! Variable names are a contract (DESIGN.md): `CCM_CONFORMANCE_PROVIDERS`,
 //! `CCM_CONFORMANCE_CCM`, `CCM_CONFORMANCE_CCM_ARGS`, `CCM_CONFORMANCE_KUBECONFIG`, `ARTIFACTS`;
-//! added since: `CCM_CONFORMANCE_CLOUD_TIMEOUT` (seconds, external mode).
+//! added since: `CCM_CONFORMANCE_CLOUD_TIMEOUT` (seconds, external mode) and
+//! `CCM_CONFORMANCE_APISERVER` (`embedded`, the default, or `real`: etcd and kube-apiserver
+//! built from source, found or built by [`Settings::resolve_control_plane`]).
 //!
 //! A CCM is named as `reference` (ours), a path, or `upstream[@vX.Y.Z]`: upstream's Go CCM
 //! of each provider, which differs per provider, so it is built (or found in the cache) by
@@ -42,6 +44,39 @@ pub struct Settings {
     /// The roles (`--ccm`, `--ccm-old`, `--ccm-new`) that run upstream's CCM, and the
     /// binaries built for them.
     pub upstream: UpstreamCcms,
+    /// The API server each case's cluster runs.
+    pub apiserver: ApiServerChoice,
+    /// etcd and kube-apiserver for [`ApiServerChoice::Real`], once resolved.
+    pub control_plane: Option<ccm_control_plane::Binaries>,
+}
+
+/// Which API server a hermetic case runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApiServerChoice {
+    /// `mock-kube-apiserver`, in the harness's process: fast, the default.
+    #[default]
+    Embedded,
+    /// A real etcd + kube-apiserver per case (crate `ccm-control-plane`), the judge of the
+    /// embedded one: where a verdict differs, the embedded server is wrong until shown
+    /// otherwise.
+    Real,
+}
+
+impl ApiServerChoice {
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value.trim() {
+            "" | "embedded" => Ok(Self::Embedded),
+            "real" => Ok(Self::Real),
+            other => Err(format!("{other:?}: expected embedded or real")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Embedded => "embedded",
+            Self::Real => "real",
+        }
+    }
 }
 
 /// How the CCM of a role is named on the command line or in the environment.
@@ -101,6 +136,12 @@ pub enum SettingsError {
     },
     #[error("there is no upstream CCM for {0} in this harness")]
     NoUpstream(&'static str),
+    #[error("{binary} for --apiserver real: {source}")]
+    ControlPlane {
+        binary: &'static str,
+        #[source]
+        source: ccm_upstream::BuildError,
+    },
 }
 
 impl Settings {
@@ -118,6 +159,8 @@ impl Settings {
             ccm_new: None,
             cloud_timeout: Duration::from_secs(20 * 60),
             upstream: UpstreamCcms::default(),
+            apiserver: ApiServerChoice::Embedded,
+            control_plane: None,
         }
     }
 
@@ -153,6 +196,12 @@ impl Settings {
                         var: "CCM_CONFORMANCE_CLOUD_TIMEOUT",
                         reason: format!("{v:?} is not a number of seconds"),
                     })?;
+        }
+        if let Ok(v) = std::env::var("CCM_CONFORMANCE_APISERVER") {
+            s.apiserver = ApiServerChoice::parse(&v).map_err(|reason| SettingsError::Invalid {
+                var: "CCM_CONFORMANCE_APISERVER",
+                reason,
+            })?;
         }
         if let Ok(v) = std::env::var("CCM_CONFORMANCE_KUBECONFIG")
             && !v.is_empty()
@@ -231,6 +280,45 @@ impl Settings {
                     .insert((provider, version.clone()), built.path);
             }
         }
+        Ok(())
+    }
+
+    /// With `--apiserver real`: builds (or finds in the cache) kube-apiserver and etcd at
+    /// their default versions (`ccm-conformance apiserver build`), once, before the first
+    /// case. Nothing to do for the embedded server.
+    pub fn resolve_control_plane(
+        &mut self,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(), SettingsError> {
+        if self.apiserver != ApiServerChoice::Real || self.control_plane.is_some() {
+            return Ok(());
+        }
+        let builder = ccm_upstream::Builder::default();
+        let mut paths = Vec::new();
+        for name in ["kube-apiserver", "etcd"] {
+            let upstream = ccm_upstream::control_plane(name).expect("a known component");
+            let built = builder
+                .build(upstream, None, &mut |line| {
+                    progress(&format!("{name}: {line}"))
+                })
+                .map_err(|source| SettingsError::ControlPlane {
+                    binary: upstream.binary,
+                    source,
+                })?;
+            progress(&format!(
+                "{name} {}: {}{}",
+                built.version,
+                built.path.display(),
+                if built.reused { " (cached)" } else { "" }
+            ));
+            paths.push(built.path);
+        }
+        let etcd = paths.pop().expect("two paths");
+        let kube_apiserver = paths.pop().expect("two paths");
+        self.control_plane = Some(ccm_control_plane::Binaries {
+            kube_apiserver,
+            etcd,
+        });
         Ok(())
     }
 

@@ -252,11 +252,11 @@ const CCM_USER: &str = "system:serviceaccount:kube-system:cloud-controller-manag
 const MONITOR_PERIOD: Duration = Duration::from_secs(1);
 
 async fn nl06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
-    let kubeconfig = env.kubeconfig_for_user(CCM_USER)?;
+    let kubeconfig = env.kubeconfig_for_user(CCM_USER).await?;
     env.start_ccm_with(&[&format!("--kubeconfig={}", kubeconfig.display())])
         .await?;
     let (instance, _) = initialized_node(env, "node-a", NodeOptions::default()).await?;
-    env.deny(CCM_USER, "delete", "nodes")?;
+    env.deny(CCM_USER, "delete", "nodes").await?;
     env.cloud().delete_instance(&instance.id)?;
     env.stop_kubelet("node-a").await?;
     // Denied deletes in the audit log (only the CCM deletes nodes) and the Warning
@@ -327,7 +327,7 @@ async fn nl06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         MONITOR_PERIOD.as_secs()
     );
     // Allowed again: the next period deletes the node.
-    env.clear_denials();
+    env.clear_denials().await?;
     env.wait_node_deleted("node-a", REACT).await?;
     Ok(vec![
         ("denied_delete_attempts".into(), times.len().to_string()),

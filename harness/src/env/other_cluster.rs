@@ -12,10 +12,9 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use mock_kube_apiserver::{ApiServer, Config as ApiConfig};
 use serde_json::json;
 
-use super::{Environment, HARNESS_USER_AGENT, client_for};
+use super::{ClusterApi, Environment, HARNESS_USER_AGENT, client_for};
 use crate::case::CaseError;
 
 /// The second cluster: pass `--kubeconfig=<kubeconfig>` to a replica to run a CCM for it.
@@ -32,22 +31,19 @@ impl OtherCluster {
 }
 
 impl Environment {
-    /// Starts a second API server (stopped at teardown) and copies into it every Node
+    /// Starts a second API server of the run's kind (stopped at teardown) and copies into it every Node
     /// (name, labels, providerID, addresses, conditions: initialized, as the other
     /// cluster's own CCM left them) and the named Services of `default` (type, ports with
     /// their nodePorts, selector; no annotations, finalizers or status).
     pub async fn other_cluster(&mut self, services: &[&str]) -> Result<OtherCluster, CaseError> {
-        let api = ApiServer::start(ApiConfig {
-            tls: true,
-            ..ApiConfig::default()
-        })
-        .await
-        .map_err(|e| CaseError::infra("starting the second API server", e))?;
-        let kubeconfig = self
-            .dir
-            .join(format!("kubeconfig-other-{}", self.other_apiservers.len()));
-        api.write_kubeconfig(&kubeconfig)
-            .map_err(|e| CaseError::infra("writing the second kubeconfig", e))?;
+        let n = self.other_apiservers.len();
+        let api = ClusterApi::start(
+            &self.settings,
+            &self.dir.join(format!("control-plane-other-{n}")),
+        )
+        .await?;
+        let kubeconfig = self.dir.join(format!("kubeconfig-other-{n}"));
+        api.write_kubeconfig(&kubeconfig)?;
         self.other_apiservers.push(api);
         let client = client_for(&kubeconfig, HARNESS_USER_AGENT).await?;
 
