@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Tests of ci/check_verdicts.py on small JUnit files: each rule it enforces fails the check
-when broken and passes it when kept. Run by .ci/run before the check itself."""
+"""Tests of ci/check_verdicts.py and ci/check_same_verdicts.py on small JUnit files: each
+rule they enforce fails the check when broken and passes it when kept. Run by .ci/run
+before the checks themselves."""
 import os
 import subprocess
 import sys
@@ -76,6 +77,49 @@ class CheckVerdicts(unittest.TestCase):
     def test_an_entry_without_a_reason_is_refused(self):
         r = self.run_check([("aws", "NI-01", "fail")], "aws\tNI-01\tfail\tupstream-bug\t \n")
         self.assertNotEqual(r.returncode, 0)
+
+
+class CheckSameVerdicts(unittest.TestCase):
+    def run_check(self, embedded, real, retry=None, embedded_retry=None):
+        d = tempfile.mkdtemp()
+        files = {}
+        for name, cases in [("embedded.xml", embedded), ("real.xml", real)] + (
+                [("retry.xml", retry)] if retry else []) + (
+                [("eretry.xml", embedded_retry)] if embedded_retry else []):
+            files[name] = os.path.join(d, name)
+            with open(files[name], "w") as f:
+                f.write(junit(cases))
+        args = [sys.executable, os.path.join(HERE, "check_same_verdicts.py"),
+                files["embedded.xml"], files["real.xml"]]
+        if retry:
+            args += ["--retry", files["retry.xml"]]
+        if embedded_retry:
+            args += ["--embedded-retry", files["eretry.xml"]]
+        return subprocess.run(args, capture_output=True, text=True)
+
+    def test_the_same_verdicts_pass_a_different_one_fails(self):
+        embedded = [("openstack", "NI-01", "pass"), ("openstack", "LB-19", "skip"), ("openstack", "LB-03", "fail")]
+        self.assertEqual(self.run_check(embedded, embedded[:2]).returncode, 0)
+        r = self.run_check(embedded, [("openstack", "NI-01", "fail")])
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("fail on the real API server, pass on the embedded one", r.stdout)
+        # A pass on the real server where the embedded one failed is a difference too.
+        self.assertEqual(self.run_check(embedded, [("openstack", "LB-03", "pass")]).returncode, 1)
+
+    def test_a_case_missing_on_one_side_or_an_empty_run_fails(self):
+        self.assertEqual(self.run_check([("aws", "NI-01", "pass")], [("openstack", "NI-01", "pass")]).returncode, 1)
+        self.assertEqual(self.run_check([("aws", "NI-01", "pass")], []).returncode, 1)
+
+    def test_a_failure_that_passes_on_the_rerun_is_flaky(self):
+        embedded = [("openstack", "NI-01", "pass")]
+        r = self.run_check(embedded, [("openstack", "NI-01", "fail")], retry=[("openstack", "NI-01", "pass")])
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("FLAKY: openstack NI-01", r.stdout)
+        r = self.run_check([("openstack", "NI-01", "fail")], [("openstack", "NI-01", "pass")],
+                           embedded_retry=[("openstack", "NI-01", "pass")])
+        self.assertEqual(r.returncode, 0, r.stdout)
+        r = self.run_check(embedded, [("openstack", "NI-01", "fail")], retry=[("openstack", "NI-01", "fail")])
+        self.assertEqual(r.returncode, 1, r.stdout)
 
 
 if __name__ == "__main__":
