@@ -1162,3 +1162,85 @@ fn upstream_build_refuses_unknown_providers_and_bad_versions() {
     let left = std::fs::read_dir(&upstream).map(|d| d.count()).unwrap_or(0);
     assert_eq!(left, 0, "nothing half-written in {}", upstream.display());
 }
+
+/// `cluster --apiserver real` and `run --apiserver real` when a control-plane binary cannot
+/// start (here a stand-in etcd that exits as a real one does when its port is taken): a
+/// non-zero exit whose first line names the component and its log, the log's last lines
+/// under it, no ready file, and no process left behind.
+#[test]
+fn a_control_plane_that_cannot_start_is_one_clear_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = tempfile::tempdir().unwrap();
+    let root = cache.path().join("ccm-conformance/upstream");
+    for (dir, name, script) in [
+        (
+            "etcd-v3.7.0",
+            "etcd",
+            "echo '{\"level\":\"fatal\",\"msg\":\"listen tcp 127.0.0.1:2379: bind: address already in use\"}' >&2; exit 1",
+        ),
+        // Never reached: etcd is waited for first.
+        ("kube-apiserver-v1.37.2", "kube-apiserver", "sleep 600"),
+    ] {
+        let dir = root.join(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("build.json"), "{}").unwrap();
+        let bin = dir.join(name);
+        std::fs::write(&bin, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let work = tempfile::tempdir().unwrap();
+    let ready = work.path().join("ready.json");
+    let out = Command::new(BIN)
+        .args(["cluster", "--apiserver", "real", "--ready-file"])
+        .arg(&ready)
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err
+        .lines()
+        .find(|l| l.starts_with("error"))
+        .unwrap_or_default();
+    assert!(
+        first.contains("starting etcd and kube-apiserver")
+            && first.contains("etcd exited before it was ready")
+            && first.contains("etcd.log"),
+        "{err}"
+    );
+    assert!(err.contains("address already in use"), "{err}");
+    assert!(!ready.exists());
+
+    // The same for a run: every case reports it, the run fails, nothing is left running.
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--provider",
+            "openstack",
+            "--apiserver",
+            "real",
+            "--focus",
+            "NI-01",
+            "--artifacts",
+        ])
+        .arg(work.path().join("artifacts"))
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let junit =
+        std::fs::read_to_string(work.path().join("artifacts/junit_conformance.xml")).unwrap();
+    assert!(
+        junit.contains("etcd exited before it was ready") && junit.contains("address already"),
+        "{junit}"
+    );
+    // Nothing started from the stand-in binaries is still running.
+    let cache_path = cache.path().to_string_lossy().into_owned();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&cache_path))
+        .collect();
+    assert!(left.is_empty(), "left running: {left:?}");
+}

@@ -138,16 +138,24 @@ pub fn run_with(
         .filter(|(_, name)| keep(name))
         .filter(|(_, name)| !args.is_filtered_out(&Trial::test(name.clone(), || Ok(()))))
         .collect();
-    // Upstream CCMs are built (or found in the cache) before the first case, for the
-    // providers the plan runs, so no case's time includes a Go build.
-    if !args.list && settings.uses_upstream() {
+    // Upstream CCMs (and, with a real API server, kube-apiserver and etcd) are built or
+    // found in the cache before the first case, for the providers the plan runs, so no
+    // case's time includes a Go build.
+    if !args.list {
         let providers: Vec<Provider> = settings
             .providers
             .iter()
             .copied()
             .filter(|p| planned.iter().any(|(name, _)| name == p.name()))
             .collect();
-        if let Err(e) = settings.resolve_upstream(&providers, &mut |line| eprintln!("{line}")) {
+        let mut progress = |line: &str| eprintln!("{line}");
+        let resolved = if settings.uses_upstream() {
+            settings.resolve_upstream(&providers, &mut progress)
+        } else {
+            Ok(())
+        }
+        .and_then(|()| settings.resolve_control_plane(&mut progress));
+        if let Err(e) = resolved {
             eprintln!("error: {e}");
             return Conclusion {
                 num_filtered_out: 0,
@@ -157,18 +165,6 @@ pub fn run_with(
                 num_measured: 0,
             };
         }
-    }
-    if !args.list
-        && let Err(e) = settings.resolve_control_plane(&mut |line| eprintln!("{line}"))
-    {
-        eprintln!("error: {e}");
-        return Conclusion {
-            num_filtered_out: 0,
-            num_passed: 0,
-            num_failed: 1,
-            num_ignored: 0,
-            num_measured: 0,
-        };
     }
     let settings = Arc::new(settings);
     let print = options.progress_lines && !args.list;
