@@ -117,7 +117,8 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Starts etcd, then kube-apiserver against it, in `dir` (data, certificates, token
-    /// file and both logs go there), and waits until `/readyz` answers `ok`.
+    /// file and both logs go there; etcd data an earlier start left there is removed
+    /// first), and waits until `/readyz` answers `ok`.
     pub async fn start(bins: &Binaries, dir: &Path) -> Result<Self, Error> {
         mock_cloud::tls::install_ring_provider();
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
@@ -145,6 +146,11 @@ impl ControlPlane {
             ),
         )?;
 
+        // A fresh cluster every time: data left in `dir` by an earlier start is dropped.
+        let data = file("etcd-data");
+        if data.exists() {
+            std::fs::remove_dir_all(&data).map_err(io(format!("removing {}", data.display())))?;
+        }
         let etcd_client = free_port()?;
         let etcd_peer = free_port()?;
         let etcd_url = format!("http://127.0.0.1:{etcd_client}");
