@@ -197,7 +197,14 @@ pub fn aggregated(core: bool) -> Value {
                     json!({"version": version, "resources": resources, "freshness": "Current"})
                 })
                 .collect();
-            json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})
+            // ObjectMeta's empty name and zero creationTimestamp are omitted, as
+            // kube-apiserver serializes them (the core group's metadata is `{}`).
+            let metadata = if group.is_empty() {
+                json!({})
+            } else {
+                json!({"name": group})
+            };
+            json!({"metadata": metadata, "versions": versions})
         })
         .collect();
     json!({
@@ -218,7 +225,7 @@ mod tests {
         assert_eq!(core["kind"], "APIGroupDiscoveryList");
         let items = core["items"].as_array().expect("items");
         assert_eq!(items.len(), 1);
-        assert_eq!(items[0]["metadata"]["name"], "");
+        assert_eq!(items[0]["metadata"], json!({}));
         let nodes = items[0]["versions"][0]["resources"]
             .as_array()
             .expect("resources")

@@ -348,9 +348,11 @@ async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next)
         req.extensions().get::<PeerCertificates>(),
         state.allow_anonymous.load(Ordering::Relaxed),
     );
+    // Credentials that fail are a 401 even on public paths: authentication runs before
+    // authorization (apiserver pkg/endpoints/filters/authentication.go).
     let response = match identity {
-        _ if public => next.run(req).await,
         Err(_) => ApiError::Unauthorized.into_response(),
+        _ if public => next.run(req).await,
         Ok(id)
             if id.may(&method)
                 && !state.denied(&id.user, &verb_of(&method, &target, &query), &target) =>
@@ -689,6 +691,9 @@ async fn handle_resource(
     params: &Params,
     body: Body,
 ) -> Result<Response, ApiError> {
+    if !crate::negotiate::acceptable(accept(headers)) {
+        return Err(ApiError::NotAcceptable);
+    }
     let desc = rp.desc;
     let sub = match rp.subresource.as_deref() {
         None => Subresource::Main,
@@ -698,14 +703,8 @@ async fn handle_resource(
     let ns = rp.namespace.as_deref();
     let store = &state.store;
     match (method, rp.name.as_deref()) {
-        // A watch on an object URL is a watch with a name field selector
-        // (apiserver pkg/endpoints/handlers/get.go).
-        (&Method::GET, Some(name))
-            if sub == Subresource::Main && params.bool("watch")? == Some(true) =>
-        {
-            let table = table_options(headers, params)?;
-            watch(state, desc, ns, params, Some(name), table)
-        }
+        // A GET of an object URL is a get even with `watch=true`: kube-apiserver routes it
+        // to `GetResource` (apiserver pkg/endpoints/installer.go), which has no watch.
         (&Method::GET, Some(name)) => {
             let table = table_options(headers, params)?;
             let obj = store.get(desc, ns, name)?;
@@ -1058,7 +1057,12 @@ fn delete_options(
         dry_run: params.write_options()?.dry_run,
         ..DeleteOptions::default()
     };
+    // The options come from the body when there is one, else from the query (apiserver
+    // pkg/endpoints/handlers/delete.go `DeleteResource`).
     if body.iter().all(u8::is_ascii_whitespace) {
+        opts.propagation_policy = params.get("propagationPolicy").map(str::to_string);
+        opts.orphan_dependents = params.bool("orphanDependents")?;
+        validate_delete_options(&opts)?;
         return Ok(opts);
     }
     let v: Value = if protobuf::is_protobuf(&media_type(headers)) {
@@ -1067,6 +1071,12 @@ fn delete_options(
         serde_json::from_slice(body)
             .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?
     };
+    opts.propagation_policy = v
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    opts.orphan_dependents = v.get("orphanDependents").and_then(Value::as_bool);
+    validate_delete_options(&opts)?;
     let pre = v.get("preconditions");
     let s = |key: &str| {
         pre.and_then(|p| p.get(key))
@@ -1079,6 +1089,36 @@ fn delete_options(
         opts.dry_run |= dry.iter().any(|d| d == "All");
     }
     Ok(opts)
+}
+
+/// apimachinery pkg/apis/meta/v1/validation/validation.go `ValidateDeleteOptions`.
+fn validate_delete_options(opts: &DeleteOptions) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    if let Some(policy) = &opts.propagation_policy {
+        if opts.orphan_dependents.is_some() {
+            causes.push(Cause::invalid(
+                "propagationPolicy",
+                policy,
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+        if !matches!(policy.as_str(), "Foreground" | "Background" | "Orphan") {
+            causes.push(Cause::not_supported(
+                "propagationPolicy",
+                policy,
+                &["Foreground", "Background", "Orphan", "nil"],
+            ));
+        }
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::Invalid {
+        group: "meta.k8s.io".into(),
+        kind: "DeleteOptions".into(),
+        name: String::new(),
+        causes,
+    })
 }
 
 fn delete_collection(
@@ -1206,16 +1246,28 @@ fn list(
             "resourceVersionMatch is forbidden unless resourceVersion is provided",
         ));
     }
+    if let Some(m) = params.get_nonempty("resourceVersionMatch")
+        && !matches!(m, "Exact" | "NotOlderThan")
+    {
+        causes.push(Cause::not_supported(
+            "resourceVersionMatch",
+            m,
+            &["Exact", "NotOlderThan", ""],
+        ));
+    }
     if !causes.is_empty() {
         return Err(list_options_invalid(causes));
     }
     let filter = build_filter(desc, ns, params)?;
+    // A limit of zero or less is no limit (apiserver pkg/storage: `limit > 0` pages).
     let limit = match params.get_nonempty("limit") {
         None => None,
-        Some(l) => Some(
-            l.parse::<usize>()
-                .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?,
-        ),
+        Some(l) => {
+            let n = l
+                .parse::<i64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?;
+            usize::try_from(n).ok().filter(|n| *n > 0)
+        }
     };
     let page = store.list(desc, &filter, limit, params.get_nonempty("continue"))?;
     let mut metadata = json!({"resourceVersion": page.revision.to_string()});

@@ -90,6 +90,65 @@ pub struct DeleteOptions {
     pub dry_run: bool,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
+    /// `Foreground`, `Background` or `Orphan` (validated by the HTTP layer).
+    pub propagation_policy: Option<String>,
+    /// The deprecated `orphanDependents`.
+    pub orphan_dependents: Option<bool>,
+}
+
+/// Strings as Go's `%#v` prints their elements: quoted, comma-separated.
+fn go_strings(items: &[&String]) -> String {
+    items
+        .iter()
+        .map(|s| format!("{s:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The garbage collector's finalizers (apimachinery pkg/apis/meta/v1 `FinalizerOrphanDependents`,
+/// `FinalizerDeleteDependents`).
+const ORPHAN_FINALIZER: &str = "orphan";
+const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+/// The finalizers a DELETE leaves on `obj` once the garbage collector's are added or
+/// removed as `opts` asks, or `None` when they stay as they are (apiserver
+/// pkg/registry/generic/registry/store.go `deletionFinalizersForGarbageCollection`,
+/// `shouldOrphanDependents`, `shouldDeleteDependents`). Events opt out of garbage
+/// collection (kubernetes pkg/registry/core/event/strategy.go `rest.Unsupported`); every
+/// other resource served here defaults to background deletion.
+fn gc_finalizers(desc: &ResourceDesc, obj: &Value, opts: &DeleteOptions) -> Option<Vec<String>> {
+    if desc.plural == "events" {
+        return None;
+    }
+    let current = finalizers(obj);
+    let has = |f: &str| current.iter().any(|c| c == f);
+    let policy = opts.propagation_policy.as_deref();
+    let orphan = match (opts.orphan_dependents, policy) {
+        (Some(o), _) => o,
+        (None, Some(p)) => p == "Orphan",
+        (None, None) => current
+            .iter()
+            .find(|f| *f == ORPHAN_FINALIZER || *f == FOREGROUND_FINALIZER)
+            .is_some_and(|f| f == ORPHAN_FINALIZER),
+    };
+    let foreground = match (opts.orphan_dependents, policy) {
+        (Some(_), _) => false,
+        (None, Some(p)) => p == "Foreground",
+        (None, None) => has(FOREGROUND_FINALIZER),
+    };
+    let mut out: Vec<String> = current
+        .iter()
+        .filter(|f| *f != ORPHAN_FINALIZER && *f != FOREGROUND_FINALIZER)
+        .cloned()
+        .collect();
+    if orphan {
+        out.push(ORPHAN_FINALIZER.into());
+    }
+    if foreground {
+        out.push(FOREGROUND_FINALIZER.into());
+    }
+    let same = out.len() == current.len() && out.iter().all(|f| has(f));
+    (!same).then_some(out)
 }
 
 /// What a DELETE did.
@@ -792,7 +851,8 @@ impl Store {
                     vec![Cause::forbidden(
                         "metadata.finalizers",
                         &format!(
-                            "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                            "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                            go_strings(&added)
                         ),
                     )],
                 ));
@@ -904,12 +964,30 @@ impl Store {
             ));
         }
         let key = (ns.clone(), name.to_string());
-        if !finalizers(&old).is_empty() {
-            if meta_nonempty(&old, "deletionTimestamp").is_some() {
+        // With finalizers left (those of the object, or the garbage collector's that the
+        // propagation policy adds) the object is only marked (store.go
+        // `updateForGracefulDeletionAndFinalizers`, `markAsDeleting`); without, it goes.
+        let gc = gc_finalizers(desc, &old, opts);
+        let pending = gc.as_ref().map_or_else(|| finalizers(&old), Clone::clone);
+        if !pending.is_empty() {
+            let deleting = meta_nonempty(&old, "deletionTimestamp").is_some();
+            if deleting && gc.is_none() {
                 return Ok(DeleteOutcome::Pending((*old).clone()));
             }
             let mut marked = (*old).clone();
-            set_meta(&mut marked, "deletionTimestamp", Some(json!(now_rfc3339())));
+            if gc.is_some() {
+                set_meta(&mut marked, "finalizers", Some(json!(pending)));
+            }
+            if !deleting {
+                if let Some(g) = marked
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    && g > 0
+                {
+                    set_meta(&mut marked, "generation", Some(json!(g + 1)));
+                }
+                set_meta(&mut marked, "deletionTimestamp", Some(json!(now_rfc3339())));
+            }
             set_meta(&mut marked, "deletionGracePeriodSeconds", Some(json!(0)));
             if opts.dry_run {
                 return Ok(DeleteOutcome::Pending(marked));
@@ -1323,6 +1401,64 @@ mod tests {
             kinds,
             vec![EventKind::Deleted, EventKind::Modified, EventKind::Added]
         );
+    }
+
+    #[test]
+    fn propagation_policies_add_and_drop_the_collector_finalizers() {
+        let store = Store::new(100);
+        for name in ["fg", "or", "bg"] {
+            store
+                .create(
+                    nodes(),
+                    None,
+                    json!({"metadata": {"name": name}}),
+                    WriteOptions::default(),
+                )
+                .expect("create");
+        }
+        let policy = |p: &str| DeleteOptions {
+            propagation_policy: Some(p.into()),
+            ..DeleteOptions::default()
+        };
+        let DeleteOutcome::Pending(fg) = store
+            .delete(nodes(), None, "fg", &policy("Foreground"))
+            .expect("delete")
+        else {
+            panic!("a foreground delete waits for the collector")
+        };
+        assert_eq!(fg["metadata"]["finalizers"], json!([FOREGROUND_FINALIZER]));
+        assert!(fg["metadata"]["deletionTimestamp"].is_string());
+        let DeleteOutcome::Pending(or) = store
+            .delete(nodes(), None, "or", &policy("Orphan"))
+            .expect("delete")
+        else {
+            panic!("an orphaning delete waits for the collector")
+        };
+        assert_eq!(or["metadata"]["finalizers"], json!([ORPHAN_FINALIZER]));
+        // Deleting again in the background drops the orphan finalizer, and with no
+        // finalizer left the object goes (store.go `errDeleteNow`).
+        assert!(matches!(
+            store.delete(nodes(), None, "or", &policy("Background")),
+            Ok(DeleteOutcome::Deleted(_))
+        ));
+        assert!(matches!(
+            store.delete(nodes(), None, "bg", &policy("Background")),
+            Ok(DeleteOutcome::Deleted(_))
+        ));
+        // Events are outside garbage collection: no finalizer, gone at once.
+        let events = resources::lookup("", "v1", "events").expect("events");
+        store
+            .create(
+                events,
+                Some("default"),
+                json!({"metadata": {"name": "e"}, "involvedObject": {}}),
+                WriteOptions::default(),
+            )
+            .expect("create");
+        assert!(matches!(
+            store.delete(events, Some("default"), "e", &policy("Foreground")),
+            Ok(DeleteOutcome::Deleted(_))
+        ));
     }
 
     #[test]

@@ -195,7 +195,117 @@ async fn wrong_token_is_401_and_no_token_is_anonymous() {
             .body(Body::empty())
             .expect("req");
         assert_eq!(send(&app, r).await.0, StatusCode::OK, "{path}");
+        // ... but a token that fails is a 401 there too: authentication comes first.
+        let r = Request::builder()
+            .uri(path)
+            .header(header::AUTHORIZATION, "Bearer nope")
+            .body(Body::empty())
+            .expect("req");
+        assert_eq!(send(&app, r).await.0, StatusCode::UNAUTHORIZED, "{path}");
     }
+}
+
+#[tokio::test]
+async fn an_accept_header_without_a_served_media_type_is_406() {
+    let app = app();
+    create_node(&app, "a").await;
+    let with_accept = |accept: &str| {
+        let mut r = req("GET", "/api/v1/nodes/a", None, Body::empty());
+        r.headers_mut()
+            .insert(header::ACCEPT, accept.parse().expect("header"));
+        r
+    };
+    let (s, v) = send(&app, with_accept("application/xml")).await;
+    assert_eq!(s, StatusCode::NOT_ACCEPTABLE);
+    assert_status(&v, 406, "NotAcceptable");
+    assert_eq!(v["details"], json!({}), "{v}");
+    for ok in [
+        "application/xml, */*",
+        "application/vnd.kubernetes.protobuf",
+        "application/yaml",
+        "",
+    ] {
+        let (s, v) = send(&app, with_accept(ok)).await;
+        assert_eq!(s, StatusCode::OK, "{ok:?}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn list_options_limit_and_resource_version_match() {
+    let app = app();
+    for n in ["a", "b"] {
+        create_node(&app, n).await;
+    }
+    // A limit of zero or less is no limit.
+    for limit in ["0", "-1"] {
+        let (s, v) = send(
+            &app,
+            req(
+                "GET",
+                &format!("/api/v1/nodes?limit={limit}"),
+                None,
+                Body::empty(),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["items"].as_array().map(Vec::len), Some(2), "{v}");
+        assert!(v["metadata"].get("continue").is_none(), "{v}");
+    }
+    let (s, v) = send(
+        &app,
+        req(
+            "GET",
+            "/api/v1/nodes?resourceVersion=1&resourceVersionMatch=Newest",
+            None,
+            Body::empty(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["details"]["kind"], "ListOptions", "{v}");
+    assert_eq!(
+        v["details"]["causes"][0]["reason"], "FieldValueNotSupported",
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn delete_options_are_validated_and_propagation_policies_kept() {
+    let app = app();
+    create_node(&app, "a").await;
+    let delete = |body: Value| {
+        req(
+            "DELETE",
+            "/api/v1/nodes/a",
+            Some("application/json"),
+            body.to_string(),
+        )
+    };
+    let (s, v) = send(&app, delete(json!({"propagationPolicy": "Sideways"}))).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["details"]["kind"], "DeleteOptions", "{v}");
+    assert_eq!(v["details"]["causes"][0]["field"], "propagationPolicy");
+    let (s, v) = send(
+        &app,
+        delete(json!({"propagationPolicy": "Orphan", "orphanDependents": false})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    // From the query when there is no body.
+    let (s, v) = send(
+        &app,
+        req(
+            "DELETE",
+            "/api/v1/nodes/a?propagationPolicy=Foreground",
+            None,
+            Body::empty(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["kind"], "Node", "{v}");
+    assert_eq!(v["metadata"]["finalizers"], json!(["foregroundDeletion"]));
 }
 
 #[tokio::test]
@@ -588,29 +698,25 @@ async fn cluster_scoped_body_namespace_is_cleared() {
 }
 
 #[tokio::test]
-async fn watch_on_object_url_selects_that_object() {
+async fn watch_on_object_url_is_a_get() {
+    // kube-apiserver routes GET of an object URL to GetResource, which has no watch
+    // (apiserver pkg/endpoints/installer.go): `watch=true` there answers the object.
     let app = app();
     create_node(&app, "a").await;
     create_node(&app, "b").await;
-    let r = req(
-        "GET",
-        "/api/v1/nodes/b?watch=true&timeoutSeconds=0",
-        None,
-        Body::empty(),
-    );
-    let resp = app.clone().oneshot(r).await.expect("infallible");
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
-    // timeoutSeconds=0 ends the stream right after the initial events.
-    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect();
-    assert_eq!(lines.len(), 1, "{lines:?}");
-    assert_eq!(lines[0]["type"], "ADDED");
-    assert_eq!(lines[0]["object"]["metadata"]["name"], "b");
+    let (s, v) = send(
+        &app,
+        req(
+            "GET",
+            "/api/v1/nodes/b?watch=true&timeoutSeconds=0",
+            None,
+            Body::empty(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["kind"], "Node", "{v}");
+    assert_eq!(v["metadata"]["name"], "b", "{v}");
 }
 
 #[tokio::test]
