@@ -257,6 +257,7 @@ async fn answer(
         let events: Vec<Value> = String::from_utf8_lossy(&bytes)
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|ev| normalize(&ev))
             .map(|ev| json!({"type": ev["type"], "name": pointer(&ev, "/object/metadata/name")}))
             .collect();
         json!({ "events": events })
