@@ -307,8 +307,9 @@ impl ApiError {
     }
 }
 
-/// `details` of a Status naming one object: `group` and `name` are omitted when empty, as
-/// Go's `omitempty` does (apimachinery pkg/apis/meta/v1/types.go `StatusDetails`).
+/// `details` of a Status naming one object: `name`, `group` and `kind` are omitted when
+/// empty, as Go's `omitempty` does (apimachinery pkg/apis/meta/v1/types.go
+/// `StatusDetails`; a review sent without a kind is refused with no kind).
 fn details(name: &str, group: &str, kind: &str) -> Value {
     let mut d = serde_json::Map::new();
     if !name.is_empty() {
@@ -317,7 +318,9 @@ fn details(name: &str, group: &str, kind: &str) -> Value {
     if !group.is_empty() {
         d.insert("group".into(), json!(group));
     }
-    d.insert("kind".into(), json!(kind));
+    if !kind.is_empty() {
+        d.insert("kind".into(), json!(kind));
+    }
     Value::Object(d)
 }
 

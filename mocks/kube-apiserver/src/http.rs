@@ -19,14 +19,16 @@ use serde_json::{Value, json};
 
 use crate::apply;
 use crate::audit::{AuditEntry, AuditLog};
-use crate::auth::{Authenticator, Denial};
+use crate::auth::{Authenticator, Denial, Identity, Role};
 use crate::discovery;
 use crate::error::{ApiError, Cause};
 use crate::negotiate::{Representation, negotiate};
 use crate::openapi::{self, FieldValidation};
 use crate::patch::{self, PatchType};
 use crate::protobuf;
+use crate::rbac;
 use crate::resources::{self, ResourceDesc};
+use crate::review;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Config;
 use crate::store::{
@@ -34,6 +36,7 @@ use crate::store::{
 };
 use crate::strategy::Subresource;
 use crate::table::{self, IncludeObject, TableOptions};
+use crate::tokens;
 use crate::watch::{self, WatchParams};
 use mock_cloud::tls::PeerCertificates;
 
@@ -56,6 +59,8 @@ pub struct AppState {
     allow_anonymous: Arc<AtomicBool>,
     /// Verbs taken away from users on the running server ([`crate::auth::Denial`]).
     denials: Arc<std::sync::Mutex<Vec<Denial>>>,
+    /// Signs and checks service-account tokens ([`crate::tokens`]).
+    signer: tokens::Signer,
 }
 
 impl AppState {
@@ -65,7 +70,11 @@ impl AppState {
     }
 
     /// State serving `store` (loaded from disk, or kept across a restart).
+    /// With `config.rbac`, the bootstrap RBAC policy is written into `store` where missing.
     pub fn with_store(config: &Config, store: Store) -> AppState {
+        if config.rbac {
+            rbac::seed_bootstrap_policy(&store);
+        }
         let (shutdown, _) = tokio::sync::watch::channel(false);
         AppState {
             store,
@@ -74,13 +83,88 @@ impl AppState {
                 admin_token: config.token.clone(),
                 readonly_token: config.readonly_token.clone(),
                 tls: config.tls,
+                rbac: config.rbac,
             }),
             bookmark_interval: config.bookmark_interval,
             max_body_bytes: config.max_body_bytes,
             shutdown: Arc::new(shutdown),
             allow_anonymous: Arc::new(AtomicBool::new(true)),
             denials: Arc::default(),
+            signer: tokens::Signer::new(&config.token),
         }
+    }
+
+    /// What authenticating a bearer token consults.
+    fn token_authority(&self) -> review::TokenAuthority<'_> {
+        review::TokenAuthority {
+            admin_token: &self.auth.admin_token,
+            readonly_token: &self.auth.readonly_token,
+            signer: &self.signer,
+            store: &self.store,
+        }
+    }
+
+    /// The service account a bearer token from the TokenRequest API stands for.
+    fn service_account(&self, token: &str) -> Option<(String, Vec<String>)> {
+        let user = self
+            .token_authority()
+            .review(token, &review::api_audiences())?;
+        Some((user.username, user.groups))
+    }
+
+    /// How this server decides a request by `user` in `groups` (what access reviews
+    /// answer): `system:masters` may do anything; with RBAC on, the stored RBAC objects
+    /// decide; otherwise the fixed roles do (the read-only identity reads, the anonymous
+    /// one nothing, everyone else everything). A [`Denial`] takes its verb away.
+    pub fn decide(&self, user: &str, groups: &[String], request: &rbac::Request) -> rbac::Decision {
+        let privileged = groups.iter().any(|g| g == rbac::PRIVILEGED_GROUP);
+        let mut decision = if self.auth.rbac || privileged {
+            rbac::authorize(&self.store, user, groups, request)
+        } else {
+            let read_only = user == crate::auth::READONLY_USER
+                || groups.iter().any(|g| g == crate::auth::READONLY_GROUP);
+            let anonymous = user == crate::auth::ANONYMOUS_USER
+                || groups
+                    .iter()
+                    .any(|g| g == crate::auth::UNAUTHENTICATED_GROUP);
+            let verb = match request {
+                rbac::Request::Resource { verb, .. } | rbac::Request::NonResource { verb, .. } => {
+                    verb.as_str()
+                }
+            };
+            let reads = match request {
+                rbac::Request::Resource { .. } => matches!(verb, "get" | "list" | "watch"),
+                rbac::Request::NonResource { .. } => verb == "get",
+            };
+            rbac::Decision {
+                allowed: !anonymous && (!read_only || reads),
+                reason: String::new(),
+            }
+        };
+        if let rbac::Request::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            ..
+        } = request
+        {
+            let resource = if subresource.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}/{subresource}")
+            };
+            let denied = self
+                .denials
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|d| d.covers(user, verb, group, &resource));
+            if denied {
+                decision = rbac::Decision::default();
+            }
+        }
+        decision
     }
 
     /// The bearer token requests must carry.
@@ -335,7 +419,7 @@ fn header_string(headers: &HeaderMap, name: header::HeaderName) -> String {
 /// Authentication ([`crate::auth`]), authorization, then the audit record. `/version`
 /// and health checks are public, as upstream's `system:public-info-viewer` role makes
 /// them; see [`AppState::set_allow_anonymous`] for requests without credentials.
-async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+async fn auth_and_audit(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
@@ -347,20 +431,37 @@ async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next)
         req.headers(),
         req.extensions().get::<PeerCertificates>(),
         state.allow_anonymous.load(Ordering::Relaxed),
+        &|token| state.service_account(token),
     );
     // Credentials that fail are a 401 even on public paths: authentication runs before
     // authorization (apiserver pkg/endpoints/filters/authentication.go).
+    let verb = verb_of(&method, &target, &query);
     let response = match identity {
         Err(_) => ApiError::Unauthorized.into_response(),
-        _ if public => next.run(req).await,
-        Ok(id)
-            if id.may(&method)
-                && !state.denied(&id.user, &verb_of(&method, &target, &query), &target) =>
-        {
-            next.run(req).await
-        }
         Ok(id) => {
-            forbidden(&id.user, &verb_of(&method, &target, &query), &target, &path).into_response()
+            let allowed = public
+                || match id.role {
+                    Role::Rbac => {
+                        let mut groups = id.groups.clone();
+                        if !groups.iter().any(|g| g == "system:authenticated") {
+                            groups.push("system:authenticated".into());
+                        }
+                        rbac::authorize(
+                            &state.store,
+                            &id.user,
+                            &groups,
+                            &authorizer_request(&verb, &target, &path),
+                        )
+                        .allowed
+                    }
+                    _ => id.may(&method),
+                } && !state.denied(&id.user, &verb, &target);
+            if allowed {
+                req.extensions_mut().insert(id);
+                next.run(req).await
+            } else {
+                forbidden(&id.user, &verb, &target, &path).into_response()
+            }
         }
     };
 
@@ -391,6 +492,34 @@ async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next)
     response
 }
 
+/// The authorizer's view of a request (apiserver pkg/endpoints/request/requestinfo.go):
+/// a resource request, or a path. A namespace's own URL is in that namespace.
+fn authorizer_request(verb: &str, target: &Target, path: &str) -> rbac::Request {
+    let Target::Resource(rp) = target else {
+        return rbac::Request::NonResource {
+            verb: verb.to_string(),
+            path: path.to_string(),
+        };
+    };
+    rbac::Request::Resource {
+        verb: verb.to_string(),
+        group: rp.desc.group.to_string(),
+        resource: rp.desc.plural.to_string(),
+        subresource: rp.subresource.clone().unwrap_or_default(),
+        namespace: request_namespace(rp).unwrap_or_default(),
+        name: rp.name.clone().unwrap_or_default(),
+    }
+}
+
+/// The namespace of a resource request: the URL's, or for `/api/v1/namespaces/<name>`
+/// the name (requestinfo.go treats `namespaces/<name>` as the namespace).
+fn request_namespace(rp: &ResourcePath) -> Option<String> {
+    if rp.desc.group.is_empty() && rp.desc.plural == "namespaces" {
+        return rp.name.clone();
+    }
+    rp.namespace.clone()
+}
+
 /// The 403 upstream's authorization filter writes (apiserver
 /// pkg/endpoints/handlers/responsewriters/errors.go `forbiddenMessage`).
 fn forbidden(user: &str, verb: &str, target: &Target, path: &str) -> ApiError {
@@ -406,7 +535,7 @@ fn forbidden(user: &str, verb: &str, target: &Target, path: &str) -> ApiError {
         Some(sub) => format!("{}/{sub}", rp.desc.plural),
         None => rp.desc.plural.to_string(),
     };
-    let scope = match &rp.namespace {
+    let scope = match request_namespace(rp) {
         Some(ns) => format!("in the namespace {ns:?}"),
         None => "at the cluster scope".to_string(),
     };
@@ -678,9 +807,54 @@ async fn handle(state: AppState, req: Request) -> Result<Response, ApiError> {
         Target::Unknown => Err(ApiError::UnknownPath),
         Target::Resource(rp) => {
             let params = Params::parse(&parts.uri)?;
+            let caller = parts.extensions.get::<Identity>();
+            if rp.desc.create_only
+                || (rp.desc.group.is_empty()
+                    && rp.desc.plural == "serviceaccounts"
+                    && rp.subresource.as_deref() == Some("token"))
+            {
+                return handle_auth_api(&state, &rp, &parts.method, &parts.headers, caller, body)
+                    .await;
+            }
             handle_resource(&state, rp, &parts.method, &parts.headers, &params, body).await
         }
     }
+}
+
+/// The TokenRequest subresource and the review APIs ([`crate::review`]): `create` only.
+async fn handle_auth_api(
+    state: &AppState,
+    rp: &ResourcePath,
+    method: &Method,
+    headers: &HeaderMap,
+    caller: Option<&Identity>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    if !crate::negotiate::acceptable(accept(headers)) {
+        return Err(ApiError::NotAcceptable);
+    }
+    let token_request = rp.subresource.is_some();
+    let creates = *method == Method::POST && (token_request || rp.name.is_none());
+    if !creates {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let request = read_json(rp.desc, headers, body, state.max_body_bytes).await?;
+    let answer = if token_request {
+        let (Some(ns), Some(name)) = (rp.namespace.as_deref(), rp.name.as_deref()) else {
+            return Err(ApiError::UnknownPath);
+        };
+        review::token_request(&state.store, &state.signer, ns, name, &request)?
+    } else {
+        review::review(
+            rp.desc,
+            &request,
+            rp.namespace.as_deref(),
+            caller,
+            &state.token_authority(),
+            &|user, groups, attrs| state.decide(user, groups, attrs),
+        )?
+    };
+    Ok(json_response(StatusCode::CREATED, &answer))
 }
 
 async fn handle_resource(

@@ -1431,3 +1431,324 @@ async fn new_kinds_discovery() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(group["preferredVersion"]["groupVersion"], "apps/v1");
 }
+
+/// A request with `token` as its bearer token.
+fn as_user(token: &str, method: &str, uri: &str, body: Option<Value>) -> Request<Body> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"));
+    if body.is_some() {
+        b = b.header(header::CONTENT_TYPE, "application/json");
+    }
+    b.body(body.map_or_else(Body::empty, |v| Body::from(v.to_string())))
+        .expect("request")
+}
+
+/// A server with RBAC on, a ServiceAccount `default/ccm` and a token for it.
+async fn rbac_app_with_sa_token(rbac: bool) -> (AppState, axum::Router, String) {
+    let config = Config {
+        token: TOKEN.into(),
+        rbac,
+        ..Config::default()
+    };
+    let state = AppState::new(&config);
+    let app = router(state.clone());
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts",
+            Some(json!({"metadata": {"name": "ccm"}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/ccm/token",
+            Some(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["kind"], "TokenRequest");
+    assert_eq!(v["spec"]["expirationSeconds"], 3600);
+    let token = v["status"]["token"].as_str().expect("token").to_string();
+    (state, app, token)
+}
+
+#[tokio::test]
+async fn token_request_errors_follow_kube_apiserver() {
+    let (_, app, _) = rbac_app_with_sa_token(false).await;
+    let uri = "/api/v1/namespaces/default/serviceaccounts/ccm/token";
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            uri,
+            Some(json!({"spec": {"expirationSeconds": 599}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["details"]["causes"][0]["field"], "spec.expirationSeconds");
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/nope/token",
+            Some(json!({})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(v["message"], "serviceaccounts \"nope\" not found");
+    let (s, _) = send(&app, as_user(TOKEN, "GET", uri, None)).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    let (s, _) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "GET",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn service_account_tokens_authenticate_and_without_rbac_are_admins() {
+    let (state, app, token) = rbac_app_with_sa_token(false).await;
+    let (s, v) = send(&app, as_user(&token, "DELETE", "/api/v1/nodes/x", None)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "an admin reaches the store: {v}");
+    // Denials narrow service accounts too.
+    state.deny(mock_kube_apiserver::auth::Denial {
+        user: "system:serviceaccount:default:ccm".into(),
+        verb: "delete".into(),
+        group: String::new(),
+        resource: "nodes".into(),
+    });
+    let (s, v) = send(&app, as_user(&token, "DELETE", "/api/v1/nodes/x", None)).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        v["message"],
+        "nodes \"x\" is forbidden: User \"system:serviceaccount:default:ccm\" cannot delete resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    // Deleting the ServiceAccount kills its tokens.
+    let (s, _) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "DELETE",
+            "/api/v1/namespaces/default/serviceaccounts/ccm",
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = send(&app, as_user(&token, "GET", "/api/v1/nodes", None)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn rbac_authorizes_service_accounts_from_stored_roles() {
+    let (_, app, token) = rbac_app_with_sa_token(true).await;
+    // Discovery and self reviews come with the bootstrap policy.
+    let (s, _) = send(&app, as_user(&token, "GET", "/api", None)).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, v) = send(
+        &app,
+        as_user(&token, "GET", "/api/v1/namespaces/default/configmaps", None),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        v["message"],
+        "configmaps is forbidden: User \"system:serviceaccount:default:ccm\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+    );
+    let (s, v) = send(&app, as_user(&token, "GET", "/metrics", None)).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        v["message"],
+        "forbidden: User \"system:serviceaccount:default:ccm\" cannot get path \"/metrics\""
+    );
+    for (uri, body) in [
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            json!({"metadata": {"name": "ccm"}, "rules": [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"], "resourceNames": ["mine"]}]}),
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+            json!({"metadata": {"name": "ccm"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ccm"},
+                "subjects": [{"kind": "ServiceAccount", "name": "ccm"}]}),
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            json!({"metadata": {"name": "ccm"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ccm"},
+                "subjects": [{"kind": "ServiceAccount", "name": "ccm", "namespace": "default"}]}),
+        ),
+        ("/api/v1/nodes", json!({"metadata": {"name": "n1"}})),
+        (
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "mine"}}),
+        ),
+        (
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "theirs"}}),
+        ),
+    ] {
+        let (s, v) = send(&app, as_user(TOKEN, "POST", uri, Some(body))).await;
+        assert_eq!(s, StatusCode::CREATED, "{uri}: {v}");
+    }
+    let (s, _) = send(&app, as_user(&token, "GET", "/api/v1/nodes", None)).await;
+    assert_eq!(s, StatusCode::OK);
+    let mut patch = as_user(
+        &token,
+        "PATCH",
+        "/api/v1/nodes/n1/status",
+        Some(json!({"status": {"capacity": {"cpu": "1"}}})),
+    );
+    patch.headers_mut().insert(
+        header::CONTENT_TYPE,
+        "application/merge-patch+json".parse().expect("ct"),
+    );
+    let (s, v) = send(&app, patch).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = send(&app, as_user(&token, "DELETE", "/api/v1/nodes/n1", None)).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        v["message"],
+        "nodes \"n1\" is forbidden: User \"system:serviceaccount:default:ccm\" cannot delete resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    assert_eq!(v["details"], json!({"name": "n1", "kind": "nodes"}));
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let (s, _) = send(
+        &app,
+        as_user(&token, "DELETE", &format!("{cm}/theirs"), None),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _) = send(&app, as_user(&token, "DELETE", &format!("{cm}/mine"), None)).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // Access reviews answer as requests are decided.
+    let sar = |spec: Value| {
+        as_user(
+            TOKEN,
+            "POST",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            Some(
+                json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}),
+            ),
+        )
+    };
+    let (s, v) = send(
+        &app,
+        sar(json!({"user": "system:serviceaccount:default:ccm",
+            "resourceAttributes": {"verb": "patch", "resource": "nodes", "subresource": "status", "name": "n1"}})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        v["status"],
+        json!({"allowed": true, "reason": "RBAC: allowed by ClusterRoleBinding \"ccm\" of ClusterRole \"ccm\" to ServiceAccount \"ccm/default\""})
+    );
+    let (_, v) = send(
+        &app,
+        sar(json!({"user": "system:serviceaccount:default:ccm",
+            "resourceAttributes": {"verb": "delete", "resource": "nodes", "name": "n1"}})),
+    )
+    .await;
+    assert_eq!(v["status"], json!({"allowed": false}));
+    let (s, v) = send(&app, sar(json!({"user": "x"}))).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["details"]["group"], "authorization.k8s.io", "{v}");
+    assert!(v["details"].get("kind").is_none(), "{v}");
+    // The service account asks about itself.
+    let (s, v) = send(
+        &app,
+        as_user(
+            &token,
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            Some(json!({"spec": {"resourceAttributes": {"verb": "list", "resource": "nodes"}}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["status"]["allowed"], true);
+    // And its token reviews.
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            Some(json!({"spec": {"token": token}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        v["status"]["user"]["username"],
+        "system:serviceaccount:default:ccm"
+    );
+    // The admin token stays a system:masters admin with RBAC on.
+    let (s, _) = send(&app, as_user(TOKEN, "DELETE", "/api/v1/nodes/n1", None)).await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn discovery_lists_the_auth_apis() {
+    let app = app();
+    let (_, v) = send(&app, req("GET", "/api/v1", None, Body::empty())).await;
+    let token = v["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["name"] == "serviceaccounts/token")
+        .cloned()
+        .expect("serviceaccounts/token");
+    assert_eq!(token["kind"], "TokenRequest");
+    assert_eq!(token["group"], "authentication.k8s.io");
+    assert_eq!(token["verbs"], json!(["create"]));
+    let (_, v) = send(
+        &app,
+        req("GET", "/apis/authorization.k8s.io/v1", None, Body::empty()),
+    )
+    .await;
+    let names: Vec<&str> = v["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for n in [
+        "subjectaccessreviews",
+        "selfsubjectaccessreviews",
+        "localsubjectaccessreviews",
+    ] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    let (s, v) = send(
+        &app,
+        req("GET", "/apis/authentication.k8s.io/v1", None, Body::empty()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["resources"][0]["verbs"], json!(["create"]), "{v}");
+}
