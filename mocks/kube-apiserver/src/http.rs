@@ -991,6 +991,11 @@ async fn handle_resource(
             let bytes = read_body(headers, body, state.max_body_bytes).await?;
             let opts = delete_options(params, headers, &bytes)?;
             match store.delete(desc, ns, name, &opts)? {
+                // 202 when the object stays and the client asked for cascading with the
+                // deprecated orphanDependents=false (apiserver pkg/endpoints/handlers/delete.go).
+                DeleteOutcome::Pending(obj) if opts.orphan_dependents == Some(false) => {
+                    Ok(json_response(StatusCode::ACCEPTED, &obj))
+                }
                 DeleteOutcome::Pending(obj) => Ok(json_response(StatusCode::OK, &obj)),
                 DeleteOutcome::Deleted(obj) if desc.delete_returns_object => {
                     Ok(json_response(StatusCode::OK, &obj))
@@ -1236,6 +1241,13 @@ fn delete_options(
     if body.iter().all(u8::is_ascii_whitespace) {
         opts.propagation_policy = params.get("propagationPolicy").map(str::to_string);
         opts.orphan_dependents = params.bool("orphanDependents")?;
+        opts.grace_period_seconds =
+            match params.get_nonempty("gracePeriodSeconds") {
+                None => None,
+                Some(g) => Some(g.parse::<i64>().map_err(|_| {
+                    ApiError::BadRequest(format!("invalid gracePeriodSeconds {g:?}"))
+                })?),
+            };
         validate_delete_options(&opts)?;
         return Ok(opts);
     }
@@ -1250,6 +1262,7 @@ fn delete_options(
         .and_then(Value::as_str)
         .map(str::to_string);
     opts.orphan_dependents = v.get("orphanDependents").and_then(Value::as_bool);
+    opts.grace_period_seconds = v.get("gracePeriodSeconds").and_then(Value::as_i64);
     validate_delete_options(&opts)?;
     let pre = v.get("preconditions");
     let s = |key: &str| {

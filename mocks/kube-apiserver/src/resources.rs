@@ -67,7 +67,9 @@ pub struct ResourceDesc {
     /// Whether PUT to a missing object creates it (the strategy's `AllowCreateOnUpdate`).
     pub allow_create_on_update: bool,
     pub name_rule: NameRule,
-    /// Pods answer DELETE with the object rather than a Status (`ReturnDeletedObject`).
+    /// DELETE answers with the deleted object rather than a Status: the registries with
+    /// `ReturnDeletedObject` (kubernetes pkg/registry/core/{pod,service,namespace,
+    /// serviceaccount}/storage/storage.go among those served here).
     pub delete_returns_object: bool,
     /// A review API that only takes `create` and stores nothing (TokenReview,
     /// SubjectAccessReview...; kubernetes pkg/registry/authentication, authorization):
@@ -213,7 +215,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_unconditional_update: true,
         allow_create_on_update: false,
         name_rule: NameRule::Label,
-        delete_returns_object: false,
+        delete_returns_object: true,
         create_only: false,
     },
     ResourceDesc {
@@ -298,7 +300,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_unconditional_update: true,
         allow_create_on_update: true,
         name_rule: NameRule::Label1035,
-        delete_returns_object: false,
+        delete_returns_object: true,
         create_only: false,
     },
     ResourceDesc {
