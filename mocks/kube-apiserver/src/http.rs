@@ -838,7 +838,16 @@ async fn handle_auth_api(
     if !creates {
         return Err(ApiError::MethodNotAllowed);
     }
-    let request = read_json(rp.desc, headers, body, state.max_body_bytes).await?;
+    let request = if protobuf::is_protobuf(&media_type(headers)) {
+        let kind = if token_request {
+            "TokenRequest"
+        } else {
+            rp.desc.kind
+        };
+        protobuf::decode_auth_api(kind, &read_body(headers, body, state.max_body_bytes).await?)?
+    } else {
+        read_json(rp.desc, headers, body, state.max_body_bytes).await?
+    };
     let answer = if token_request {
         let (Some(ns), Some(name)) = (rp.namespace.as_deref(), rp.name.as_deref()) else {
             return Err(ApiError::UnknownPath);

@@ -389,13 +389,13 @@ async fn unsupported_media_type_is_415() {
     .await;
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_status(&v, 415, "UnsupportedMediaType");
-    // Protobuf is decoded for every kind but pods (tests/protobuf.rs).
+    // Protobuf is decoded for every kind served (tests/protobuf.rs); CBOR is not.
     let (s, _) = send(
         &app,
         req(
             "POST",
-            "/api/v1/namespaces/default/pods",
-            Some("application/vnd.kubernetes.protobuf"),
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            Some("application/cbor"),
             "x",
         ),
     )
