@@ -275,6 +275,10 @@ pub struct ResourcePath {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub subresource: Option<String>,
+    /// Reached through the deprecated `/api/v1/watch/...` or `/apis/<g>/<v>/watch/...`
+    /// prefix, which kube-apiserver still serves: a watch, of one object when named
+    /// (apiserver pkg/endpoints/installer.go, the `WATCH` and `WATCHLIST` actions).
+    pub watch_prefix: bool,
 }
 
 /// Resolve a URL path. Segments are percent-decoded first, as Go's URL parsing does
@@ -298,6 +302,8 @@ pub fn classify(path: &str) -> Target {
         ["api", "v1"] => Target::GroupVersion(String::new(), "v1".into()),
         ["apis", g] => Target::Group((*g).into()),
         ["apis", g, v] => Target::GroupVersion((*g).into(), (*v).into()),
+        ["api", "v1", "watch", rest @ ..] => watch_prefixed(classify_resource("", "v1", rest)),
+        ["apis", g, v, "watch", rest @ ..] => watch_prefixed(classify_resource(g, v, rest)),
         ["api", "v1", rest @ ..] => classify_resource("", "v1", rest),
         ["apis", g, v, rest @ ..] => classify_resource(g, v, rest),
         _ => Target::Unknown,
@@ -334,6 +340,17 @@ fn percent_decode(segment: &str) -> std::borrow::Cow<'_, str> {
     String::from_utf8(out).map_or_else(|_| segment.into(), Into::into)
 }
 
+/// A resource path under the `watch/` prefix; subresources and the review APIs have none.
+fn watch_prefixed(target: Target) -> Target {
+    match target {
+        Target::Resource(mut rp) if rp.subresource.is_none() && !rp.desc.create_only => {
+            rp.watch_prefix = true;
+            Target::Resource(rp)
+        }
+        _ => Target::Unknown,
+    }
+}
+
 fn classify_resource(group: &str, version: &str, rest: &[&str]) -> Target {
     let build = |desc, namespace: Option<&str>, tail: &[&str]| {
         Target::Resource(ResourcePath {
@@ -341,6 +358,7 @@ fn classify_resource(group: &str, version: &str, rest: &[&str]) -> Target {
             namespace: namespace.map(str::to_string),
             name: tail.first().map(|s| s.to_string()),
             subresource: tail.get(1).map(|s| s.to_string()),
+            watch_prefix: false,
         })
     };
     if let ["namespaces", ns, plural, tail @ ..] = rest
@@ -369,6 +387,7 @@ fn verb_of(method: &Method, target: &Target, query: &str) -> String {
     };
     let has_name = rp.name.is_some();
     match *method {
+        Method::GET if rp.watch_prefix => "watch".into(),
         Method::GET if has_name && is_watch(query) => "watch".into(),
         Method::GET if has_name => "get".into(),
         Method::GET if is_watch(query) => "watch".into(),
@@ -886,8 +905,14 @@ async fn handle_resource(
     let ns = rp.namespace.as_deref();
     let store = &state.store;
     match (method, rp.name.as_deref()) {
+        (&Method::GET, name) if rp.watch_prefix => {
+            let table = table_options(headers, params)?;
+            watch(state, desc, ns, params, name, table)
+        }
+        _ if rp.watch_prefix => Err(ApiError::MethodNotAllowed),
         // A GET of an object URL is a get even with `watch=true`: kube-apiserver routes it
-        // to `GetResource` (apiserver pkg/endpoints/installer.go), which has no watch.
+        // to `GetResource` (apiserver pkg/endpoints/installer.go), which has no watch; the
+        // watch of one object is `/watch/.../<name>`.
         (&Method::GET, Some(name)) => {
             let table = table_options(headers, params)?;
             let obj = store.get(desc, ns, name)?;

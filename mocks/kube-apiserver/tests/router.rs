@@ -720,6 +720,51 @@ async fn watch_on_object_url_is_a_get() {
 }
 
 #[tokio::test]
+async fn the_watch_prefix_watches_one_object_or_a_collection() {
+    let app = app();
+    create_node(&app, "a").await;
+    create_node(&app, "b").await;
+    let lines = |bytes: &[u8]| -> Vec<Value> {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect()
+    };
+    // timeoutSeconds=0 ends the stream right after the initial events.
+    for (uri, names) in [
+        ("/api/v1/watch/nodes/b?timeoutSeconds=0", vec!["b"]),
+        ("/api/v1/watch/nodes?timeoutSeconds=0", vec!["a", "b"]),
+    ] {
+        let resp = app
+            .clone()
+            .oneshot(req("GET", uri, None, Body::empty()))
+            .await
+            .expect("infallible");
+        assert_eq!(resp.status(), StatusCode::OK, "{uri}");
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        let events = lines(&bytes);
+        let got: Vec<&str> = events
+            .iter()
+            .map(|e| e["object"]["metadata"]["name"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(got, names, "{uri}");
+        assert!(events.iter().all(|e| e["type"] == "ADDED"), "{events:?}");
+    }
+    let (s, _) = send(
+        &app,
+        req("DELETE", "/api/v1/watch/nodes/b", None, Body::empty()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    let (s, _) = send(
+        &app,
+        req("GET", "/api/v1/watch/nodes/b/status", None, Body::empty()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
 async fn services_get_cluster_ip_and_node_ports() {
     let app = app();
     let svc = json!({"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 8080}]}});
