@@ -181,6 +181,35 @@ fn apply_defaults(desc: &ResourceDesc, obj: &mut Value) {
             default_field(spec, "priority", json!(0));
             default_field(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
         }
+        // Go serializes NodeStatus's non-pointer structs whole: `daemonEndpoints` with a
+        // zero port and `nodeInfo` with its ten (not omitempty) strings, sent or not
+        // (k8s.io/api core/v1 types.go `NodeStatus`, `NodeDaemonEndpoints`, `NodeSystemInfo`).
+        ("", "Node") => {
+            let Some(status) = child(map, "status") else {
+                return;
+            };
+            if let Some(endpoints) = child(status, "daemonEndpoints")
+                && let Some(kubelet) = child(endpoints, "kubeletEndpoint")
+            {
+                default_field(kubelet, "Port", json!(0));
+            }
+            if let Some(info) = child(status, "nodeInfo") {
+                for key in [
+                    "machineID",
+                    "systemUUID",
+                    "bootID",
+                    "kernelVersion",
+                    "osImage",
+                    "containerRuntimeVersion",
+                    "kubeletVersion",
+                    "kubeProxyVersion",
+                    "operatingSystem",
+                    "architecture",
+                ] {
+                    default_field(info, key, json!(""));
+                }
+            }
+        }
         // kubernetes pkg/apis/core/v1/defaults.go `SetDefaults_Secret`.
         ("", "Secret") => default_string(map, "type", "Opaque"),
         // Every field of an ObjectReference is omitempty: an empty `namespace` sent for a
@@ -1440,10 +1469,15 @@ mod tests {
         );
         let mut status = json!({"metadata": {"labels": {"a": "b"}}, "status": {"phase": "y"}});
         prepare_update(nodes, Subresource::Status, &old, &mut status);
+        assert_eq!(status["metadata"], json!({"labels": {"a": "b"}}));
+        assert_eq!(status["spec"], json!({"podCIDR": "a"}));
+        assert_eq!(status["status"]["phase"], "y");
+        // The Go zero values of NodeStatus's structs, as kube-apiserver writes them.
         assert_eq!(
-            status,
-            json!({"metadata": {"labels": {"a": "b"}}, "spec": {"podCIDR": "a"}, "status": {"phase": "y"}})
+            status["status"]["daemonEndpoints"],
+            json!({"kubeletEndpoint": {"Port": 0}})
         );
+        assert_eq!(status["status"]["nodeInfo"]["kubeletVersion"], "");
     }
 
     #[test]
