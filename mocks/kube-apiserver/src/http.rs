@@ -104,6 +104,29 @@ impl AppState {
         }
     }
 
+    /// A token for the ServiceAccount `namespace/name`, valid for `seconds`, as the
+    /// TokenRequest API issues it (404 when the ServiceAccount does not exist, 422 for
+    /// fewer than 600 seconds).
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        seconds: i64,
+    ) -> Result<String, ApiError> {
+        let answer = review::token_request(
+            &self.store,
+            &self.signer,
+            namespace,
+            name,
+            &json!({"spec": {"expirationSeconds": seconds}}),
+        )?;
+        answer
+            .pointer("/status/token")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::Internal("TokenRequest without a token".into()))
+    }
+
     /// The service account a bearer token from the TokenRequest API stands for.
     fn service_account(&self, token: &str) -> Option<(String, Vec<String>)> {
         let user = self

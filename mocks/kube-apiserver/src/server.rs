@@ -244,6 +244,31 @@ impl ApiServer {
         })))
     }
 
+    /// A token for the ServiceAccount `namespace/name`, valid for `seconds` (at least
+    /// 600), as the TokenRequest API issues it: the server then takes it as
+    /// `system:serviceaccount:<namespace>:<name>`, authorized by RBAC when
+    /// [`Config::rbac`] is on. Fails when the ServiceAccount does not exist.
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        seconds: i64,
+    ) -> Result<String, crate::ApiError> {
+        self.state.service_account_token(namespace, name, seconds)
+    }
+
+    /// A kubeconfig that authenticates as the ServiceAccount `namespace/name` with a
+    /// one-hour token from [`Self::service_account_token`], as a CCM deployed with its
+    /// upstream manifests runs.
+    pub fn kubeconfig_for_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, crate::ApiError> {
+        let token = self.service_account_token(namespace, name, 3600)?;
+        Ok(self.kubeconfig_with_user(json!({"token": token})))
+    }
+
     /// A kubeconfig for this server with the admin token (JSON, which is valid YAML).
     pub fn kubeconfig_yaml(&self) -> String {
         self.kubeconfig_with_user(json!({"token": self.token()}))
