@@ -42,9 +42,12 @@ fn start(kind: &str, dir: &Path) -> Server {
     let mut process = Running(
         // `--rbac`: the embedded server authorizes service-account tokens by the RBAC
         // objects the corpus creates, as the real one always does.
+        // TMPDIR inside the test's directory: the SIGKILLed real cluster cannot remove its
+        // work directory (etcd's data, about 120 MB), the test's TempDir does.
         Command::new(BIN)
             .args(["cluster", "--apiserver", kind, "--rbac", "--ready-file"])
             .arg(&ready)
+            .env("TMPDIR", dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
