@@ -411,7 +411,8 @@ fn verb_of(method: &Method, target: &Target, query: &str) -> String {
     let has_name = rp.name.is_some();
     match *method {
         Method::GET if rp.watch_prefix => "watch".into(),
-        Method::GET if has_name && is_watch(query) => "watch".into(),
+        // `watch=true` makes a watch of a collection only (requestinfo.go); an object URL
+        // is a get either way.
         Method::GET if has_name => "get".into(),
         Method::GET if is_watch(query) => "watch".into(),
         Method::GET => "list".into(),
@@ -480,18 +481,21 @@ async fn auth_and_audit(State(state): State<AppState>, mut req: Request, next: N
     let verb = verb_of(&method, &target, &query);
     let response = match identity {
         Err(_) => ApiError::Unauthorized.into_response(),
-        Ok(id) => {
+        Ok(mut id) => {
+            // Everyone authenticated is in system:authenticated (apiserver
+            // pkg/authentication/group `AuthenticatedGroupAdder`), the anonymous user not.
+            if id.user != crate::auth::ANONYMOUS_USER
+                && !id.groups.iter().any(|g| g == "system:authenticated")
+            {
+                id.groups.push("system:authenticated".into());
+            }
             let allowed = public
                 || match id.role {
                     Role::Rbac => {
-                        let mut groups = id.groups.clone();
-                        if !groups.iter().any(|g| g == "system:authenticated") {
-                            groups.push("system:authenticated".into());
-                        }
                         rbac::authorize(
                             &state.store,
                             &id.user,
-                            &groups,
+                            &id.groups,
                             &authorizer_request(&verb, &target, &path),
                         )
                         .allowed

@@ -455,6 +455,28 @@ async fn a_service_account_with_rbac_meets_the_403s_its_roles_leave() {
     );
     let (s, _) = raw(&ccm, "GET", "/apis", Vec::new()).await;
     assert_eq!(s, 200);
+    // A client certificate outside system:masters is authorized the same way, as a
+    // member of system:authenticated: discovery and self reviews, nothing else.
+    let node_cert = client_from(
+        &api.kubeconfig_for_cert("system:node:n1", &["system:nodes"])
+            .expect("cert kubeconfig"),
+    )
+    .await;
+    let (s, _) = raw(&node_cert, "GET", "/api", Vec::new()).await;
+    assert_eq!(s, 200);
+    let (s, v) = raw(&node_cert, "GET", "/api/v1/nodes", Vec::new()).await;
+    assert_eq!(s, 403, "{v}");
+    let ssar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "list", "resource": "nodes"}}});
+    let (s, v) = raw(
+        &node_cert,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        ssar.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["status"], json!({"allowed": false}));
     // The client CA is published for delegated authentication.
     let (s, cm) = raw(
         &admin,
