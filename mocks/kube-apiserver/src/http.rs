@@ -892,7 +892,7 @@ async fn handle_auth_api(
         };
         protobuf::decode_auth_api(kind, &read_body(headers, body, state.max_body_bytes).await?)?
     } else {
-        read_json(rp.desc, headers, body, state.max_body_bytes).await?
+        read_json(rp.desc, headers, body, state.max_body_bytes, false).await?
     };
     let answer = if token_request {
         let (Some(ns), Some(name)) = (rp.namespace.as_deref(), rp.name.as_deref()) else {
@@ -983,7 +983,8 @@ async fn handle_resource(
             validate_dry_run(params, "CreateOptions")?;
             let opts = params.update_options(headers)?;
             let validation = field_validation(params, "CreateOptions")?;
-            let mut obj = read_json(desc, headers, body, state.max_body_bytes).await?;
+            let strict = validation == FieldValidation::Strict;
+            let mut obj = read_json(desc, headers, body, state.max_body_bytes, strict).await?;
             crate::validation::decode(desc, &obj)?;
             let warnings = check_fields(desc, &mut obj, validation)?;
             let created = store.create(desc, ns, obj, opts)?;
@@ -996,7 +997,8 @@ async fn handle_resource(
             validate_dry_run(params, "UpdateOptions")?;
             let opts = params.update_options(headers)?;
             let validation = field_validation(params, "UpdateOptions")?;
-            let mut obj = read_json(desc, headers, body, state.max_body_bytes).await?;
+            let strict = validation == FieldValidation::Strict;
+            let mut obj = read_json(desc, headers, body, state.max_body_bytes, strict).await?;
             crate::validation::decode(desc, &obj)?;
             let warnings = check_fields(desc, &mut obj, validation)?;
             let resp = put(store, desc, ns, name, sub, obj, opts)?;
@@ -1038,6 +1040,7 @@ async fn handle_resource(
                             reason: e.reason(),
                             message: e.status_message(),
                         })?;
+                    strict_patch_fields(desc, &patched, validation)?;
                     warnings = check_fields(desc, &mut patched, validation)?;
                     Ok(patched)
                 },
@@ -1205,7 +1208,7 @@ fn field_validation(params: &Params, options_kind: &str) -> Result<FieldValidati
         causes: vec![Cause {
             reason: "FieldValueNotSupported".into(),
             message: format!(
-                "Unsupported value: {raw:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+                "Unsupported value: {raw:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
             ),
             field: "fieldValidation".into(),
         }],
@@ -1220,7 +1223,7 @@ fn check_fields(
     obj: &mut Value,
     validation: FieldValidation,
 ) -> Result<Vec<String>, ApiError> {
-    if let Some(error) = openapi::type_error(desc, obj) {
+    if let Some(error) = openapi::type_error(desc, obj).or_else(|| micro_time_error(desc, obj)) {
         return Err(ApiError::BadRequest(format!(
             "{} in version {:?} cannot be handled as a {}: {error}",
             desc.kind, desc.version, desc.kind
@@ -1249,6 +1252,93 @@ fn check_fields(
         messages
     } else {
         Vec::new()
+    })
+}
+
+/// Go's `RFC3339Micro` layout, which metav1.MicroTime's decoder parses with.
+const MICRO_TIME_LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
+
+/// Why a MicroTime field (Lease `acquireTime`/`renewTime`, events.k8s.io `eventTime`,
+/// `series.lastObservedTime`) does not decode: Go's time.Parse wants exactly six
+/// fractional digits and a `Z` or `±hh:mm` zone (apimachinery pkg/apis/meta/v1
+/// micro_time.go `UnmarshalJSON`), so `...:01Z` and `...:01.123+00:00` are refused.
+/// The message reads as time.Parse's.
+fn micro_time_error(desc: &ResourceDesc, obj: &Value) -> Option<String> {
+    let pointers: &[&str] = match (desc.group, desc.kind) {
+        ("coordination.k8s.io", "Lease") => &["/spec/acquireTime", "/spec/renewTime"],
+        ("events.k8s.io", "Event") => &["/eventTime", "/series/lastObservedTime"],
+        _ => &[],
+    };
+    for p in pointers {
+        let Some(Value::String(v)) = obj.pointer(p) else {
+            continue;
+        };
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let date_ok = v.len() >= 19
+            && v.is_char_boundary(19)
+            && v[..19].parse::<jiff::civil::DateTime>().is_ok()
+            && v.as_bytes()[10] == b'T';
+        let problem = if !date_ok {
+            Some((v.as_str(), "2006"))
+        } else {
+            let rest = &v[19..];
+            let fraction_ok = rest.len() >= 7 && rest.starts_with('.') && digits(&rest[1..7]);
+            let zone = if fraction_ok { &rest[7..] } else { "" };
+            let zone_ok = zone == "Z"
+                || (zone.len() == 6
+                    && matches!(zone.as_bytes()[0], b'+' | b'-')
+                    && digits(&zone[1..3])
+                    && zone.as_bytes()[3] == b':'
+                    && digits(&zone[4..6]));
+            if !fraction_ok {
+                Some((rest, ".000000"))
+            } else if !zone_ok {
+                Some((zone, "Z07:00"))
+            } else {
+                None
+            }
+        };
+        if let Some((bad, element)) = problem {
+            return Some(format!(
+                "parsing time {v:?} as {MICRO_TIME_LAYOUT:?}: cannot parse {bad:?} as {element:?}"
+            ));
+        }
+    }
+    None
+}
+
+/// Unknown fields in the result of a merge, JSON or strategic patch under Strict: the
+/// patch handler reports them as an invalid `patch` whose value is the patched object
+/// (apiserver pkg/endpoints/handlers/patch.go: a 422 with no kind or name, not the 400
+/// a create gets).
+fn strict_patch_fields(
+    desc: &ResourceDesc,
+    patched: &Value,
+    validation: FieldValidation,
+) -> Result<(), ApiError> {
+    if validation != FieldValidation::Strict || openapi::type_error(desc, patched).is_some() {
+        return Ok(());
+    }
+    let unknown = openapi::unknown_fields(desc, patched);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let messages: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect();
+    let mut shown = patched.clone();
+    crate::meta::set_meta(&mut shown, "managedFields", None);
+    let quoted = serde_json::to_string(&shown.to_string()).unwrap_or_default();
+    Err(ApiError::Invalid {
+        group: String::new(),
+        kind: String::new(),
+        name: String::new(),
+        causes: vec![Cause::invalid_rendered(
+            "patch",
+            &quoted,
+            &format!("strict decoding error: {}", messages.join(", ")),
+        )],
     })
 }
 
@@ -1712,11 +1802,14 @@ fn media_type(headers: &HeaderMap) -> String {
 
 /// Read an object body for create/update: JSON, or protobuf for the types
 /// [`crate::protobuf`] decodes.
+///
+/// With `strict` (fieldValidation=Strict) a JSON body that repeats a key is a 400.
 async fn read_json(
     desc: &ResourceDesc,
     headers: &HeaderMap,
     body: Body,
     max: usize,
+    strict: bool,
 ) -> Result<Value, ApiError> {
     let ct = header_string(headers, header::CONTENT_TYPE);
     let media = media_type(headers);
@@ -1748,8 +1841,16 @@ async fn read_json(
             ApiError::BadRequest(format!("the request body is not valid YAML: {line}"))
         })?
     } else {
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))?
+        let value = serde_json::from_slice(&bytes).map_err(|e| {
+            ApiError::BadRequest(format!("the request body is not valid JSON: {e}"))
+        })?;
+        if strict && let Some(field) = duplicate_field(&bytes) {
+            return Err(ApiError::BadRequest(format!(
+                "{} in version {:?} cannot be handled as a {}: strict decoding error: duplicate field {field:?}",
+                desc.kind, desc.version, desc.kind
+            )));
+        }
+        value
     };
     if !value.is_object() {
         return Err(ApiError::BadRequest(
@@ -1757,6 +1858,84 @@ async fn read_json(
         ));
     }
     Ok(value)
+}
+
+/// The first key a JSON object repeats (its dotted path), which kube-apiserver's strict
+/// decoder refuses (sigs.k8s.io/json `UnmarshalStrict`); serde_json keeps the last value.
+fn duplicate_field(bytes: &[u8]) -> Option<String> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    /// Walks a value; `found` gets the first duplicated key's path.
+    struct Walk<'a> {
+        path: String,
+        found: &'a std::cell::RefCell<Option<String>>,
+    }
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let path = if self.path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{}.{key}", self.path)
+                };
+                if !seen.insert(key) && self.found.borrow().is_none() {
+                    *self.found.borrow_mut() = Some(path.clone());
+                }
+                map.next_value_seed(Walk {
+                    path,
+                    found: self.found,
+                })?;
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq
+                .next_element_seed(Walk {
+                    path: self.path.clone(),
+                    found: self.found,
+                })?
+                .is_some()
+            {}
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+    let found = std::cell::RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let walked = Walk {
+        path: String::new(),
+        found: &found,
+    }
+    .deserialize(&mut de);
+    walked.ok()?;
+    found.into_inner()
 }
 
 #[cfg(test)]

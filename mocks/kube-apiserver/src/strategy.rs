@@ -1028,6 +1028,19 @@ pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cau
             ));
         }
         ("", "Pod") => validate_pod_update(old, new, &mut causes),
+        // kubernetes pkg/apis/core/validation `ValidateConfigMapUpdate`,
+        // `ValidateSecretUpdate`: an immutable object keeps its data and stays immutable.
+        ("", "ConfigMap" | "Secret") if old.get("immutable") == Some(&json!(true)) => {
+            let immutable = "field is immutable when `immutable` is set";
+            if new.get("immutable") != Some(&json!(true)) {
+                causes.push(Cause::forbidden("immutable", immutable));
+            }
+            for key in ["data", "binaryData"] {
+                if old.get(key) != new.get(key) {
+                    causes.push(Cause::forbidden(key, immutable));
+                }
+            }
+        }
         // kubernetes pkg/apis/apps/validation: the selector is immutable in apps/v1.
         ("apps", "Deployment" | "DaemonSet")
             if old.pointer("/spec/selector") != new.pointer("/spec/selector") =>
