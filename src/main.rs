@@ -278,6 +278,11 @@ struct ClusterArgs {
     /// admin and a read-only token, and RBAC; the ready file has the same fields.
     #[arg(long, env = "CCM_CONFORMANCE_APISERVER", default_value = "embedded")]
     apiserver: ApiserverKind,
+    /// Embedded API server: authorize service-account tokens and client certificates
+    /// outside system:masters by the RBAC objects stored in it, as kube-apiserver does
+    /// (the real one always runs with RBAC).
+    #[arg(long, env = "CCM_CONFORMANCE_RBAC")]
+    rbac: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -310,6 +315,7 @@ impl ClusterApi {
                 mock_kube_apiserver::ApiServer::start(mock_kube_apiserver::Config {
                     tls: !args.insecure_http,
                     data_dir: args.data_dir.clone(),
+                    rbac: args.rbac,
                     ..mock_kube_apiserver::Config::default()
                 })
                 .await

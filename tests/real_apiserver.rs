@@ -40,9 +40,14 @@ fn build_control_plane() {
 fn start(kind: &str, dir: &Path) -> Server {
     let ready = dir.join(format!("{kind}.json"));
     let mut process = Running(
+        // `--rbac`: the embedded server authorizes service-account tokens by the RBAC
+        // objects the corpus creates, as the real one always does.
+        // TMPDIR inside the test's directory: the SIGKILLed real cluster cannot remove its
+        // work directory (etcd's data, about 120 MB), the test's TempDir does.
         Command::new(BIN)
-            .args(["cluster", "--apiserver", kind, "--ready-file"])
+            .args(["cluster", "--apiserver", kind, "--rbac", "--ready-file"])
             .arg(&ready)
+            .env("TMPDIR", dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
@@ -90,7 +95,8 @@ fn start(kind: &str, dir: &Path) -> Server {
 /// servers (later ones build on what earlier ones created, in the corpus's own namespace).
 /// Each entry: `name`, `method`, `path` (with query; `{{var}}` is replaced by what an earlier
 /// entry saved from the same server), optional `body` (JSON) or `raw` (text; `{{pad}}` becomes
-/// `pad` bytes of `x`) with `content_type`, `accept`, `token` (admin, readonly, none, wrong),
+/// `pad` bytes of `x`) with `content_type`, `accept`, `token` (admin, readonly, none, wrong,
+/// or `var:NAME` for a token an earlier entry saved, e.g. from a TokenRequest),
 /// and what is compared besides the status code and the Status `reason`:
 /// - `compare`: JSON pointers into the normalized answer (`*` maps over an array; `""` is
 ///   the whole answer);
@@ -229,7 +235,11 @@ async fn answer(
         "admin" => req = req.bearer_auth(&server.token),
         "readonly" => req = req.bearer_auth(&server.readonly_token),
         "wrong" => req = req.bearer_auth("not-a-token"),
-        _ => {}
+        other => {
+            if let Some(token) = other.strip_prefix("var:").and_then(|v| vars.get(v)) {
+                req = req.bearer_auth(token);
+            }
+        }
     }
     if let Some(body) = entry.get("body") {
         req = req.body(substitute(&body.to_string(), vars));
@@ -257,6 +267,7 @@ async fn answer(
         let events: Vec<Value> = String::from_utf8_lossy(&bytes)
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|ev| normalize(&ev))
             .map(|ev| json!({"type": ev["type"], "name": pointer(&ev, "/object/metadata/name")}))
             .collect();
         json!({ "events": events })

@@ -151,6 +151,15 @@ fn without_managed_fields(obj: &Value) -> Value {
     o
 }
 
+/// The top-level field a write through `sub` does not own: `status` on the main resource
+/// and `spec` on `/status`, for types with a status subresource.
+fn reset_field(desc: &ResourceDesc, sub: Subresource) -> Option<&'static str> {
+    desc.status_subresource.then_some(match sub {
+        Subresource::Main => "status",
+        Subresource::Status => "spec",
+    })
+}
+
 fn subresource_name(sub: Subresource) -> Option<&'static str> {
     match sub {
         Subresource::Main => None,
@@ -194,13 +203,23 @@ pub fn record_update(
     let kind = desc.kind;
     // Only the changed subtrees are walked (fieldpath::diff); field sets never include
     // metadata.managedFields (it is stripped metadata), so the objects need no copies.
-    let (changed, removed) = match old {
+    let (mut changed, mut removed) = match old {
         Some(o) => {
             let d = fieldpath::diff(kind, o, new);
             (d.changed, d.removed)
         }
         None => (FieldSet::of(kind, new), FieldSet::default()),
     };
+    // Reset fields are neither recorded nor taken from other managers: structured-merge-diff's
+    // Updater filters the comparison with the strategy's reset fields (apimachinery
+    // pkg/util/managedfields/internal/structuredmerge.go `IgnoreFilter`), so a create or
+    // update of the main resource owns no status, and a `/status` write no spec.
+    if let Some(reset) = reset_field(desc, sub) {
+        let keep =
+            |p: &fieldpath::Path| p.first() != Some(&fieldpath::Element::Field(reset.into()));
+        changed.0.retain(keep);
+        removed.0.retain(keep);
+    }
     let sent = new.pointer("/metadata/managedFields");
     let stored = old.and_then(|o| o.pointer("/metadata/managedFields"));
     if changed.is_empty() && removed.is_empty() && old.is_some() {
@@ -391,13 +410,10 @@ pub fn apply(
     strip_nulls(&mut config);
     // Reset fields: the main resource does not own status, `/status` does not own spec
     // (kubernetes pkg/registry/core/*/strategy.go GetResetFields).
-    if desc.status_subresource
+    if let Some(reset) = reset_field(desc, sub)
         && let Some(map) = config.as_object_mut()
     {
-        map.remove(match sub {
-            Subresource::Main => "status",
-            Subresource::Status => "spec",
-        });
+        map.remove(reset);
     }
     crate::meta::set_meta(&mut config, "managedFields", None);
 
@@ -442,10 +458,14 @@ pub fn apply(
     for e in list.iter_mut() {
         e.fields = e.fields.difference(&taken);
     }
+    // An apply that changes nothing leaves the manager's time as it was, none for a new
+    // manager (apimachinery pkg/util/managedfields/internal/managedfieldsupdater.go `Apply`:
+    // the time is set only when structured-merge-diff returns a changed object).
     let unchanged = live.is_some() && new == live_plain;
     let time = match previous {
-        Some(prev) if unchanged && prev.fields == applied => prev.time,
-        _ => Some(now_rfc3339()),
+        _ if !unchanged => Some(now_rfc3339()),
+        Some(prev) => prev.time,
+        None => None,
     };
     list.push(Entry {
         manager: manager.to_string(),
@@ -484,6 +504,69 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_no_op_apply_by_a_new_manager_carries_no_time() {
+        let first = apply(
+            cm(),
+            None,
+            cfg(json!({"a": "1"})),
+            "m1",
+            Subresource::Main,
+            false,
+        )
+        .expect("create");
+        let same = apply(
+            cm(),
+            Some(&first),
+            cfg(json!({"a": "1"})),
+            "m2",
+            Subresource::Main,
+            true,
+        )
+        .expect("no-op");
+        let m2 = entries(&same)
+            .into_iter()
+            .find(|e| e.manager == "m2")
+            .expect("m2 is recorded");
+        assert_eq!(m2.time, None);
+        // Apply entries without a time sort first (as time zero).
+        assert_eq!(entries(&same)[0].manager, "m2");
+    }
+
+    #[test]
+    fn writes_do_not_own_the_fields_their_subresource_resets() {
+        let nodes = lookup("", "v1", "nodes").expect("nodes");
+        let mut created = json!({"metadata": {"name": "n", "labels": {"a": "b"}},
+            "spec": {"podCIDR": "10.0.0.0/24"}, "status": {"capacity": {"cpu": "1"}}});
+        record_update(nodes, None, &mut created, "creator", Subresource::Main);
+        assert_eq!(
+            owners(&created),
+            [(
+                "creator".to_string(),
+                "Update",
+                json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {"f:podCIDR": {}}})
+            )]
+        );
+        let mut status = created.clone();
+        status["status"]["capacity"]["cpu"] = json!("2");
+        status["spec"]["podCIDR"] = json!("10.0.1.0/24");
+        record_update(
+            nodes,
+            Some(&created),
+            &mut status,
+            "kubelet",
+            Subresource::Status,
+        );
+        let kubelet = entries(&status)
+            .into_iter()
+            .find(|e| e.manager == "kubelet")
+            .expect("kubelet");
+        assert_eq!(
+            kubelet.fields.to_fields_v1(),
+            json!({"f:status": {"f:capacity": {"f:cpu": {}}}})
+        );
     }
 
     #[test]

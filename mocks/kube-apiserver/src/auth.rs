@@ -4,11 +4,15 @@
 //! request must carry an identity (a bearer token, or a client certificate signed by
 //! the server's CA), and a second, read-only identity lets a case watch the CCM fail
 //! with the 403 a real RBAC denial gives. Authentication follows upstream's order
-//! (apiserver pkg/authentication/request/union: x509 first, then bearer tokens);
-//! authorization is a fixed two-role table instead of RBAC, narrowed by [`Denial`]s a
-//! case sets on the running server: a ClusterRole that lacks one rule (the CCM without
-//! `delete` on nodes, cloud-provider-openstack#3225) is that role minus one verb on one
-//! resource for one user, which is all a case needs to watch a CCM meet a real 403.
+//! (apiserver pkg/authentication/request/union: x509 first, then bearer tokens: the
+//! static admin and read-only tokens, then service-account tokens from the TokenRequest
+//! API, [`crate::tokens`]). Authorization is a fixed two-role table, narrowed by
+//! [`Denial`]s a case sets on the running server: a ClusterRole that lacks one rule (the
+//! CCM without `delete` on nodes, cloud-provider-openstack#3225) is that role minus one
+//! verb on one resource for one user, which is all a case needs to watch a CCM meet a
+//! real 403. With [`crate::Config::rbac`], service accounts and client certificates
+//! outside `system:masters` are authorized by the RBAC objects stored in the server
+//! instead ([`Role::Rbac`], [`crate::rbac`]); without it they are admins.
 
 use axum::http::{HeaderMap, Method, header};
 use mock_cloud::tls::PeerCertificates;
@@ -37,6 +41,8 @@ pub enum Role {
     /// Nothing but the public endpoints: `system:anonymous`, whom kube-apiserver's default
     /// `--anonymous-auth=true` lets in and RBAC then refuses (403, not 401).
     Anonymous,
+    /// Whatever the stored RBAC objects grant ([`crate::rbac::authorize`]).
+    Rbac,
 }
 
 /// An authenticated caller.
@@ -57,10 +63,11 @@ impl Identity {
     }
 
     /// Whether this identity may send `method` (read-only callers get GET only, which
-    /// covers the get, list and watch verbs).
+    /// covers the get, list and watch verbs). [`Role::Rbac`] callers pass this check;
+    /// the RBAC objects decide for them.
     pub fn may(&self, method: &Method) -> bool {
         match self.role {
-            Role::Admin => true,
+            Role::Admin | Role::Rbac => true,
             Role::ReadOnly => matches!(*method, Method::GET | Method::HEAD),
             Role::Anonymous => false,
         }
@@ -86,6 +93,9 @@ impl Denial {
     }
 }
 
+/// Maps a bearer token other than the static ones to the user and groups it stands for.
+pub type TokenLookup<'a> = dyn Fn(&str) -> Option<(String, Vec<String>)> + 'a;
+
 /// The tokens and transport rules a server authenticates against.
 #[derive(Debug, Clone)]
 pub struct Authenticator {
@@ -93,6 +103,8 @@ pub struct Authenticator {
     pub readonly_token: String,
     /// Serving TLS: requests without credentials are refused.
     pub tls: bool,
+    /// Authorize service accounts and certificates outside `system:masters` by RBAC.
+    pub rbac: bool,
 }
 
 /// Why a request has no identity (always answered with 401 Unauthorized).
@@ -113,20 +125,28 @@ impl Authenticator {
     /// 403. `allow_anonymous` applies to plain HTTP only: client-go and kubectl never send
     /// a bearer token to an `http://` server (client-go tools/clientcmd/client_config.go),
     /// so there the anonymous user is an admin unless the harness turned that off.
+    ///
+    /// A bearer token that is neither the admin's nor the read-only one is handed to
+    /// `other_token`, which returns the service account it stands for (user and groups),
+    /// if any.
     pub fn authenticate(
         &self,
         headers: &HeaderMap,
         peer: Option<&PeerCertificates>,
         allow_anonymous: bool,
+        other_token: &TokenLookup<'_>,
     ) -> Result<Identity, AuthError> {
+        let not_privileged = if self.rbac { Role::Rbac } else { Role::Admin };
         if let Some(peer) = peer {
             let leaf = peer.0.first().ok_or(AuthError::UnreadableCertificate)?;
             let (user, groups) =
                 certificate_subject(leaf.as_ref()).ok_or(AuthError::UnreadableCertificate)?;
             let role = if groups.iter().any(|g| g == READONLY_GROUP) {
                 Role::ReadOnly
-            } else {
+            } else if groups.iter().any(|g| g == ADMIN_GROUP) {
                 Role::Admin
+            } else {
+                not_privileged
             };
             return Ok(Identity { user, groups, role });
         }
@@ -144,6 +164,12 @@ impl Authenticator {
                     user: READONLY_USER.into(),
                     groups: vec![READONLY_GROUP.into()],
                     role: Role::ReadOnly,
+                })
+            } else if let Some((user, groups)) = other_token(token) {
+                Ok(Identity {
+                    user,
+                    groups,
+                    role: not_privileged,
                 })
             } else {
                 Err(AuthError::UnknownToken)
@@ -260,7 +286,12 @@ mod tests {
             admin_token: "admin-t".into(),
             readonly_token: "ro-t".into(),
             tls,
+            rbac: false,
         }
+    }
+
+    fn no_token(_: &str) -> Option<(String, Vec<String>)> {
+        None
     }
 
     fn bearer(token: &str) -> HeaderMap {
@@ -299,18 +330,67 @@ mod tests {
     fn tokens_and_roles() {
         let auth = authenticator(true);
         let admin = auth
-            .authenticate(&bearer("admin-t"), None, false)
+            .authenticate(&bearer("admin-t"), None, false, &no_token)
             .expect("admin");
         assert_eq!(admin.role, Role::Admin);
         assert!(admin.may(&Method::DELETE));
-        let ro = auth.authenticate(&bearer("ro-t"), None, false).expect("ro");
+        let ro = auth
+            .authenticate(&bearer("ro-t"), None, false, &no_token)
+            .expect("ro");
         assert_eq!(ro.user, READONLY_USER);
         assert!(ro.may(&Method::GET));
         assert!(!ro.may(&Method::PATCH) && !ro.may(&Method::POST));
         assert_eq!(
-            auth.authenticate(&bearer("nope"), None, false),
+            auth.authenticate(&bearer("nope"), None, false, &no_token),
             Err(AuthError::UnknownToken)
         );
+    }
+
+    #[test]
+    fn rbac_governs_service_accounts_and_certificates_outside_system_masters() {
+        let ca = TestCa::generate("ca").expect("ca");
+        let peer = |groups: &[&str]| {
+            let cert = ca.issue_client("node-1", groups).expect("cert");
+            PeerCertificates(Arc::new(vec![cert.cert_der]))
+        };
+        let sa = |token: &str| {
+            (token == "sa-t").then(|| ("system:serviceaccount:kube-system:ccm".to_string(), vec![]))
+        };
+        for (rbac, expected) in [(false, Role::Admin), (true, Role::Rbac)] {
+            let auth = Authenticator {
+                rbac,
+                ..authenticator(true)
+            };
+            let id = auth
+                .authenticate(&bearer("sa-t"), None, false, &sa)
+                .expect("service account");
+            assert_eq!(
+                (id.user.as_str(), id.role),
+                ("system:serviceaccount:kube-system:ccm", expected)
+            );
+            let id = auth
+                .authenticate(
+                    &HeaderMap::new(),
+                    Some(&peer(&["system:nodes"])),
+                    false,
+                    &sa,
+                )
+                .expect("cert");
+            assert_eq!(id.role, expected);
+            // system:masters and the fixed tokens keep their roles.
+            let id = auth
+                .authenticate(&HeaderMap::new(), Some(&peer(&[ADMIN_GROUP])), false, &sa)
+                .expect("cert");
+            assert_eq!(id.role, Role::Admin);
+            let id = auth
+                .authenticate(&bearer("ro-t"), None, false, &sa)
+                .expect("ro");
+            assert_eq!(id.role, Role::ReadOnly);
+            assert_eq!(
+                auth.authenticate(&bearer("other"), None, false, &sa),
+                Err(AuthError::UnknownToken)
+            );
+        }
     }
 
     #[test]
@@ -337,19 +417,19 @@ mod tests {
             role: Role::Anonymous,
         };
         assert_eq!(
-            authenticator(true).authenticate(&none, None, true),
+            authenticator(true).authenticate(&none, None, true, &no_token),
             Ok(anonymous.clone())
         );
         assert!(!anonymous.may(&Method::GET));
         assert_eq!(
             authenticator(false)
-                .authenticate(&none, None, true)
+                .authenticate(&none, None, true, &no_token)
                 .expect("anon")
                 .user,
             ANONYMOUS_USER
         );
         assert_eq!(
-            authenticator(false).authenticate(&none, None, false),
+            authenticator(false).authenticate(&none, None, false, &no_token),
             Ok(anonymous)
         );
     }
@@ -363,11 +443,21 @@ mod tests {
         };
         let auth = authenticator(true);
         let id = auth
-            .authenticate(&bearer("wrong"), Some(&peer(&[ADMIN_GROUP])), false)
+            .authenticate(
+                &bearer("wrong"),
+                Some(&peer(&[ADMIN_GROUP])),
+                false,
+                &no_token,
+            )
             .expect("cert");
         assert_eq!((id.user.as_str(), id.role), ("carol", Role::Admin));
         let id = auth
-            .authenticate(&HeaderMap::new(), Some(&peer(&[READONLY_GROUP])), false)
+            .authenticate(
+                &HeaderMap::new(),
+                Some(&peer(&[READONLY_GROUP])),
+                false,
+                &no_token,
+            )
             .expect("cert");
         assert_eq!(id.role, Role::ReadOnly);
     }

@@ -78,6 +78,9 @@ const VERBS: &[&str] = &[
 /// The verbs of a resource. Namespaces are deleted one by one, through their finalizer:
 /// kubernetes pkg/registry/core/namespace/storage/storage.go serves no DeleteCollection.
 fn verbs(r: &ResourceDesc) -> Vec<&'static str> {
+    if r.create_only {
+        return vec!["create"];
+    }
     VERBS
         .iter()
         .copied()
@@ -122,6 +125,17 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if is_service_accounts(r) {
+            resources.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
+            }));
+        }
     }
     if resources.is_empty() {
         return None;
@@ -164,7 +178,19 @@ fn resource_discovery(r: &ResourceDesc) -> Value {
             "verbs": ["get", "patch", "update"],
         }]);
     }
+    if is_service_accounts(r) {
+        doc["subresources"] = json!([{
+            "subresource": "token",
+            "responseKind": gvk("authentication.k8s.io", "v1", "TokenRequest"),
+            "verbs": ["create"],
+        }]);
+    }
     doc
+}
+
+/// ServiceAccounts serve the `token` subresource (TokenRequest, [`crate::review`]).
+fn is_service_accounts(r: &ResourceDesc) -> bool {
+    r.group.is_empty() && r.plural == "serviceaccounts"
 }
 
 /// `GET /api` (`core = true`) or `GET /apis` as an `apidiscovery.k8s.io/v2`
@@ -197,7 +223,14 @@ pub fn aggregated(core: bool) -> Value {
                     json!({"version": version, "resources": resources, "freshness": "Current"})
                 })
                 .collect();
-            json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})
+            // ObjectMeta's empty name and zero creationTimestamp are omitted, as
+            // kube-apiserver serializes them (the core group's metadata is `{}`).
+            let metadata = if group.is_empty() {
+                json!({})
+            } else {
+                json!({"name": group})
+            };
+            json!({"metadata": metadata, "versions": versions})
         })
         .collect();
     json!({
@@ -218,7 +251,7 @@ mod tests {
         assert_eq!(core["kind"], "APIGroupDiscoveryList");
         let items = core["items"].as_array().expect("items");
         assert_eq!(items.len(), 1);
-        assert_eq!(items[0]["metadata"]["name"], "");
+        assert_eq!(items[0]["metadata"], json!({}));
         let nodes = items[0]["versions"][0]["resources"]
             .as_array()
             .expect("resources")

@@ -136,6 +136,12 @@ pub enum ApiError {
         /// Why, e.g. `User "u" cannot create resource "nodes" in API group "" at the cluster scope`.
         message: String,
     },
+    /// No media type of the `Accept` header is one kube-apiserver serializes (apiserver
+    /// pkg/endpoints/handlers/negotiation/errors.go `errNotAcceptable`).
+    #[error(
+        "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    )]
+    NotAcceptable,
     #[error("Request entity too large: limit is {0}")]
     TooLarge(usize),
     #[error("Internal error occurred: {0}")]
@@ -203,6 +209,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Unauthorized => 401,
             ApiError::Forbidden { .. } => 403,
+            ApiError::NotAcceptable => 406,
             ApiError::TooLarge(_) => 413,
             ApiError::Internal(_) => 500,
             ApiError::Other { code, .. } => *code,
@@ -222,6 +229,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Unauthorized => "Unauthorized",
             ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::NotAcceptable => "NotAcceptable",
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::Internal(_) => "InternalError",
             ApiError::Other { reason, .. } => reason,
@@ -269,12 +277,13 @@ impl ApiError {
             // Built by upstream's generic response helpers with no group, kind or name
             // (apimachinery pkg/api/errors/errors.go `NewGenericServerResponse`, used for
             // unknown paths and methods, and by the patch handler for unknown patch types
-            // and patches that cannot apply): an empty but present `details`. A create's
-            // or update's unsupported media type has none.
+            // and patches that cannot apply, and by the Accept negotiation): an empty but
+            // present `details`. A create's or update's unsupported media type has none.
             ApiError::UnknownPath | ApiError::MethodNotAllowed => Some(json!({})),
             ApiError::Other {
                 code: 415 | 422, ..
             } => Some(json!({})),
+            ApiError::NotAcceptable => Some(json!({})),
             ApiError::ApplyConflict { causes, .. } => Some(json!({
                 "causes": causes.iter().map(|c| json!({
                     "reason": c.reason, "message": c.message, "field": c.field
@@ -298,8 +307,9 @@ impl ApiError {
     }
 }
 
-/// `details` of a Status naming one object: `group` and `name` are omitted when empty, as
-/// Go's `omitempty` does (apimachinery pkg/apis/meta/v1/types.go `StatusDetails`).
+/// `details` of a Status naming one object: `name`, `group` and `kind` are omitted when
+/// empty, as Go's `omitempty` does (apimachinery pkg/apis/meta/v1/types.go
+/// `StatusDetails`; a review sent without a kind is refused with no kind).
 fn details(name: &str, group: &str, kind: &str) -> Value {
     let mut d = serde_json::Map::new();
     if !name.is_empty() {
@@ -308,7 +318,9 @@ fn details(name: &str, group: &str, kind: &str) -> Value {
     if !group.is_empty() {
         d.insert("group".into(), json!(group));
     }
-    d.insert("kind".into(), json!(kind));
+    if !kind.is_empty() {
+        d.insert("kind".into(), json!(kind));
+    }
     Value::Object(d)
 }
 

@@ -19,14 +19,16 @@ use serde_json::{Value, json};
 
 use crate::apply;
 use crate::audit::{AuditEntry, AuditLog};
-use crate::auth::{Authenticator, Denial};
+use crate::auth::{Authenticator, Denial, Identity, Role};
 use crate::discovery;
 use crate::error::{ApiError, Cause};
 use crate::negotiate::{Representation, negotiate};
 use crate::openapi::{self, FieldValidation};
 use crate::patch::{self, PatchType};
 use crate::protobuf;
+use crate::rbac;
 use crate::resources::{self, ResourceDesc};
+use crate::review;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Config;
 use crate::store::{
@@ -34,6 +36,7 @@ use crate::store::{
 };
 use crate::strategy::Subresource;
 use crate::table::{self, IncludeObject, TableOptions};
+use crate::tokens;
 use crate::watch::{self, WatchParams};
 use mock_cloud::tls::PeerCertificates;
 
@@ -56,6 +59,8 @@ pub struct AppState {
     allow_anonymous: Arc<AtomicBool>,
     /// Verbs taken away from users on the running server ([`crate::auth::Denial`]).
     denials: Arc<std::sync::Mutex<Vec<Denial>>>,
+    /// Signs and checks service-account tokens ([`crate::tokens`]).
+    signer: tokens::Signer,
 }
 
 impl AppState {
@@ -65,7 +70,11 @@ impl AppState {
     }
 
     /// State serving `store` (loaded from disk, or kept across a restart).
+    /// With `config.rbac`, the bootstrap RBAC policy is written into `store` where missing.
     pub fn with_store(config: &Config, store: Store) -> AppState {
+        if config.rbac {
+            rbac::seed_bootstrap_policy(&store);
+        }
         let (shutdown, _) = tokio::sync::watch::channel(false);
         AppState {
             store,
@@ -74,13 +83,111 @@ impl AppState {
                 admin_token: config.token.clone(),
                 readonly_token: config.readonly_token.clone(),
                 tls: config.tls,
+                rbac: config.rbac,
             }),
             bookmark_interval: config.bookmark_interval,
             max_body_bytes: config.max_body_bytes,
             shutdown: Arc::new(shutdown),
             allow_anonymous: Arc::new(AtomicBool::new(true)),
             denials: Arc::default(),
+            signer: tokens::Signer::new(&config.token),
         }
+    }
+
+    /// What authenticating a bearer token consults.
+    fn token_authority(&self) -> review::TokenAuthority<'_> {
+        review::TokenAuthority {
+            admin_token: &self.auth.admin_token,
+            readonly_token: &self.auth.readonly_token,
+            signer: &self.signer,
+            store: &self.store,
+        }
+    }
+
+    /// A token for the ServiceAccount `namespace/name`, valid for `seconds`, as the
+    /// TokenRequest API issues it (404 when the ServiceAccount does not exist, 422 for
+    /// fewer than 600 seconds).
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        seconds: i64,
+    ) -> Result<String, ApiError> {
+        let answer = review::token_request(
+            &self.store,
+            &self.signer,
+            namespace,
+            name,
+            &json!({"spec": {"expirationSeconds": seconds}}),
+        )?;
+        answer
+            .pointer("/status/token")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::Internal("TokenRequest without a token".into()))
+    }
+
+    /// The service account a bearer token from the TokenRequest API stands for.
+    fn service_account(&self, token: &str) -> Option<(String, Vec<String>)> {
+        let user = self
+            .token_authority()
+            .review(token, &review::api_audiences())?;
+        Some((user.username, user.groups))
+    }
+
+    /// How this server decides a request by `user` in `groups` (what access reviews
+    /// answer): `system:masters` may do anything; with RBAC on, the stored RBAC objects
+    /// decide; otherwise the fixed roles do (the read-only identity reads, the anonymous
+    /// one nothing, everyone else everything). A [`Denial`] takes its verb away.
+    pub fn decide(&self, user: &str, groups: &[String], request: &rbac::Request) -> rbac::Decision {
+        let privileged = groups.iter().any(|g| g == rbac::PRIVILEGED_GROUP);
+        let mut decision = if self.auth.rbac || privileged {
+            rbac::authorize(&self.store, user, groups, request)
+        } else {
+            let read_only = user == crate::auth::READONLY_USER
+                || groups.iter().any(|g| g == crate::auth::READONLY_GROUP);
+            let anonymous = user == crate::auth::ANONYMOUS_USER
+                || groups
+                    .iter()
+                    .any(|g| g == crate::auth::UNAUTHENTICATED_GROUP);
+            let verb = match request {
+                rbac::Request::Resource { verb, .. } | rbac::Request::NonResource { verb, .. } => {
+                    verb.as_str()
+                }
+            };
+            let reads = match request {
+                rbac::Request::Resource { .. } => matches!(verb, "get" | "list" | "watch"),
+                rbac::Request::NonResource { .. } => verb == "get",
+            };
+            rbac::Decision {
+                allowed: !anonymous && (!read_only || reads),
+                reason: String::new(),
+            }
+        };
+        if let rbac::Request::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            ..
+        } = request
+        {
+            let resource = if subresource.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}/{subresource}")
+            };
+            let denied = self
+                .denials
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|d| d.covers(user, verb, group, &resource));
+            if denied {
+                decision = rbac::Decision::default();
+            }
+        }
+        decision
     }
 
     /// The bearer token requests must carry.
@@ -191,6 +298,10 @@ pub struct ResourcePath {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub subresource: Option<String>,
+    /// Reached through the deprecated `/api/v1/watch/...` or `/apis/<g>/<v>/watch/...`
+    /// prefix, which kube-apiserver still serves: a watch, of one object when named
+    /// (apiserver pkg/endpoints/installer.go, the `WATCH` and `WATCHLIST` actions).
+    pub watch_prefix: bool,
 }
 
 /// Resolve a URL path. Segments are percent-decoded first, as Go's URL parsing does
@@ -214,6 +325,8 @@ pub fn classify(path: &str) -> Target {
         ["api", "v1"] => Target::GroupVersion(String::new(), "v1".into()),
         ["apis", g] => Target::Group((*g).into()),
         ["apis", g, v] => Target::GroupVersion((*g).into(), (*v).into()),
+        ["api", "v1", "watch", rest @ ..] => watch_prefixed(classify_resource("", "v1", rest)),
+        ["apis", g, v, "watch", rest @ ..] => watch_prefixed(classify_resource(g, v, rest)),
         ["api", "v1", rest @ ..] => classify_resource("", "v1", rest),
         ["apis", g, v, rest @ ..] => classify_resource(g, v, rest),
         _ => Target::Unknown,
@@ -250,6 +363,17 @@ fn percent_decode(segment: &str) -> std::borrow::Cow<'_, str> {
     String::from_utf8(out).map_or_else(|_| segment.into(), Into::into)
 }
 
+/// A resource path under the `watch/` prefix; subresources and the review APIs have none.
+fn watch_prefixed(target: Target) -> Target {
+    match target {
+        Target::Resource(mut rp) if rp.subresource.is_none() && !rp.desc.create_only => {
+            rp.watch_prefix = true;
+            Target::Resource(rp)
+        }
+        _ => Target::Unknown,
+    }
+}
+
 fn classify_resource(group: &str, version: &str, rest: &[&str]) -> Target {
     let build = |desc, namespace: Option<&str>, tail: &[&str]| {
         Target::Resource(ResourcePath {
@@ -257,6 +381,7 @@ fn classify_resource(group: &str, version: &str, rest: &[&str]) -> Target {
             namespace: namespace.map(str::to_string),
             name: tail.first().map(|s| s.to_string()),
             subresource: tail.get(1).map(|s| s.to_string()),
+            watch_prefix: false,
         })
     };
     if let ["namespaces", ns, plural, tail @ ..] = rest
@@ -285,7 +410,9 @@ fn verb_of(method: &Method, target: &Target, query: &str) -> String {
     };
     let has_name = rp.name.is_some();
     match *method {
-        Method::GET if has_name && is_watch(query) => "watch".into(),
+        Method::GET if rp.watch_prefix => "watch".into(),
+        // `watch=true` makes a watch of a collection only (requestinfo.go); an object URL
+        // is a get either way.
         Method::GET if has_name => "get".into(),
         Method::GET if is_watch(query) => "watch".into(),
         Method::GET => "list".into(),
@@ -335,7 +462,7 @@ fn header_string(headers: &HeaderMap, name: header::HeaderName) -> String {
 /// Authentication ([`crate::auth`]), authorization, then the audit record. `/version`
 /// and health checks are public, as upstream's `system:public-info-viewer` role makes
 /// them; see [`AppState::set_allow_anonymous`] for requests without credentials.
-async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+async fn auth_and_audit(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
@@ -347,18 +474,40 @@ async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next)
         req.headers(),
         req.extensions().get::<PeerCertificates>(),
         state.allow_anonymous.load(Ordering::Relaxed),
+        &|token| state.service_account(token),
     );
+    // Credentials that fail are a 401 even on public paths: authentication runs before
+    // authorization (apiserver pkg/endpoints/filters/authentication.go).
+    let verb = verb_of(&method, &target, &query);
     let response = match identity {
-        _ if public => next.run(req).await,
         Err(_) => ApiError::Unauthorized.into_response(),
-        Ok(id)
-            if id.may(&method)
-                && !state.denied(&id.user, &verb_of(&method, &target, &query), &target) =>
-        {
-            next.run(req).await
-        }
-        Ok(id) => {
-            forbidden(&id.user, &verb_of(&method, &target, &query), &target, &path).into_response()
+        Ok(mut id) => {
+            // Everyone authenticated is in system:authenticated (apiserver
+            // pkg/authentication/group `AuthenticatedGroupAdder`), the anonymous user not.
+            if id.user != crate::auth::ANONYMOUS_USER
+                && !id.groups.iter().any(|g| g == "system:authenticated")
+            {
+                id.groups.push("system:authenticated".into());
+            }
+            let allowed = public
+                || match id.role {
+                    Role::Rbac => {
+                        rbac::authorize(
+                            &state.store,
+                            &id.user,
+                            &id.groups,
+                            &authorizer_request(&verb, &target, &path),
+                        )
+                        .allowed
+                    }
+                    _ => id.may(&method),
+                } && !state.denied(&id.user, &verb, &target);
+            if allowed {
+                req.extensions_mut().insert(id);
+                next.run(req).await
+            } else {
+                forbidden(&id.user, &verb, &target, &path).into_response()
+            }
         }
     };
 
@@ -389,6 +538,34 @@ async fn auth_and_audit(State(state): State<AppState>, req: Request, next: Next)
     response
 }
 
+/// The authorizer's view of a request (apiserver pkg/endpoints/request/requestinfo.go):
+/// a resource request, or a path. A namespace's own URL is in that namespace.
+fn authorizer_request(verb: &str, target: &Target, path: &str) -> rbac::Request {
+    let Target::Resource(rp) = target else {
+        return rbac::Request::NonResource {
+            verb: verb.to_string(),
+            path: path.to_string(),
+        };
+    };
+    rbac::Request::Resource {
+        verb: verb.to_string(),
+        group: rp.desc.group.to_string(),
+        resource: rp.desc.plural.to_string(),
+        subresource: rp.subresource.clone().unwrap_or_default(),
+        namespace: request_namespace(rp).unwrap_or_default(),
+        name: rp.name.clone().unwrap_or_default(),
+    }
+}
+
+/// The namespace of a resource request: the URL's, or for `/api/v1/namespaces/<name>`
+/// the name (requestinfo.go treats `namespaces/<name>` as the namespace).
+fn request_namespace(rp: &ResourcePath) -> Option<String> {
+    if rp.desc.group.is_empty() && rp.desc.plural == "namespaces" {
+        return rp.name.clone();
+    }
+    rp.namespace.clone()
+}
+
 /// The 403 upstream's authorization filter writes (apiserver
 /// pkg/endpoints/handlers/responsewriters/errors.go `forbiddenMessage`).
 fn forbidden(user: &str, verb: &str, target: &Target, path: &str) -> ApiError {
@@ -404,7 +581,7 @@ fn forbidden(user: &str, verb: &str, target: &Target, path: &str) -> ApiError {
         Some(sub) => format!("{}/{sub}", rp.desc.plural),
         None => rp.desc.plural.to_string(),
     };
-    let scope = match &rp.namespace {
+    let scope = match request_namespace(rp) {
         Some(ns) => format!("in the namespace {ns:?}"),
         None => "at the cluster scope".to_string(),
     };
@@ -676,9 +853,63 @@ async fn handle(state: AppState, req: Request) -> Result<Response, ApiError> {
         Target::Unknown => Err(ApiError::UnknownPath),
         Target::Resource(rp) => {
             let params = Params::parse(&parts.uri)?;
+            let caller = parts.extensions.get::<Identity>();
+            if rp.desc.create_only
+                || (rp.desc.group.is_empty()
+                    && rp.desc.plural == "serviceaccounts"
+                    && rp.subresource.as_deref() == Some("token"))
+            {
+                return handle_auth_api(&state, &rp, &parts.method, &parts.headers, caller, body)
+                    .await;
+            }
             handle_resource(&state, rp, &parts.method, &parts.headers, &params, body).await
         }
     }
+}
+
+/// The TokenRequest subresource and the review APIs ([`crate::review`]): `create` only.
+async fn handle_auth_api(
+    state: &AppState,
+    rp: &ResourcePath,
+    method: &Method,
+    headers: &HeaderMap,
+    caller: Option<&Identity>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    if !crate::negotiate::acceptable(accept(headers)) {
+        return Err(ApiError::NotAcceptable);
+    }
+    let token_request = rp.subresource.is_some();
+    let creates = *method == Method::POST && (token_request || rp.name.is_none());
+    if !creates {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let request = if protobuf::is_protobuf(&media_type(headers)) {
+        let kind = if token_request {
+            "TokenRequest"
+        } else {
+            rp.desc.kind
+        };
+        protobuf::decode_auth_api(kind, &read_body(headers, body, state.max_body_bytes).await?)?
+    } else {
+        read_json(rp.desc, headers, body, state.max_body_bytes, false).await?
+    };
+    let answer = if token_request {
+        let (Some(ns), Some(name)) = (rp.namespace.as_deref(), rp.name.as_deref()) else {
+            return Err(ApiError::UnknownPath);
+        };
+        review::token_request(&state.store, &state.signer, ns, name, &request)?
+    } else {
+        review::review(
+            rp.desc,
+            &request,
+            rp.namespace.as_deref(),
+            caller,
+            &state.token_authority(),
+            &|user, groups, attrs| state.decide(user, groups, attrs),
+        )?
+    };
+    Ok(json_response(StatusCode::CREATED, &answer))
 }
 
 async fn handle_resource(
@@ -689,6 +920,9 @@ async fn handle_resource(
     params: &Params,
     body: Body,
 ) -> Result<Response, ApiError> {
+    if !crate::negotiate::acceptable(accept(headers)) {
+        return Err(ApiError::NotAcceptable);
+    }
     let desc = rp.desc;
     let sub = match rp.subresource.as_deref() {
         None => Subresource::Main,
@@ -698,14 +932,14 @@ async fn handle_resource(
     let ns = rp.namespace.as_deref();
     let store = &state.store;
     match (method, rp.name.as_deref()) {
-        // A watch on an object URL is a watch with a name field selector
-        // (apiserver pkg/endpoints/handlers/get.go).
-        (&Method::GET, Some(name))
-            if sub == Subresource::Main && params.bool("watch")? == Some(true) =>
-        {
+        (&Method::GET, name) if rp.watch_prefix => {
             let table = table_options(headers, params)?;
-            watch(state, desc, ns, params, Some(name), table)
+            watch(state, desc, ns, params, name, table)
         }
+        _ if rp.watch_prefix => Err(ApiError::MethodNotAllowed),
+        // A GET of an object URL is a get even with `watch=true`: kube-apiserver routes it
+        // to `GetResource` (apiserver pkg/endpoints/installer.go), which has no watch; the
+        // watch of one object is `/watch/.../<name>`.
         (&Method::GET, Some(name)) => {
             let table = table_options(headers, params)?;
             let obj = store.get(desc, ns, name)?;
@@ -749,7 +983,8 @@ async fn handle_resource(
             validate_dry_run(params, "CreateOptions")?;
             let opts = params.update_options(headers)?;
             let validation = field_validation(params, "CreateOptions")?;
-            let mut obj = read_json(desc, headers, body, state.max_body_bytes).await?;
+            let strict = validation == FieldValidation::Strict;
+            let mut obj = read_json(desc, headers, body, state.max_body_bytes, strict).await?;
             crate::validation::decode(desc, &obj)?;
             let warnings = check_fields(desc, &mut obj, validation)?;
             let created = store.create(desc, ns, obj, opts)?;
@@ -762,7 +997,8 @@ async fn handle_resource(
             validate_dry_run(params, "UpdateOptions")?;
             let opts = params.update_options(headers)?;
             let validation = field_validation(params, "UpdateOptions")?;
-            let mut obj = read_json(desc, headers, body, state.max_body_bytes).await?;
+            let strict = validation == FieldValidation::Strict;
+            let mut obj = read_json(desc, headers, body, state.max_body_bytes, strict).await?;
             crate::validation::decode(desc, &obj)?;
             let warnings = check_fields(desc, &mut obj, validation)?;
             let resp = put(store, desc, ns, name, sub, obj, opts)?;
@@ -804,6 +1040,7 @@ async fn handle_resource(
                             reason: e.reason(),
                             message: e.status_message(),
                         })?;
+                    strict_patch_fields(desc, &patched, validation)?;
                     warnings = check_fields(desc, &mut patched, validation)?;
                     Ok(patched)
                 },
@@ -818,6 +1055,11 @@ async fn handle_resource(
             let bytes = read_body(headers, body, state.max_body_bytes).await?;
             let opts = delete_options(params, headers, &bytes)?;
             match store.delete(desc, ns, name, &opts)? {
+                // 202 when the object stays and the client asked for cascading with the
+                // deprecated orphanDependents=false (apiserver pkg/endpoints/handlers/delete.go).
+                DeleteOutcome::Pending(obj) if opts.orphan_dependents == Some(false) => {
+                    Ok(json_response(StatusCode::ACCEPTED, &obj))
+                }
                 DeleteOutcome::Pending(obj) => Ok(json_response(StatusCode::OK, &obj)),
                 DeleteOutcome::Deleted(obj) if desc.delete_returns_object => {
                     Ok(json_response(StatusCode::OK, &obj))
@@ -966,7 +1208,7 @@ fn field_validation(params: &Params, options_kind: &str) -> Result<FieldValidati
         causes: vec![Cause {
             reason: "FieldValueNotSupported".into(),
             message: format!(
-                "Unsupported value: {raw:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+                "Unsupported value: {raw:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
             ),
             field: "fieldValidation".into(),
         }],
@@ -981,7 +1223,7 @@ fn check_fields(
     obj: &mut Value,
     validation: FieldValidation,
 ) -> Result<Vec<String>, ApiError> {
-    if let Some(error) = openapi::type_error(desc, obj) {
+    if let Some(error) = openapi::type_error(desc, obj).or_else(|| micro_time_error(desc, obj)) {
         return Err(ApiError::BadRequest(format!(
             "{} in version {:?} cannot be handled as a {}: {error}",
             desc.kind, desc.version, desc.kind
@@ -1010,6 +1252,93 @@ fn check_fields(
         messages
     } else {
         Vec::new()
+    })
+}
+
+/// Go's `RFC3339Micro` layout, which metav1.MicroTime's decoder parses with.
+const MICRO_TIME_LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
+
+/// Why a MicroTime field (Lease `acquireTime`/`renewTime`, events.k8s.io `eventTime`,
+/// `series.lastObservedTime`) does not decode: Go's time.Parse wants exactly six
+/// fractional digits and a `Z` or `±hh:mm` zone (apimachinery pkg/apis/meta/v1
+/// micro_time.go `UnmarshalJSON`), so `...:01Z` and `...:01.123+00:00` are refused.
+/// The message reads as time.Parse's.
+fn micro_time_error(desc: &ResourceDesc, obj: &Value) -> Option<String> {
+    let pointers: &[&str] = match (desc.group, desc.kind) {
+        ("coordination.k8s.io", "Lease") => &["/spec/acquireTime", "/spec/renewTime"],
+        ("events.k8s.io", "Event") => &["/eventTime", "/series/lastObservedTime"],
+        _ => &[],
+    };
+    for p in pointers {
+        let Some(Value::String(v)) = obj.pointer(p) else {
+            continue;
+        };
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let date_ok = v.len() >= 19
+            && v.is_char_boundary(19)
+            && v[..19].parse::<jiff::civil::DateTime>().is_ok()
+            && v.as_bytes()[10] == b'T';
+        let problem = if !date_ok {
+            Some((v.as_str(), "2006"))
+        } else {
+            let rest = &v[19..];
+            let fraction_ok = rest.len() >= 7 && rest.starts_with('.') && digits(&rest[1..7]);
+            let zone = if fraction_ok { &rest[7..] } else { "" };
+            let zone_ok = zone == "Z"
+                || (zone.len() == 6
+                    && matches!(zone.as_bytes()[0], b'+' | b'-')
+                    && digits(&zone[1..3])
+                    && zone.as_bytes()[3] == b':'
+                    && digits(&zone[4..6]));
+            if !fraction_ok {
+                Some((rest, ".000000"))
+            } else if !zone_ok {
+                Some((zone, "Z07:00"))
+            } else {
+                None
+            }
+        };
+        if let Some((bad, element)) = problem {
+            return Some(format!(
+                "parsing time {v:?} as {MICRO_TIME_LAYOUT:?}: cannot parse {bad:?} as {element:?}"
+            ));
+        }
+    }
+    None
+}
+
+/// Unknown fields in the result of a merge, JSON or strategic patch under Strict: the
+/// patch handler reports them as an invalid `patch` whose value is the patched object
+/// (apiserver pkg/endpoints/handlers/patch.go: a 422 with no kind or name, not the 400
+/// a create gets).
+fn strict_patch_fields(
+    desc: &ResourceDesc,
+    patched: &Value,
+    validation: FieldValidation,
+) -> Result<(), ApiError> {
+    if validation != FieldValidation::Strict || openapi::type_error(desc, patched).is_some() {
+        return Ok(());
+    }
+    let unknown = openapi::unknown_fields(desc, patched);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let messages: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect();
+    let mut shown = patched.clone();
+    crate::meta::set_meta(&mut shown, "managedFields", None);
+    let quoted = serde_json::to_string(&shown.to_string()).unwrap_or_default();
+    Err(ApiError::Invalid {
+        group: String::new(),
+        kind: String::new(),
+        name: String::new(),
+        causes: vec![Cause::invalid_rendered(
+            "patch",
+            &quoted,
+            &format!("strict decoding error: {}", messages.join(", ")),
+        )],
     })
 }
 
@@ -1058,7 +1387,19 @@ fn delete_options(
         dry_run: params.write_options()?.dry_run,
         ..DeleteOptions::default()
     };
+    // The options come from the body when there is one, else from the query (apiserver
+    // pkg/endpoints/handlers/delete.go `DeleteResource`).
     if body.iter().all(u8::is_ascii_whitespace) {
+        opts.propagation_policy = params.get("propagationPolicy").map(str::to_string);
+        opts.orphan_dependents = params.bool("orphanDependents")?;
+        opts.grace_period_seconds =
+            match params.get_nonempty("gracePeriodSeconds") {
+                None => None,
+                Some(g) => Some(g.parse::<i64>().map_err(|_| {
+                    ApiError::BadRequest(format!("invalid gracePeriodSeconds {g:?}"))
+                })?),
+            };
+        validate_delete_options(&opts)?;
         return Ok(opts);
     }
     let v: Value = if protobuf::is_protobuf(&media_type(headers)) {
@@ -1067,6 +1408,13 @@ fn delete_options(
         serde_json::from_slice(body)
             .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?
     };
+    opts.propagation_policy = v
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    opts.orphan_dependents = v.get("orphanDependents").and_then(Value::as_bool);
+    opts.grace_period_seconds = v.get("gracePeriodSeconds").and_then(Value::as_i64);
+    validate_delete_options(&opts)?;
     let pre = v.get("preconditions");
     let s = |key: &str| {
         pre.and_then(|p| p.get(key))
@@ -1079,6 +1427,36 @@ fn delete_options(
         opts.dry_run |= dry.iter().any(|d| d == "All");
     }
     Ok(opts)
+}
+
+/// apimachinery pkg/apis/meta/v1/validation/validation.go `ValidateDeleteOptions`.
+fn validate_delete_options(opts: &DeleteOptions) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    if let Some(policy) = &opts.propagation_policy {
+        if opts.orphan_dependents.is_some() {
+            causes.push(Cause::invalid(
+                "propagationPolicy",
+                policy,
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+        if !matches!(policy.as_str(), "Foreground" | "Background" | "Orphan") {
+            causes.push(Cause::not_supported(
+                "propagationPolicy",
+                policy,
+                &["Foreground", "Background", "Orphan", "nil"],
+            ));
+        }
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::Invalid {
+        group: "meta.k8s.io".into(),
+        kind: "DeleteOptions".into(),
+        name: String::new(),
+        causes,
+    })
 }
 
 fn delete_collection(
@@ -1206,16 +1584,28 @@ fn list(
             "resourceVersionMatch is forbidden unless resourceVersion is provided",
         ));
     }
+    if let Some(m) = params.get_nonempty("resourceVersionMatch")
+        && !matches!(m, "Exact" | "NotOlderThan")
+    {
+        causes.push(Cause::not_supported(
+            "resourceVersionMatch",
+            m,
+            &["Exact", "NotOlderThan", ""],
+        ));
+    }
     if !causes.is_empty() {
         return Err(list_options_invalid(causes));
     }
     let filter = build_filter(desc, ns, params)?;
+    // A limit of zero or less is no limit (apiserver pkg/storage: `limit > 0` pages).
     let limit = match params.get_nonempty("limit") {
         None => None,
-        Some(l) => Some(
-            l.parse::<usize>()
-                .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?,
-        ),
+        Some(l) => {
+            let n = l
+                .parse::<i64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?;
+            usize::try_from(n).ok().filter(|n| *n > 0)
+        }
     };
     let page = store.list(desc, &filter, limit, params.get_nonempty("continue"))?;
     let mut metadata = json!({"resourceVersion": page.revision.to_string()});
@@ -1412,11 +1802,14 @@ fn media_type(headers: &HeaderMap) -> String {
 
 /// Read an object body for create/update: JSON, or protobuf for the types
 /// [`crate::protobuf`] decodes.
+///
+/// With `strict` (fieldValidation=Strict) a JSON body that repeats a key is a 400.
 async fn read_json(
     desc: &ResourceDesc,
     headers: &HeaderMap,
     body: Body,
     max: usize,
+    strict: bool,
 ) -> Result<Value, ApiError> {
     let ct = header_string(headers, header::CONTENT_TYPE);
     let media = media_type(headers);
@@ -1448,8 +1841,16 @@ async fn read_json(
             ApiError::BadRequest(format!("the request body is not valid YAML: {line}"))
         })?
     } else {
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))?
+        let value = serde_json::from_slice(&bytes).map_err(|e| {
+            ApiError::BadRequest(format!("the request body is not valid JSON: {e}"))
+        })?;
+        if strict && let Some(field) = duplicate_field(&bytes) {
+            return Err(ApiError::BadRequest(format!(
+                "{} in version {:?} cannot be handled as a {}: strict decoding error: duplicate field {field:?}",
+                desc.kind, desc.version, desc.kind
+            )));
+        }
+        value
     };
     if !value.is_object() {
         return Err(ApiError::BadRequest(
@@ -1457,6 +1858,84 @@ async fn read_json(
         ));
     }
     Ok(value)
+}
+
+/// The first key a JSON object repeats (its dotted path), which kube-apiserver's strict
+/// decoder refuses (sigs.k8s.io/json `UnmarshalStrict`); serde_json keeps the last value.
+fn duplicate_field(bytes: &[u8]) -> Option<String> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    /// Walks a value; `found` gets the first duplicated key's path.
+    struct Walk<'a> {
+        path: String,
+        found: &'a std::cell::RefCell<Option<String>>,
+    }
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let path = if self.path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{}.{key}", self.path)
+                };
+                if !seen.insert(key) && self.found.borrow().is_none() {
+                    *self.found.borrow_mut() = Some(path.clone());
+                }
+                map.next_value_seed(Walk {
+                    path,
+                    found: self.found,
+                })?;
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq
+                .next_element_seed(Walk {
+                    path: self.path.clone(),
+                    found: self.found,
+                })?
+                .is_some()
+            {}
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+    let found = std::cell::RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let walked = Walk {
+        path: String::new(),
+        found: &found,
+    }
+    .deserialize(&mut de);
+    walked.ok()?;
+    found.into_inner()
 }
 
 #[cfg(test)]

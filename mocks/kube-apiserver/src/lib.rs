@@ -11,7 +11,9 @@
 //! (start/stop, kubeconfig). [`patch`] and [`selector`] are pure engines;
 //! [`negotiate`] picks the representation, [`table`] renders kubectl's Tables.
 //! [`apply`] (server-side apply and managedFields) builds on [`fieldpath`]
-//! (field sets in upstream's `FieldsV1` encoding).
+//! (field sets in upstream's `FieldsV1` encoding). [`auth`] says who calls; [`rbac`]
+//! (optional) what they may do; [`review`] serves the TokenRequest, TokenReview and
+//! access-review APIs on [`tokens`].
 //!
 //! Testing beyond the unit tests: `tests/properties.rs` fuzzes every parser that takes
 //! outside input with proptest (`PROPTEST_CASES=N` for a longer run);
@@ -35,12 +37,15 @@ pub mod openapi;
 pub mod patch;
 pub mod persist;
 pub mod protobuf;
+pub mod rbac;
 pub mod resources;
+pub mod review;
 pub mod selector;
 pub mod server;
 pub mod store;
 pub mod strategy;
 pub mod table;
+pub mod tokens;
 pub mod validation;
 pub mod watch;
 

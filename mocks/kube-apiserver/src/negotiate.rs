@@ -6,8 +6,9 @@
 //! list their preferences in order and end with plain `application/json`, so the
 //! first media range this server can produce wins (apiserver
 //! pkg/endpoints/handlers/negotiation/negotiate.go). Protobuf ranges are skipped:
-//! this server only speaks JSON. Unlike upstream, an Accept header with nothing
-//! acceptable falls back to plain JSON instead of a 406, so odd clients still work.
+//! this server only speaks JSON, and answers JSON to a client that would take YAML or
+//! protobuf too. An Accept header naming none of the media types kube-apiserver serializes
+//! (JSON, YAML, protobuf, or a wildcard) is a 406, as upstream answers it ([`acceptable`]).
 
 /// A representation this server can produce for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +68,22 @@ impl<'a> MediaRange<'a> {
             "application/json" | "application/*" | "*/*"
         )
     }
+}
+
+/// Whether `accept` names a media type kube-apiserver can answer resource requests with
+/// (apiserver pkg/endpoints/handlers/negotiation/negotiate.go `NegotiateOutputMediaType`
+/// fails with 406 otherwise, [`crate::ApiError::NotAcceptable`]). No header, or an empty one, accepts anything.
+pub fn acceptable(accept: Option<&str>) -> bool {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+        return true;
+    };
+    accept.split(',').map(MediaRange::parse).any(|r| {
+        r.is_json()
+            || matches!(
+                r.essence.as_str(),
+                "application/yaml" | "application/vnd.kubernetes.protobuf"
+            )
+    })
 }
 
 /// The first representation in `accept` that is among `offers`; plain JSON when

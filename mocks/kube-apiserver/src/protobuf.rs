@@ -4,8 +4,9 @@
 //! Go CCMs built on client-go send their writes as protobuf by default (cloud-provider
 //! `--kube-api-content-type`), so an unmodified upstream CCM needs the server to read
 //! them; and kubectl's typed `create` subcommands (`create namespace`, `create secret`,
-//! `create deployment`...) send protobuf too. Every served kind is decoded except Pods
-//! (their status is not transcribed), plus `DeleteOptions`; a Pod body is a 415.
+//! `create deployment`...) send protobuf too. Every stored kind is decoded, Pods with
+//! their status, plus `DeleteOptions`, TokenRequest and the review APIs
+//! ([`decode_auth_api`]).
 //! Responses stay JSON, which client-go accepts.
 //!
 //! Wire format (apimachinery pkg/runtime/serializer/protobuf/protobuf.go): the 4-byte
@@ -91,7 +92,7 @@ use Kind::{
     Bool, Bytes, FieldsV1, Int, IntOrString, Map as MapOf, MicroTime, Msg, Quantity, Str, Time,
 };
 
-/// Pod templates, apps/v1 workloads, Namespace, Secret and ConfigMap: too many messages
+/// Pods, pod templates, apps/v1 workloads, Namespace, Secret and ConfigMap: too many messages
 /// to write by hand, so generated (tools/protobuf_tables.py).
 #[rustfmt::skip]
 mod workloads;
@@ -148,6 +149,80 @@ const DELETE_OPTIONS: &[Field] = &[
     rep(5, "dryRun", Str),
     keep(6, "ignoreStoreReadErrorWithClusterBreakingPotential", Bool),
 ];
+
+// --- authentication.k8s.io/v1 and authorization.k8s.io/v1 (k8s.io/api
+// authentication/v1 and authorization/v1 generated.proto): the review APIs and
+// TokenRequest, which client-go sends as protobuf like any write. `extra` and the
+// field/label selector attributes are not transcribed (dropped, as unknown fields are).
+const BOUND_OBJECT_REFERENCE: &[Field] = &[
+    f(1, "kind", Str),
+    f(2, "apiVersion", Str),
+    f(3, "name", Str),
+    f(4, "uid", Str),
+];
+const TOKEN_REQUEST_SPEC: &[Field] = &[
+    rep(1, "audiences", Str),
+    keep(4, "expirationSeconds", Int),
+    keep(3, "boundObjectRef", Msg(BOUND_OBJECT_REFERENCE)),
+];
+const TOKEN_REQUEST: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)),
+    f(2, "spec", Msg(TOKEN_REQUEST_SPEC)),
+];
+const TOKEN_REVIEW_SPEC: &[Field] = &[f(1, "token", Str), rep(2, "audiences", Str)];
+const TOKEN_REVIEW: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)),
+    f(2, "spec", Msg(TOKEN_REVIEW_SPEC)),
+];
+const RESOURCE_ATTRIBUTES: &[Field] = &[
+    f(1, "namespace", Str),
+    f(2, "verb", Str),
+    f(3, "group", Str),
+    f(4, "version", Str),
+    f(5, "resource", Str),
+    f(6, "subresource", Str),
+    f(7, "name", Str),
+];
+const NON_RESOURCE_ATTRIBUTES: &[Field] = &[f(1, "path", Str), f(2, "verb", Str)];
+const SUBJECT_ACCESS_REVIEW_SPEC: &[Field] = &[
+    keep(1, "resourceAttributes", Msg(RESOURCE_ATTRIBUTES)),
+    keep(2, "nonResourceAttributes", Msg(NON_RESOURCE_ATTRIBUTES)),
+    f(3, "user", Str),
+    rep(4, "groups", Str),
+    f(6, "uid", Str),
+];
+const SUBJECT_ACCESS_REVIEW: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)),
+    f(2, "spec", Msg(SUBJECT_ACCESS_REVIEW_SPEC)),
+];
+const SELF_SUBJECT_ACCESS_REVIEW_SPEC: &[Field] = &[
+    keep(1, "resourceAttributes", Msg(RESOURCE_ATTRIBUTES)),
+    keep(2, "nonResourceAttributes", Msg(NON_RESOURCE_ATTRIBUTES)),
+];
+const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)),
+    f(2, "spec", Msg(SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
+];
+const SELF_SUBJECT_REVIEW: &[Field] = &[f(1, "metadata", Msg(OBJECT_META))];
+
+/// The body of a TokenRequest (`kind` "TokenRequest") or of a review of kind `kind` as
+/// JSON; 415 for another kind.
+pub fn decode_auth_api(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let schema = match kind {
+        "TokenRequest" => TOKEN_REQUEST,
+        "TokenReview" => TOKEN_REVIEW,
+        "SubjectAccessReview" | "LocalSubjectAccessReview" => SUBJECT_ACCESS_REVIEW,
+        "SelfSubjectAccessReview" => SELF_SUBJECT_ACCESS_REVIEW,
+        "SelfSubjectReview" => SELF_SUBJECT_REVIEW,
+        _ => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "the body of the request was in an unknown format - accepted media types include: \
+                 application/json (protobuf is not accepted for {kind})"
+            )));
+        }
+    };
+    decode_enveloped(body, schema)
+}
 
 // --- core/v1 (k8s.io/api core/v1/generated.proto) ---
 const OBJECT_REFERENCE: &[Field] = &[
@@ -466,6 +541,7 @@ fn schema_for(desc: &ResourceDesc) -> Option<&'static [Field]> {
         ("", "Namespace") => workloads::NAMESPACE,
         ("", "Secret") => workloads::SECRET,
         ("", "ConfigMap") => workloads::CONFIG_MAP,
+        ("", "Pod") => workloads::POD,
         ("apps", "Deployment") => workloads::DEPLOYMENT,
         ("apps", "DaemonSet") => workloads::DAEMON_SET,
         _ => return None,
@@ -483,7 +559,7 @@ pub fn decode_object(desc: &ResourceDesc, body: &[u8]) -> Result<Value, ApiError
     let schema = schema_for(desc).ok_or_else(|| {
         ApiError::UnsupportedMediaType(format!(
             "the body of the request was in an unknown format - accepted media types include: \
-             application/json (protobuf is accepted for every kind served but pods, not {})",
+             application/json (protobuf is not accepted for {})",
             desc.plural
         ))
     })?;
@@ -878,9 +954,18 @@ mod tests {
 
     #[test]
     fn unsupported_types_are_415_and_garbage_is_400() {
-        let pods = lookup("", "v1", "pods").expect("pods");
+        let reviews = lookup("authentication.k8s.io", "v1", "tokenreviews").expect("reviews");
         assert_eq!(
-            decode_object(pods, &envelope("v1", "Pod", b"")).map_err(|e| e.code()),
+            decode_object(
+                reviews,
+                &envelope("authentication.k8s.io/v1", "TokenReview", b"")
+            )
+            .map_err(|e| e.code()),
+            Err(415),
+            "reviews are decoded by decode_auth_api, not as stored objects"
+        );
+        assert_eq!(
+            decode_auth_api("Nope", &envelope("v1", "Nope", b"")).map_err(|e| e.code()),
             Err(415)
         );
         let nodes = lookup("", "v1", "nodes").expect("nodes");

@@ -67,8 +67,14 @@ pub struct ResourceDesc {
     /// Whether PUT to a missing object creates it (the strategy's `AllowCreateOnUpdate`).
     pub allow_create_on_update: bool,
     pub name_rule: NameRule,
-    /// Pods answer DELETE with the object rather than a Status (`ReturnDeletedObject`).
+    /// DELETE answers with the deleted object rather than a Status: the registries with
+    /// `ReturnDeletedObject` (kubernetes pkg/registry/core/{pod,service,namespace,
+    /// serviceaccount}/storage/storage.go among those served here).
     pub delete_returns_object: bool,
+    /// A review API that only takes `create` and stores nothing (TokenReview,
+    /// SubjectAccessReview...; kubernetes pkg/registry/authentication, authorization):
+    /// answered by [`crate::review`], absent from the store and the OpenAPI documents.
+    pub create_only: bool,
 }
 
 /// Descriptors are identified by group, version and plural.
@@ -184,9 +190,12 @@ const BASE: ResourceDesc = ResourceDesc {
     allow_create_on_update: false,
     name_rule: NameRule::Subdomain,
     delete_returns_object: false,
+    create_only: false,
 };
 
 const RBAC: &str = "rbac.authorization.k8s.io";
+const AUTHN: &str = "authentication.k8s.io";
+const AUTHZ: &str = "authorization.k8s.io";
 
 /// Every resource served. Unconditional-update and create-on-update flags follow each
 /// upstream strategy (e.g. kubernetes pkg/registry/coordination/lease/strategy.go:
@@ -206,7 +215,8 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_unconditional_update: true,
         allow_create_on_update: false,
         name_rule: NameRule::Label,
-        delete_returns_object: false,
+        delete_returns_object: true,
+        create_only: false,
     },
     ResourceDesc {
         group: "",
@@ -223,6 +233,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
+        create_only: false,
     },
     ResourceDesc {
         group: "",
@@ -239,6 +250,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_create_on_update: true,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
+        create_only: false,
     },
     ResourceDesc {
         group: "",
@@ -255,6 +267,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
+        create_only: false,
     },
     ResourceDesc {
         group: "",
@@ -271,6 +284,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
+        create_only: false,
     },
     ResourceDesc {
         group: "",
@@ -286,7 +300,8 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_unconditional_update: true,
         allow_create_on_update: true,
         name_rule: NameRule::Label1035,
-        delete_returns_object: false,
+        delete_returns_object: true,
+        create_only: false,
     },
     ResourceDesc {
         group: "",
@@ -303,6 +318,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: true,
+        create_only: false,
     },
     ResourceDesc {
         group: "coordination.k8s.io",
@@ -319,6 +335,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_create_on_update: true,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
+        create_only: false,
     },
     ResourceDesc {
         group: "events.k8s.io",
@@ -335,6 +352,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_create_on_update: true,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
+        create_only: false,
     },
     ResourceDesc {
         group: "discovery.k8s.io",
@@ -351,6 +369,7 @@ pub static RESOURCES: &[ResourceDesc] = &[
         allow_create_on_update: false,
         name_rule: NameRule::Subdomain,
         delete_returns_object: false,
+        create_only: false,
     },
     // kubernetes pkg/registry/core/serviceaccount: `ReturnDeletedObject`, short name sa.
     ResourceDesc {
@@ -423,7 +442,55 @@ pub static RESOURCES: &[ResourceDesc] = &[
         categories: &["all"],
         ..BASE
     },
+    // kubernetes pkg/registry/authentication/{tokenreview,selfsubjectreview} and
+    // pkg/registry/authorization/*: create-only, nothing stored.
+    review(AUTHN, "tokenreviews", "tokenreview", "TokenReview"),
+    review(
+        AUTHN,
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        "SelfSubjectReview",
+    ),
+    review(
+        AUTHZ,
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        "SubjectAccessReview",
+    ),
+    review(
+        AUTHZ,
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+    ),
+    ResourceDesc {
+        namespaced: true,
+        ..review(
+            AUTHZ,
+            "localsubjectaccessreviews",
+            "localsubjectaccessreview",
+            "LocalSubjectAccessReview",
+        )
+    },
 ];
+
+/// A cluster-scoped review API of `group`/v1 that only takes `create`.
+const fn review(
+    group: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+) -> ResourceDesc {
+    ResourceDesc {
+        group,
+        plural,
+        singular,
+        kind,
+        namespaced: false,
+        create_only: true,
+        ..BASE
+    }
+}
 
 /// The resource at `/api/v1/<plural>` (group "") or `/apis/<group>/<version>/<plural>`.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static ResourceDesc> {

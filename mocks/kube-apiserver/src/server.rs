@@ -53,6 +53,13 @@ pub struct Config {
     pub watch_history: usize,
     /// Largest accepted request body (upstream: 3 MiB).
     pub max_body_bytes: usize,
+    /// Authorize service-account tokens and client certificates outside `system:masters`
+    /// by the Roles, ClusterRoles and bindings stored in the server (as kube-apiserver's
+    /// `--authorization-mode=RBAC`), and seed the part of kube-apiserver's bootstrap policy
+    /// every authenticated user relies on (discovery, self reviews). Off by default: then
+    /// those identities are admins. The admin and read-only tokens keep their fixed roles
+    /// either way, and [`ApiServer::deny`] narrows everyone's.
+    pub rbac: bool,
 }
 
 impl Default for Config {
@@ -66,6 +73,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             watch_history: 10_000,
             max_body_bytes: 3 * 1024 * 1024,
+            rbac: false,
         }
     }
 }
@@ -134,6 +142,9 @@ impl ApiServer {
         };
         let bound = bind(config.listen).await?;
         let addr = bound.local_addr();
+        if let Some(ca) = &ca {
+            crate::review::publish_client_ca(&store, ca.ca_pem());
+        }
         let state = AppState::with_store(&config, store);
         let app = router(state.clone());
         let handle = match &ca {
@@ -231,6 +242,31 @@ impl ApiServer {
             "client-certificate-data": b64(&cert),
             "client-key-data": b64(&key),
         })))
+    }
+
+    /// A token for the ServiceAccount `namespace/name`, valid for `seconds` (at least
+    /// 600), as the TokenRequest API issues it: the server then takes it as
+    /// `system:serviceaccount:<namespace>:<name>`, authorized by RBAC when
+    /// [`Config::rbac`] is on. Fails when the ServiceAccount does not exist.
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        seconds: i64,
+    ) -> Result<String, crate::ApiError> {
+        self.state.service_account_token(namespace, name, seconds)
+    }
+
+    /// A kubeconfig that authenticates as the ServiceAccount `namespace/name` with a
+    /// one-hour token from [`Self::service_account_token`], as a CCM deployed with its
+    /// upstream manifests runs.
+    pub fn kubeconfig_for_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, crate::ApiError> {
+        let token = self.service_account_token(namespace, name, 3600)?;
+        Ok(self.kubeconfig_with_user(json!({"token": token})))
     }
 
     /// A kubeconfig for this server with the admin token (JSON, which is valid YAML).

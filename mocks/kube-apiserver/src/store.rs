@@ -90,6 +90,105 @@ pub struct DeleteOptions {
     pub dry_run: bool,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
+    /// `Foreground`, `Background` or `Orphan` (validated by the HTTP layer).
+    pub propagation_policy: Option<String>,
+    /// The deprecated `orphanDependents`.
+    pub orphan_dependents: Option<bool>,
+    /// `gracePeriodSeconds`: how long a pod may take to stop (graceful deletion).
+    pub grace_period_seconds: Option<i64>,
+}
+
+/// Whether deleting an object of `desc` is graceful: only pods here (kubernetes
+/// pkg/registry/core/pod/strategy.go implements `RESTGracefulDeleteStrategy`).
+fn graceful_delete(desc: &ResourceDesc) -> bool {
+    desc.group.is_empty() && desc.plural == "pods"
+}
+
+/// The grace period a first DELETE gives a pod (pod strategy `CheckGracefulDelete`, after
+/// apiserver pkg/registry/rest/delete.go `BeforeDelete` turned a negative request into 1):
+/// the request's, else `spec.terminationGracePeriodSeconds`; zero for a pod that is not
+/// scheduled or has terminated.
+fn pod_grace_period(pod: &Value, opts: &DeleteOptions) -> i64 {
+    let requested = opts.grace_period_seconds.map(|p| if p < 0 { 1 } else { p });
+    let mut period = requested.unwrap_or_else(|| {
+        // kubernetes pkg/apis/core/v1 defaults.go: 30 s when the pod did not say.
+        pod.pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30)
+    });
+    let scheduled = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    if !scheduled || matches!(phase, Some("Failed" | "Succeeded")) {
+        period = 0;
+    }
+    period.max(0)
+}
+
+/// `ts` moved by `seconds` (RFC 3339, whole seconds); `ts` itself when it does not parse.
+fn shift_timestamp(ts: &str, seconds: i64) -> String {
+    ts.parse::<jiff::Timestamp>()
+        .ok()
+        .and_then(|t| t.checked_add(jiff::SignedDuration::from_secs(seconds)).ok())
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|| ts.to_string())
+}
+
+/// Strings as Go's `%#v` prints their elements: quoted, comma-separated.
+fn go_strings(items: &[&String]) -> String {
+    items
+        .iter()
+        .map(|s| format!("{s:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The garbage collector's finalizers (apimachinery pkg/apis/meta/v1 `FinalizerOrphanDependents`,
+/// `FinalizerDeleteDependents`).
+const ORPHAN_FINALIZER: &str = "orphan";
+const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+/// The finalizers a DELETE leaves on `obj` once the garbage collector's are added or
+/// removed as `opts` asks, or `None` when they stay as they are (apiserver
+/// pkg/registry/generic/registry/store.go `deletionFinalizersForGarbageCollection`,
+/// `shouldOrphanDependents`, `shouldDeleteDependents`). Events opt out of garbage
+/// collection (kubernetes pkg/registry/core/event/strategy.go `rest.Unsupported`); every
+/// other resource served here defaults to background deletion.
+fn gc_finalizers(desc: &ResourceDesc, obj: &Value, opts: &DeleteOptions) -> Option<Vec<String>> {
+    if desc.plural == "events" {
+        return None;
+    }
+    let current = finalizers(obj);
+    let has = |f: &str| current.iter().any(|c| c == f);
+    let policy = opts.propagation_policy.as_deref();
+    let orphan = match (opts.orphan_dependents, policy) {
+        (Some(o), _) => o,
+        (None, Some(p)) => p == "Orphan",
+        (None, None) => current
+            .iter()
+            .find(|f| *f == ORPHAN_FINALIZER || *f == FOREGROUND_FINALIZER)
+            .is_some_and(|f| f == ORPHAN_FINALIZER),
+    };
+    let foreground = match (opts.orphan_dependents, policy) {
+        (Some(_), _) => false,
+        (None, Some(p)) => p == "Foreground",
+        (None, None) => has(FOREGROUND_FINALIZER),
+    };
+    let mut out: Vec<String> = current
+        .iter()
+        .filter(|f| *f != ORPHAN_FINALIZER && *f != FOREGROUND_FINALIZER)
+        .cloned()
+        .collect();
+    if orphan {
+        out.push(ORPHAN_FINALIZER.into());
+    }
+    if foreground {
+        out.push(FOREGROUND_FINALIZER.into());
+    }
+    let same = out.len() == current.len() && out.iter().all(|f| has(f));
+    (!same).then_some(out)
 }
 
 /// What a DELETE did.
@@ -792,7 +891,8 @@ impl Store {
                     vec![Cause::forbidden(
                         "metadata.finalizers",
                         &format!(
-                            "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                            "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                            go_strings(&added)
                         ),
                     )],
                 ));
@@ -904,15 +1004,86 @@ impl Store {
             ));
         }
         let key = (ns.clone(), name.to_string());
-        if !finalizers(&old).is_empty() {
-            if meta_nonempty(&old, "deletionTimestamp").is_some() {
+        let deleting = meta_nonempty(&old, "deletionTimestamp").is_some();
+        // Graceful deletion (pods; apiserver pkg/registry/rest/delete.go `BeforeDelete`):
+        // the first DELETE sets deletionTimestamp = now + grace period; a later one may
+        // only shorten a pending grace period, and otherwise changes nothing.
+        let mut graceful: Option<(String, i64)> = None;
+        if graceful_delete(desc) {
+            let current = old
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .filter(|g| *g > 0);
+            match (deleting, current) {
+                (false, _) => {
+                    let period = pod_grace_period(&old, opts);
+                    graceful = Some((shift_timestamp(&now_rfc3339(), period), period));
+                }
+                (true, None) => {}
+                (true, Some(current)) => {
+                    let shorter = opts
+                        .grace_period_seconds
+                        .map(|p| if p < 0 { 1 } else { p })
+                        .filter(|p| *p < current);
+                    let Some(period) = shorter else {
+                        return Ok(DeleteOutcome::Pending((*old).clone()));
+                    };
+                    let ts = meta_str(&old, "deletionTimestamp").unwrap_or("");
+                    graceful = Some((shift_timestamp(ts, period - current), period));
+                }
+            }
+        }
+        // With finalizers left (those of the object, or the garbage collector's that the
+        // propagation policy adds) or a grace period running, the object is only marked
+        // (store.go `updateForGracefulDeletionAndFinalizers`, `markAsDeleting`); a graceful
+        // delete with no grace period left is marked, then deleted; otherwise it goes.
+        let gc = gc_finalizers(desc, &old, opts);
+        let pending = gc.as_ref().map_or_else(|| finalizers(&old), Clone::clone);
+        let mut current = old.clone();
+        if !pending.is_empty() || graceful.is_some() {
+            if deleting && gc.is_none() && graceful.is_none() {
                 return Ok(DeleteOutcome::Pending((*old).clone()));
             }
             let mut marked = (*old).clone();
-            set_meta(&mut marked, "deletionTimestamp", Some(json!(now_rfc3339())));
-            set_meta(&mut marked, "deletionGracePeriodSeconds", Some(json!(0)));
+            if gc.is_some() {
+                set_meta(&mut marked, "finalizers", Some(json!(pending)));
+            }
+            let bump = |marked: &mut Value| {
+                if let Some(g) = marked
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    && g > 0
+                {
+                    set_meta(marked, "generation", Some(json!(g + 1)));
+                }
+            };
+            match &graceful {
+                Some((ts, period)) => {
+                    if !deleting {
+                        bump(&mut marked);
+                    }
+                    set_meta(&mut marked, "deletionTimestamp", Some(json!(ts)));
+                    set_meta(
+                        &mut marked,
+                        "deletionGracePeriodSeconds",
+                        Some(json!(period)),
+                    );
+                }
+                None => {
+                    if !deleting {
+                        bump(&mut marked);
+                        set_meta(&mut marked, "deletionTimestamp", Some(json!(now_rfc3339())));
+                    }
+                    set_meta(&mut marked, "deletionGracePeriodSeconds", Some(json!(0)));
+                }
+            }
+            let stays = !pending.is_empty() || graceful.as_ref().is_some_and(|(_, p)| *p > 0);
             if opts.dry_run {
-                return Ok(DeleteOutcome::Pending(marked));
+                return Ok(if stays {
+                    DeleteOutcome::Pending(marked)
+                } else {
+                    DeleteOutcome::Deleted(marked)
+                });
             }
             let revision = inner.revision + 1;
             set_meta(
@@ -925,17 +1096,21 @@ impl Store {
                 .objects
                 .entry(desc.key())
                 .or_default()
-                .insert(key, marked.clone());
+                .insert(key.clone(), marked.clone());
             self.commit(
                 &mut inner,
                 EventKind::Modified,
                 desc,
-                ns,
+                ns.clone(),
                 marked.clone(),
                 Some(old),
             );
-            return Ok(DeleteOutcome::Pending((*marked).clone()));
+            if stays {
+                return Ok(DeleteOutcome::Pending((*marked).clone()));
+            }
+            current = marked;
         }
+        let old = current;
         if opts.dry_run {
             return Ok(DeleteOutcome::Deleted((*old).clone()));
         }
@@ -1323,6 +1498,133 @@ mod tests {
             kinds,
             vec![EventKind::Deleted, EventKind::Modified, EventKind::Added]
         );
+    }
+
+    #[test]
+    fn propagation_policies_add_and_drop_the_collector_finalizers() {
+        let store = Store::new(100);
+        for name in ["fg", "or", "bg"] {
+            store
+                .create(
+                    nodes(),
+                    None,
+                    json!({"metadata": {"name": name}}),
+                    WriteOptions::default(),
+                )
+                .expect("create");
+        }
+        let policy = |p: &str| DeleteOptions {
+            propagation_policy: Some(p.into()),
+            ..DeleteOptions::default()
+        };
+        let DeleteOutcome::Pending(fg) = store
+            .delete(nodes(), None, "fg", &policy("Foreground"))
+            .expect("delete")
+        else {
+            panic!("a foreground delete waits for the collector")
+        };
+        assert_eq!(fg["metadata"]["finalizers"], json!([FOREGROUND_FINALIZER]));
+        assert!(fg["metadata"]["deletionTimestamp"].is_string());
+        let DeleteOutcome::Pending(or) = store
+            .delete(nodes(), None, "or", &policy("Orphan"))
+            .expect("delete")
+        else {
+            panic!("an orphaning delete waits for the collector")
+        };
+        assert_eq!(or["metadata"]["finalizers"], json!([ORPHAN_FINALIZER]));
+        // Deleting again in the background drops the orphan finalizer, and with no
+        // finalizer left the object goes (store.go `errDeleteNow`).
+        assert!(matches!(
+            store.delete(nodes(), None, "or", &policy("Background")),
+            Ok(DeleteOutcome::Deleted(_))
+        ));
+        assert!(matches!(
+            store.delete(nodes(), None, "bg", &policy("Background")),
+            Ok(DeleteOutcome::Deleted(_))
+        ));
+        // Events are outside garbage collection: no finalizer, gone at once.
+        let events = resources::lookup("", "v1", "events").expect("events");
+        store
+            .create(
+                events,
+                Some("default"),
+                json!({"metadata": {"name": "e"}, "involvedObject": {}}),
+                WriteOptions::default(),
+            )
+            .expect("create");
+        assert!(matches!(
+            store.delete(events, Some("default"), "e", &policy("Foreground")),
+            Ok(DeleteOutcome::Deleted(_))
+        ));
+    }
+
+    #[test]
+    fn pods_are_deleted_gracefully_when_scheduled() {
+        let store = Store::new(100);
+        let pods = resources::lookup("", "v1", "pods").expect("pods");
+        for (name, node) in [("unscheduled", ""), ("running", "n1")] {
+            store
+                .create(
+                    pods,
+                    Some("default"),
+                    json!({"metadata": {"name": name}, "spec": {"nodeName": node,
+                        "containers": [{"name": "c", "image": "i"}]}}),
+                    WriteOptions::default(),
+                )
+                .expect("create");
+        }
+        let none = DeleteOptions::default();
+        // Not scheduled: no grace period, marked and gone at once; the answer shows the mark.
+        let Ok(DeleteOutcome::Deleted(gone)) =
+            store.delete(pods, Some("default"), "unscheduled", &none)
+        else {
+            panic!("an unscheduled pod goes at once")
+        };
+        assert!(gone["metadata"]["deletionTimestamp"].is_string());
+        assert_eq!(gone["metadata"]["deletionGracePeriodSeconds"], 0);
+        let kinds: Vec<EventKind> = store
+            .history()
+            .iter()
+            .rev()
+            .take(2)
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(kinds, vec![EventKind::Deleted, EventKind::Modified]);
+        // Scheduled: the pod's 30 s, then only shorter periods change anything.
+        let Ok(DeleteOutcome::Pending(first)) =
+            store.delete(pods, Some("default"), "running", &none)
+        else {
+            panic!("a running pod stays for its grace period")
+        };
+        assert_eq!(first["metadata"]["deletionGracePeriodSeconds"], 30);
+        let ts = |v: &Value| {
+            v["metadata"]["deletionTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                .expect("timestamp")
+        };
+        let grace = |p: i64| DeleteOptions {
+            grace_period_seconds: Some(p),
+            ..DeleteOptions::default()
+        };
+        let Ok(DeleteOutcome::Pending(same)) =
+            store.delete(pods, Some("default"), "running", &grace(60))
+        else {
+            panic!("pending")
+        };
+        assert_eq!(same, first);
+        let Ok(DeleteOutcome::Pending(shorter)) =
+            store.delete(pods, Some("default"), "running", &grace(10))
+        else {
+            panic!("pending")
+        };
+        assert_eq!(shorter["metadata"]["deletionGracePeriodSeconds"], 10);
+        assert_eq!(ts(&first).as_second() - ts(&shorter).as_second(), 20);
+        assert!(matches!(
+            store.delete(pods, Some("default"), "running", &grace(0)),
+            Ok(DeleteOutcome::Deleted(_))
+        ));
+        assert!(store.get(pods, Some("default"), "running").is_err());
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! real clients notice live here: status subresource isolation, create-time
 //! defaults, and immutable fields.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 
 use crate::error::Cause;
@@ -37,9 +39,17 @@ pub fn prepare_create(desc: &ResourceDesc, obj: &mut Value) {
             map.insert("status".into(), json!({"loadBalancer": {}}));
             default_service_spec(map);
         }
-        // kubernetes pkg/registry/core/pod/strategy.go PrepareForCreate resets status.
+        // kubernetes pkg/registry/core/pod/strategy.go PrepareForCreate resets status and
+        // sets the QoS class (pkg/apis/core/helper/qos `ComputePodQOS`).
         ("", "Pod") => {
-            map.insert("status".into(), json!({"phase": "Pending"}));
+            let mut spec = map.get("spec").cloned().unwrap_or_else(|| json!({}));
+            if let Some(spec) = spec.as_object_mut() {
+                default_pod_resources(spec);
+            }
+            map.insert(
+                "status".into(),
+                json!({"phase": "Pending", "qosClass": qos_class(&spec)}),
+            );
         }
         // kubernetes pkg/registry/apps/deployment/strategy.go PrepareForCreate: an empty
         // status (every field omitempty) and generation 1.
@@ -158,6 +168,48 @@ fn apply_defaults(desc: &ResourceDesc, obj: &mut Value) {
                 }
             }
         }
+        // kubernetes pkg/apis/core/v1/defaults.go `SetDefaults_PodSpec`, `SetDefaults_Pod`
+        // (requests default to limits), plus what the Priority admission plugin writes
+        // into a pod without a priority class (plugin/pkg/admission/priority).
+        ("", "Pod") => {
+            let Some(spec) = child(map, "spec") else {
+                return;
+            };
+            default_pod_spec(spec);
+            default_pod_resources(spec);
+            default_field(spec, "enableServiceLinks", json!(true));
+            default_field(spec, "priority", json!(0));
+            default_field(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+        }
+        // Go serializes NodeStatus's non-pointer structs whole: `daemonEndpoints` with a
+        // zero port and `nodeInfo` with its ten (not omitempty) strings, sent or not
+        // (k8s.io/api core/v1 types.go `NodeStatus`, `NodeDaemonEndpoints`, `NodeSystemInfo`).
+        ("", "Node") => {
+            let Some(status) = child(map, "status") else {
+                return;
+            };
+            if let Some(endpoints) = child(status, "daemonEndpoints")
+                && let Some(kubelet) = child(endpoints, "kubeletEndpoint")
+            {
+                default_field(kubelet, "Port", json!(0));
+            }
+            if let Some(info) = child(status, "nodeInfo") {
+                for key in [
+                    "machineID",
+                    "systemUUID",
+                    "bootID",
+                    "kernelVersion",
+                    "osImage",
+                    "containerRuntimeVersion",
+                    "kubeletVersion",
+                    "kubeProxyVersion",
+                    "operatingSystem",
+                    "architecture",
+                ] {
+                    default_field(info, key, json!(""));
+                }
+            }
+        }
         // kubernetes pkg/apis/core/v1/defaults.go `SetDefaults_Secret`.
         ("", "Secret") => default_string(map, "type", "Opaque"),
         // Every field of an ObjectReference is omitempty: an empty `namespace` sent for a
@@ -261,6 +313,117 @@ fn default_pod_spec(pod: &mut Map<String, Value>) {
                 default_field(port, "protocol", json!("TCP"));
             }
         }
+    }
+}
+
+/// A container's requests default to its limits (`SetDefaults_Pod`).
+fn default_pod_resources(pod: &mut Map<String, Value>) {
+    for list in ["initContainers", "containers"] {
+        let containers = pod.get_mut(list).and_then(Value::as_array_mut);
+        for c in containers
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            let Some(resources) = c.get_mut("resources").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+                continue;
+            };
+            if limits.is_empty() {
+                continue;
+            }
+            let Some(requests) = child(resources, "requests") else {
+                continue;
+            };
+            for (name, q) in limits {
+                default_field(requests, &name, q);
+            }
+        }
+    }
+}
+
+/// A quantity (`100m`, `1.5`, `128Mi`, `2G`, `1e3`) as a number, for comparisons.
+fn quantity(q: &Value) -> Option<f64> {
+    let text = match q {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    const SUFFIXES: &[(&str, f64)] = &[
+        ("Ki", 1024.0),
+        ("Mi", 1_048_576.0),
+        ("Gi", 1_073_741_824.0),
+        ("Ti", 1_099_511_627_776.0),
+        ("Pi", 1_125_899_906_842_624.0),
+        ("Ei", 1_152_921_504_606_846_976.0),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+    ];
+    for (suffix, factor) in SUFFIXES {
+        if let Some(number) = text.strip_suffix(suffix) {
+            return number.parse::<f64>().ok().map(|n| n * factor);
+        }
+    }
+    text.parse::<f64>().ok()
+}
+
+/// The QoS class of a pod spec (kubernetes pkg/apis/core/helper/qos/qos.go
+/// `ComputePodQOS`, container resources only): BestEffort without any cpu or memory
+/// request or limit; Guaranteed when every container limits both and requests equal
+/// limits; Burstable otherwise.
+fn qos_class(spec: &Value) -> &'static str {
+    const SUPPORTED: [&str; 2] = ["cpu", "memory"];
+    let mut requests: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut limits: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut guaranteed = true;
+    for list in ["initContainers", "containers"] {
+        for c in spec
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let mut limited = 0;
+            for (kind, sums) in [("requests", &mut requests), ("limits", &mut limits)] {
+                for name in SUPPORTED {
+                    let q = c
+                        .pointer(&format!("/resources/{kind}/{name}"))
+                        .and_then(quantity)
+                        .filter(|q| *q > 0.0);
+                    if let Some(q) = q {
+                        *sums.entry(name).or_default() += q;
+                        if kind == "limits" {
+                            limited += 1;
+                        }
+                    }
+                }
+            }
+            if limited < SUPPORTED.len() {
+                guaranteed = false;
+            }
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        return "BestEffort";
+    }
+    let equal = SUPPORTED
+        .iter()
+        .all(|name| match (requests.get(name), limits.get(name)) {
+            (Some(r), Some(l)) => (r - l).abs() < 1e-9,
+            (None, Some(_)) => true,
+            _ => false,
+        });
+    if guaranteed && equal {
+        "Guaranteed"
+    } else {
+        "Burstable"
     }
 }
 
@@ -579,7 +742,7 @@ pub fn validate_create(desc: &ResourceDesc, obj: &Value) -> Vec<Cause> {
 /// workload selectors and templates (kubernetes pkg/apis/apps/validation
 /// `ValidateDeploymentSpec`, `ValidateDaemonSetSpec`), policy rules, role references and
 /// subjects (pkg/apis/rbac/validation). Pod specs are not validated beyond having
-/// containers.
+/// containers (and, on update, changing only what `ValidatePodUpdate` allows).
 fn validate_object(desc: &ResourceDesc, obj: &Value) -> Vec<Cause> {
     let mut causes = crate::validation::validate(desc, obj);
     match (desc.group, desc.kind) {
@@ -593,9 +756,71 @@ fn validate_object(desc: &ResourceDesc, obj: &Value) -> Vec<Cause> {
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             validate_binding(desc, obj, &mut causes);
         }
+        // kubernetes pkg/apis/core/validation `ValidatePodSpec`: at least one container.
+        ("", "Pod") if list_len(obj.get("spec").unwrap_or(&Value::Null), "containers") == 0 => {
+            causes.push(Cause::required("spec.containers", ""));
+        }
         _ => {}
     }
     causes
+}
+
+/// The fields of a pod spec an update may change (kubernetes pkg/apis/core/validation
+/// `updatablePodSpecFields`).
+const UPDATABLE_POD_SPEC_FIELDS: &str = "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+/// `ValidatePodUpdate`'s spec rule: the new spec with its updatable fields taken from the
+/// old one must equal the old spec. The cause's message names the spec fields that
+/// differ where upstream prints a Go diff of the two specs.
+fn validate_pod_update(old: &Value, new: &Value, causes: &mut Vec<Cause>) {
+    let (Some(old_spec), Some(new_spec)) = (
+        old.get("spec").and_then(Value::as_object),
+        new.get("spec").and_then(Value::as_object),
+    ) else {
+        return;
+    };
+    let mut munged = new_spec.clone();
+    for list in ["containers", "initContainers"] {
+        let old_list = old_spec.get(list).and_then(Value::as_array);
+        let new_list = munged.get_mut(list).and_then(Value::as_array_mut);
+        if let (Some(old_list), Some(new_list)) = (old_list, new_list)
+            && old_list.len() == new_list.len()
+        {
+            for (n, o) in new_list.iter_mut().zip(old_list) {
+                if let (Some(n), Some(image)) = (n.as_object_mut(), o.get("image")) {
+                    n.insert("image".into(), image.clone());
+                }
+            }
+        }
+    }
+    for key in ["activeDeadlineSeconds", "tolerations", "schedulingGates"] {
+        match old_spec.get(key) {
+            Some(v) => {
+                munged.insert(key.into(), v.clone());
+            }
+            None => {
+                munged.remove(key);
+            }
+        }
+    }
+    if &munged == old_spec {
+        return;
+    }
+    let mut changed: Vec<&str> = munged
+        .keys()
+        .chain(old_spec.keys())
+        .filter(|k| munged.get(*k) != old_spec.get(*k))
+        .map(String::as_str)
+        .collect();
+    changed.sort_unstable();
+    changed.dedup();
+    causes.push(Cause::forbidden(
+        "spec",
+        &format!(
+            "pod updates may not change fields other than {UPDATABLE_POD_SPEC_FIELDS}\nchanged: {}",
+            changed.join(", ")
+        ),
+    ));
 }
 
 fn list_len(v: &Value, key: &str) -> usize {
@@ -802,6 +1027,20 @@ pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cau
                 "cannot change roleRef",
             ));
         }
+        ("", "Pod") => validate_pod_update(old, new, &mut causes),
+        // kubernetes pkg/apis/core/validation `ValidateConfigMapUpdate`,
+        // `ValidateSecretUpdate`: an immutable object keeps its data and stays immutable.
+        ("", "ConfigMap" | "Secret") if old.get("immutable") == Some(&json!(true)) => {
+            let immutable = "field is immutable when `immutable` is set";
+            if new.get("immutable") != Some(&json!(true)) {
+                causes.push(Cause::forbidden("immutable", immutable));
+            }
+            for key in ["data", "binaryData"] {
+                if old.get(key) != new.get(key) {
+                    causes.push(Cause::forbidden(key, immutable));
+                }
+            }
+        }
         // kubernetes pkg/apis/apps/validation: the selector is immutable in apps/v1.
         ("apps", "Deployment" | "DaemonSet")
             if old.pointer("/spec/selector") != new.pointer("/spec/selector") =>
@@ -859,6 +1098,52 @@ pub fn validate_update(desc: &ResourceDesc, old: &Value, new: &Value) -> Vec<Cau
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qos_classes_follow_requests_and_limits() {
+        let pod = |resources: Value| json!({"containers": [{"name": "c", "resources": resources}]});
+        assert_eq!(qos_class(&pod(json!({}))), "BestEffort");
+        assert_eq!(
+            qos_class(&pod(json!({"limits": {"cpu": "1", "memory": "1Gi"},
+                "requests": {"cpu": "1000m", "memory": "1024Mi"}}))),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&pod(json!({"limits": {"cpu": "1", "memory": "1Gi"}}))),
+            "Guaranteed",
+            "requests default to limits"
+        );
+        assert_eq!(
+            qos_class(&pod(json!({"requests": {"cpu": "100m"}}))),
+            "Burstable"
+        );
+        assert_eq!(
+            qos_class(&pod(json!({"limits": {"cpu": "2", "memory": "1Gi"},
+                "requests": {"cpu": "1", "memory": "1Gi"}}))),
+            "Burstable"
+        );
+    }
+
+    #[test]
+    fn pod_specs_change_only_where_upstream_allows() {
+        let old =
+            json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a:1"}]}});
+        let mut causes = Vec::new();
+        let image = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a:2"}],
+            "activeDeadlineSeconds": 5}});
+        validate_pod_update(&old, &image, &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        let moved =
+            json!({"spec": {"nodeName": "n2", "containers": [{"name": "c", "image": "a:1"}]}});
+        validate_pod_update(&old, &moved, &mut causes);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec");
+        assert!(
+            causes[0].message.contains("changed: nodeName"),
+            "{}",
+            causes[0].message
+        );
+    }
     use crate::resources::lookup;
 
     #[test]
@@ -1197,10 +1482,15 @@ mod tests {
         );
         let mut status = json!({"metadata": {"labels": {"a": "b"}}, "status": {"phase": "y"}});
         prepare_update(nodes, Subresource::Status, &old, &mut status);
+        assert_eq!(status["metadata"], json!({"labels": {"a": "b"}}));
+        assert_eq!(status["spec"], json!({"podCIDR": "a"}));
+        assert_eq!(status["status"]["phase"], "y");
+        // The Go zero values of NodeStatus's structs, as kube-apiserver writes them.
         assert_eq!(
-            status,
-            json!({"metadata": {"labels": {"a": "b"}}, "spec": {"podCIDR": "a"}, "status": {"phase": "y"}})
+            status["status"]["daemonEndpoints"],
+            json!({"kubeletEndpoint": {"Port": 0}})
         );
+        assert_eq!(status["status"]["nodeInfo"]["kubeletVersion"], "");
     }
 
     #[test]

@@ -469,21 +469,24 @@ async fn protobuf_delete_options_unsupported_types_and_garbage() {
     let (s, _) = send(&app, "GET", "/api/v1/nodes/victim", "", Vec::new()).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 
-    // A type without a protobuf decoder: 415.
-    let pod = core::Pod {
-        metadata: Some(object_meta("p")),
+    // Reviews decode too: a TokenReview of an unknown token.
+    let review = k8s_pb::api::authentication::v1::TokenReview {
+        spec: Some(k8s_pb::api::authentication::v1::TokenReviewSpec {
+            token: Some("not-a-token".into()),
+            audiences: Vec::new(),
+        }),
         ..Default::default()
     };
     let (s, v) = send(
         &app,
         "POST",
-        "/api/v1/namespaces/default/pods",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
         PROTOBUF,
-        envelope("v1", "Pod", &pod),
+        envelope("authentication.k8s.io/v1", "TokenReview", &review),
     )
     .await;
-    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{v}");
-    assert_eq!(v["reason"], "UnsupportedMediaType");
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["status"]["error"], "invalid bearer token");
     // Not protobuf at all, or cut short: 400, and nothing stored.
     let (s, v) = send(
         &app,
@@ -940,4 +943,173 @@ async fn daemonset_from_protobuf_equals_the_same_daemonset_from_json() {
     assert_eq!(s, StatusCode::CREATED, "{from_json}");
     assert_eq!(from_pb["spec"], from_json["spec"]);
     assert_eq!(from_pb["status"], from_json["status"]);
+}
+
+#[tokio::test]
+async fn pods_and_their_status_decode() {
+    // What a Go client sends for a pod and, as a kubelet, for its status.
+    let app = app();
+    let pod = core::Pod {
+        metadata: Some(object_meta("web")),
+        spec: Some(core::PodSpec {
+            node_name: Some("n1".into()),
+            containers: vec![core::Container {
+                name: Some("c".into()),
+                image: Some("registry.k8s.io/pause:3.10".into()),
+                ports: vec![core::ContainerPort {
+                    container_port: Some(8080),
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            termination_grace_period_seconds: Some(0),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let (s, v) = send(
+        &app,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        PROTOBUF,
+        envelope("v1", "Pod", &pod),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["spec"]["nodeName"], "n1");
+    assert_eq!(
+        v["spec"]["containers"][0]["image"],
+        "registry.k8s.io/pause:3.10"
+    );
+    assert_eq!(
+        v["spec"]["containers"][0]["ports"][0],
+        json!({"containerPort": 8080, "protocol": "TCP"})
+    );
+    // A pointer field keeps its zero.
+    assert_eq!(v["spec"]["terminationGracePeriodSeconds"], 0);
+    let mut with_status = pod.clone();
+    with_status.metadata = Some(meta::ObjectMeta {
+        resource_version: v["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string),
+        ..object_meta("web")
+    });
+    with_status.status = Some(core::PodStatus {
+        phase: Some("Running".into()),
+        pod_ip: Some("10.1.0.7".into()),
+        pod_ips: vec![core::PodIp {
+            ip: Some("10.1.0.7".into()),
+        }],
+        conditions: vec![core::PodCondition {
+            r#type: Some("Ready".into()),
+            status: Some("True".into()),
+            ..Default::default()
+        }],
+        container_statuses: vec![core::ContainerStatus {
+            name: Some("c".into()),
+            ready: Some(true),
+            restart_count: Some(0),
+            image: Some("registry.k8s.io/pause:3.10".into()),
+            image_id: Some(String::new()),
+            state: Some(core::ContainerState {
+                running: Some(core::ContainerStateRunning {
+                    started_at: Some(meta::Time {
+                        seconds: Some(1_767_225_600),
+                        nanos: Some(0),
+                    }),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let (s, v) = send(
+        &app,
+        "PUT",
+        "/api/v1/namespaces/default/pods/web/status",
+        PROTOBUF,
+        envelope("v1", "Pod", &with_status),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["status"]["phase"], "Running");
+    assert_eq!(v["status"]["podIPs"], json!([{"ip": "10.1.0.7"}]));
+    assert_eq!(
+        v["status"]["conditions"][0],
+        json!({"type": "Ready", "status": "True"})
+    );
+    let cs = &v["status"]["containerStatuses"][0];
+    assert_eq!(cs["ready"], true);
+    assert_eq!(cs["restartCount"], 0, "a non-omitempty zero is kept: {cs}");
+    assert_eq!(cs["imageID"], "");
+    assert_eq!(
+        cs["state"],
+        json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}})
+    );
+}
+
+#[tokio::test]
+async fn token_requests_and_access_reviews_decode() {
+    // client-go sends CreateToken and the delegated authorizer's reviews as protobuf.
+    use k8s_pb::api::authentication::v1 as authn;
+    use k8s_pb::api::authorization::v1 as authz;
+    let app = app();
+    let sa = core::ServiceAccount {
+        metadata: Some(object_meta("ccm")),
+        ..Default::default()
+    };
+    let (s, v) = send(
+        &app,
+        "POST",
+        "/api/v1/namespaces/kube-system/serviceaccounts",
+        PROTOBUF,
+        envelope("v1", "ServiceAccount", &sa),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let request = authn::TokenRequest {
+        spec: Some(authn::TokenRequestSpec {
+            audiences: Vec::new(),
+            expiration_seconds: Some(1200),
+            bound_object_ref: None,
+        }),
+        ..Default::default()
+    };
+    let (s, v) = send(
+        &app,
+        "POST",
+        "/api/v1/namespaces/kube-system/serviceaccounts/ccm/token",
+        PROTOBUF,
+        envelope("authentication.k8s.io/v1", "TokenRequest", &request),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["spec"]["expirationSeconds"], 1200);
+    let sar = authz::SubjectAccessReview {
+        spec: Some(authz::SubjectAccessReviewSpec {
+            resource_attributes: Some(authz::ResourceAttributes {
+                verb: Some("delete".into()),
+                resource: Some("nodes".into()),
+                name: Some("n1".into()),
+                ..Default::default()
+            }),
+            user: Some("someone".into()),
+            groups: vec!["system:masters".into()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let (s, v) = send(
+        &app,
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        PROTOBUF,
+        envelope("authorization.k8s.io/v1", "SubjectAccessReview", &sar),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["spec"]["resourceAttributes"]["name"], "n1");
+    assert_eq!(v["status"]["allowed"], true);
 }

@@ -315,7 +315,55 @@ async fn field_validation_strict_warn_ignore() {
         Some(("application/merge-patch+json", json!({"extra": 1}))),
     )
     .await;
-    assert_eq!(patch.status, StatusCode::BAD_REQUEST, "{}", patch.body);
+    // The patch handler reports the patched object as an invalid `patch` (a 422, as
+    // kube-apiserver v1.37.2 answers it), where a create gets the decoder's 400.
+    assert_eq!(
+        patch.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        patch.body
+    );
+    assert_eq!(patch.body["details"]["causes"][0]["field"], "patch");
+    assert!(
+        patch.body["details"]["causes"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("strict decoding error: unknown field \"extra\"")),
+        "{}",
+        patch.body
+    );
+    // A repeated key is refused under Strict only (the last one wins otherwise).
+    let raw = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dup"},"data":{"a":"1"},"data":{"b":"2"}}"#;
+    for (validation, status) in [
+        ("Strict", StatusCode::BAD_REQUEST),
+        ("Ignore", StatusCode::CREATED),
+    ] {
+        let resp = app
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .method("POST")
+                    .uri(format!(
+                        "/api/v1/namespaces/default/configmaps?fieldValidation={validation}"
+                    ))
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(raw))
+                    .expect("request"),
+            )
+            .await
+            .expect("infallible");
+        assert_eq!(resp.status(), status, "{validation}");
+        let body: Value =
+            serde_json::from_slice(&resp.into_body().collect().await.expect("body").to_bytes())
+                .expect("json");
+        if validation == "Strict" {
+            assert_eq!(
+                body["message"],
+                "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: duplicate field \"data\""
+            );
+        } else {
+            assert_eq!(body["data"], json!({"b": "2"}));
+        }
+    }
     let ignored = send(
         &app,
         "PATCH",

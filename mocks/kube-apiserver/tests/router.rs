@@ -195,7 +195,117 @@ async fn wrong_token_is_401_and_no_token_is_anonymous() {
             .body(Body::empty())
             .expect("req");
         assert_eq!(send(&app, r).await.0, StatusCode::OK, "{path}");
+        // ... but a token that fails is a 401 there too: authentication comes first.
+        let r = Request::builder()
+            .uri(path)
+            .header(header::AUTHORIZATION, "Bearer nope")
+            .body(Body::empty())
+            .expect("req");
+        assert_eq!(send(&app, r).await.0, StatusCode::UNAUTHORIZED, "{path}");
     }
+}
+
+#[tokio::test]
+async fn an_accept_header_without_a_served_media_type_is_406() {
+    let app = app();
+    create_node(&app, "a").await;
+    let with_accept = |accept: &str| {
+        let mut r = req("GET", "/api/v1/nodes/a", None, Body::empty());
+        r.headers_mut()
+            .insert(header::ACCEPT, accept.parse().expect("header"));
+        r
+    };
+    let (s, v) = send(&app, with_accept("application/xml")).await;
+    assert_eq!(s, StatusCode::NOT_ACCEPTABLE);
+    assert_status(&v, 406, "NotAcceptable");
+    assert_eq!(v["details"], json!({}), "{v}");
+    for ok in [
+        "application/xml, */*",
+        "application/vnd.kubernetes.protobuf",
+        "application/yaml",
+        "",
+    ] {
+        let (s, v) = send(&app, with_accept(ok)).await;
+        assert_eq!(s, StatusCode::OK, "{ok:?}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn list_options_limit_and_resource_version_match() {
+    let app = app();
+    for n in ["a", "b"] {
+        create_node(&app, n).await;
+    }
+    // A limit of zero or less is no limit.
+    for limit in ["0", "-1"] {
+        let (s, v) = send(
+            &app,
+            req(
+                "GET",
+                &format!("/api/v1/nodes?limit={limit}"),
+                None,
+                Body::empty(),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["items"].as_array().map(Vec::len), Some(2), "{v}");
+        assert!(v["metadata"].get("continue").is_none(), "{v}");
+    }
+    let (s, v) = send(
+        &app,
+        req(
+            "GET",
+            "/api/v1/nodes?resourceVersion=1&resourceVersionMatch=Newest",
+            None,
+            Body::empty(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["details"]["kind"], "ListOptions", "{v}");
+    assert_eq!(
+        v["details"]["causes"][0]["reason"], "FieldValueNotSupported",
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn delete_options_are_validated_and_propagation_policies_kept() {
+    let app = app();
+    create_node(&app, "a").await;
+    let delete = |body: Value| {
+        req(
+            "DELETE",
+            "/api/v1/nodes/a",
+            Some("application/json"),
+            body.to_string(),
+        )
+    };
+    let (s, v) = send(&app, delete(json!({"propagationPolicy": "Sideways"}))).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["details"]["kind"], "DeleteOptions", "{v}");
+    assert_eq!(v["details"]["causes"][0]["field"], "propagationPolicy");
+    let (s, v) = send(
+        &app,
+        delete(json!({"propagationPolicy": "Orphan", "orphanDependents": false})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    // From the query when there is no body.
+    let (s, v) = send(
+        &app,
+        req(
+            "DELETE",
+            "/api/v1/nodes/a?propagationPolicy=Foreground",
+            None,
+            Body::empty(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["kind"], "Node", "{v}");
+    assert_eq!(v["metadata"]["finalizers"], json!(["foregroundDeletion"]));
 }
 
 #[tokio::test]
@@ -279,13 +389,13 @@ async fn unsupported_media_type_is_415() {
     .await;
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_status(&v, 415, "UnsupportedMediaType");
-    // Protobuf is decoded for every kind but pods (tests/protobuf.rs).
+    // Protobuf is decoded for every kind served (tests/protobuf.rs); CBOR is not.
     let (s, _) = send(
         &app,
         req(
             "POST",
-            "/api/v1/namespaces/default/pods",
-            Some("application/vnd.kubernetes.protobuf"),
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            Some("application/cbor"),
             "x",
         ),
     )
@@ -588,29 +698,70 @@ async fn cluster_scoped_body_namespace_is_cleared() {
 }
 
 #[tokio::test]
-async fn watch_on_object_url_selects_that_object() {
+async fn watch_on_object_url_is_a_get() {
+    // kube-apiserver routes GET of an object URL to GetResource, which has no watch
+    // (apiserver pkg/endpoints/installer.go): `watch=true` there answers the object.
     let app = app();
     create_node(&app, "a").await;
     create_node(&app, "b").await;
-    let r = req(
-        "GET",
-        "/api/v1/nodes/b?watch=true&timeoutSeconds=0",
-        None,
-        Body::empty(),
-    );
-    let resp = app.clone().oneshot(r).await.expect("infallible");
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+    let (s, v) = send(
+        &app,
+        req(
+            "GET",
+            "/api/v1/nodes/b?watch=true&timeoutSeconds=0",
+            None,
+            Body::empty(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["kind"], "Node", "{v}");
+    assert_eq!(v["metadata"]["name"], "b", "{v}");
+}
+
+#[tokio::test]
+async fn the_watch_prefix_watches_one_object_or_a_collection() {
+    let app = app();
+    create_node(&app, "a").await;
+    create_node(&app, "b").await;
+    let lines = |bytes: &[u8]| -> Vec<Value> {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect()
+    };
     // timeoutSeconds=0 ends the stream right after the initial events.
-    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect();
-    assert_eq!(lines.len(), 1, "{lines:?}");
-    assert_eq!(lines[0]["type"], "ADDED");
-    assert_eq!(lines[0]["object"]["metadata"]["name"], "b");
+    for (uri, names) in [
+        ("/api/v1/watch/nodes/b?timeoutSeconds=0", vec!["b"]),
+        ("/api/v1/watch/nodes?timeoutSeconds=0", vec!["a", "b"]),
+    ] {
+        let resp = app
+            .clone()
+            .oneshot(req("GET", uri, None, Body::empty()))
+            .await
+            .expect("infallible");
+        assert_eq!(resp.status(), StatusCode::OK, "{uri}");
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        let events = lines(&bytes);
+        let got: Vec<&str> = events
+            .iter()
+            .map(|e| e["object"]["metadata"]["name"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(got, names, "{uri}");
+        assert!(events.iter().all(|e| e["type"] == "ADDED"), "{events:?}");
+    }
+    let (s, _) = send(
+        &app,
+        req("DELETE", "/api/v1/watch/nodes/b", None, Body::empty()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    let (s, _) = send(
+        &app,
+        req("GET", "/api/v1/watch/nodes/b/status", None, Body::empty()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -1324,4 +1475,325 @@ async fn new_kinds_discovery() {
     let (s, group) = send(&app, req("GET", "/apis/apps", None, Body::empty())).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(group["preferredVersion"]["groupVersion"], "apps/v1");
+}
+
+/// A request with `token` as its bearer token.
+fn as_user(token: &str, method: &str, uri: &str, body: Option<Value>) -> Request<Body> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"));
+    if body.is_some() {
+        b = b.header(header::CONTENT_TYPE, "application/json");
+    }
+    b.body(body.map_or_else(Body::empty, |v| Body::from(v.to_string())))
+        .expect("request")
+}
+
+/// A server with RBAC on, a ServiceAccount `default/ccm` and a token for it.
+async fn rbac_app_with_sa_token(rbac: bool) -> (AppState, axum::Router, String) {
+    let config = Config {
+        token: TOKEN.into(),
+        rbac,
+        ..Config::default()
+    };
+    let state = AppState::new(&config);
+    let app = router(state.clone());
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts",
+            Some(json!({"metadata": {"name": "ccm"}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/ccm/token",
+            Some(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["kind"], "TokenRequest");
+    assert_eq!(v["spec"]["expirationSeconds"], 3600);
+    let token = v["status"]["token"].as_str().expect("token").to_string();
+    (state, app, token)
+}
+
+#[tokio::test]
+async fn token_request_errors_follow_kube_apiserver() {
+    let (_, app, _) = rbac_app_with_sa_token(false).await;
+    let uri = "/api/v1/namespaces/default/serviceaccounts/ccm/token";
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            uri,
+            Some(json!({"spec": {"expirationSeconds": 599}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["details"]["causes"][0]["field"], "spec.expirationSeconds");
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/nope/token",
+            Some(json!({})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(v["message"], "serviceaccounts \"nope\" not found");
+    let (s, _) = send(&app, as_user(TOKEN, "GET", uri, None)).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    let (s, _) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "GET",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn service_account_tokens_authenticate_and_without_rbac_are_admins() {
+    let (state, app, token) = rbac_app_with_sa_token(false).await;
+    let (s, v) = send(&app, as_user(&token, "DELETE", "/api/v1/nodes/x", None)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "an admin reaches the store: {v}");
+    // Denials narrow service accounts too.
+    state.deny(mock_kube_apiserver::auth::Denial {
+        user: "system:serviceaccount:default:ccm".into(),
+        verb: "delete".into(),
+        group: String::new(),
+        resource: "nodes".into(),
+    });
+    let (s, v) = send(&app, as_user(&token, "DELETE", "/api/v1/nodes/x", None)).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        v["message"],
+        "nodes \"x\" is forbidden: User \"system:serviceaccount:default:ccm\" cannot delete resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    // Deleting the ServiceAccount kills its tokens.
+    let (s, _) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "DELETE",
+            "/api/v1/namespaces/default/serviceaccounts/ccm",
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = send(&app, as_user(&token, "GET", "/api/v1/nodes", None)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn rbac_authorizes_service_accounts_from_stored_roles() {
+    let (_, app, token) = rbac_app_with_sa_token(true).await;
+    // Discovery and self reviews come with the bootstrap policy.
+    let (s, _) = send(&app, as_user(&token, "GET", "/api", None)).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, v) = send(
+        &app,
+        as_user(&token, "GET", "/api/v1/namespaces/default/configmaps", None),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        v["message"],
+        "configmaps is forbidden: User \"system:serviceaccount:default:ccm\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+    );
+    let (s, v) = send(&app, as_user(&token, "GET", "/metrics", None)).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        v["message"],
+        "forbidden: User \"system:serviceaccount:default:ccm\" cannot get path \"/metrics\""
+    );
+    for (uri, body) in [
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            json!({"metadata": {"name": "ccm"}, "rules": [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"], "resourceNames": ["mine"]}]}),
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+            json!({"metadata": {"name": "ccm"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ccm"},
+                "subjects": [{"kind": "ServiceAccount", "name": "ccm"}]}),
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            json!({"metadata": {"name": "ccm"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ccm"},
+                "subjects": [{"kind": "ServiceAccount", "name": "ccm", "namespace": "default"}]}),
+        ),
+        ("/api/v1/nodes", json!({"metadata": {"name": "n1"}})),
+        (
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "mine"}}),
+        ),
+        (
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": "theirs"}}),
+        ),
+    ] {
+        let (s, v) = send(&app, as_user(TOKEN, "POST", uri, Some(body))).await;
+        assert_eq!(s, StatusCode::CREATED, "{uri}: {v}");
+    }
+    let (s, _) = send(&app, as_user(&token, "GET", "/api/v1/nodes", None)).await;
+    assert_eq!(s, StatusCode::OK);
+    let mut patch = as_user(
+        &token,
+        "PATCH",
+        "/api/v1/nodes/n1/status",
+        Some(json!({"status": {"capacity": {"cpu": "1"}}})),
+    );
+    patch.headers_mut().insert(
+        header::CONTENT_TYPE,
+        "application/merge-patch+json".parse().expect("ct"),
+    );
+    let (s, v) = send(&app, patch).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = send(&app, as_user(&token, "DELETE", "/api/v1/nodes/n1", None)).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        v["message"],
+        "nodes \"n1\" is forbidden: User \"system:serviceaccount:default:ccm\" cannot delete resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    assert_eq!(v["details"], json!({"name": "n1", "kind": "nodes"}));
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let (s, _) = send(
+        &app,
+        as_user(&token, "DELETE", &format!("{cm}/theirs"), None),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _) = send(&app, as_user(&token, "DELETE", &format!("{cm}/mine"), None)).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // Access reviews answer as requests are decided.
+    let sar = |spec: Value| {
+        as_user(
+            TOKEN,
+            "POST",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            Some(
+                json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}),
+            ),
+        )
+    };
+    let (s, v) = send(
+        &app,
+        sar(json!({"user": "system:serviceaccount:default:ccm",
+            "resourceAttributes": {"verb": "patch", "resource": "nodes", "subresource": "status", "name": "n1"}})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        v["status"],
+        json!({"allowed": true, "reason": "RBAC: allowed by ClusterRoleBinding \"ccm\" of ClusterRole \"ccm\" to ServiceAccount \"ccm/default\""})
+    );
+    let (_, v) = send(
+        &app,
+        sar(json!({"user": "system:serviceaccount:default:ccm",
+            "resourceAttributes": {"verb": "delete", "resource": "nodes", "name": "n1"}})),
+    )
+    .await;
+    assert_eq!(v["status"], json!({"allowed": false}));
+    let (s, v) = send(&app, sar(json!({"user": "x"}))).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["details"]["group"], "authorization.k8s.io", "{v}");
+    assert!(v["details"].get("kind").is_none(), "{v}");
+    // The service account asks about itself.
+    let (s, v) = send(
+        &app,
+        as_user(
+            &token,
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            Some(json!({"spec": {"resourceAttributes": {"verb": "list", "resource": "nodes"}}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["status"]["allowed"], true);
+    // And its token reviews.
+    let (s, v) = send(
+        &app,
+        as_user(
+            TOKEN,
+            "POST",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            Some(json!({"spec": {"token": token}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        v["status"]["user"]["username"],
+        "system:serviceaccount:default:ccm"
+    );
+    // The admin token stays a system:masters admin with RBAC on.
+    let (s, _) = send(&app, as_user(TOKEN, "DELETE", "/api/v1/nodes/n1", None)).await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn discovery_lists_the_auth_apis() {
+    let app = app();
+    let (_, v) = send(&app, req("GET", "/api/v1", None, Body::empty())).await;
+    let token = v["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["name"] == "serviceaccounts/token")
+        .cloned()
+        .expect("serviceaccounts/token");
+    assert_eq!(token["kind"], "TokenRequest");
+    assert_eq!(token["group"], "authentication.k8s.io");
+    assert_eq!(token["verbs"], json!(["create"]));
+    let (_, v) = send(
+        &app,
+        req("GET", "/apis/authorization.k8s.io/v1", None, Body::empty()),
+    )
+    .await;
+    let names: Vec<&str> = v["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for n in [
+        "subjectaccessreviews",
+        "selfsubjectaccessreviews",
+        "localsubjectaccessreviews",
+    ] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    let (s, v) = send(
+        &app,
+        req("GET", "/apis/authentication.k8s.io/v1", None, Body::empty()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["resources"][0]["verbs"], json!(["create"]), "{v}");
 }

@@ -381,3 +381,114 @@ async fn kubectl_over_tls() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_service_account_with_rbac_meets_the_403s_its_roles_leave() {
+    // A CCM deployed as a ServiceAccount (its upstream manifests) on a server with RBAC:
+    // what the ClusterRole grants works, the rest is the 403 kube-apiserver gives.
+    let api = ApiServer::start(Config {
+        rbac: true,
+        ..tls_config()
+    })
+    .await
+    .expect("start");
+    let admin = client_from(&api.kubeconfig_yaml()).await;
+    assert!(
+        api.kubeconfig_for_service_account("kube-system", "cloud-controller-manager")
+            .is_err(),
+        "no such ServiceAccount yet"
+    );
+    for (path, body) in [
+        (
+            "/api/v1/namespaces/kube-system/serviceaccounts",
+            json!({"metadata": {"name": "cloud-controller-manager"}}),
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            json!({"metadata": {"name": "system:cloud-controller-manager"}, "rules": [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "update"]},
+                {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]}),
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            json!({"metadata": {"name": "system:cloud-controller-manager"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "system:cloud-controller-manager"},
+                "subjects": [{"kind": "ServiceAccount", "name": "cloud-controller-manager",
+                    "namespace": "kube-system"}]}),
+        ),
+    ] {
+        let (s, v) = raw(&admin, "POST", path, body.to_string().into_bytes()).await;
+        assert_eq!(s, 201, "{path}: {v}");
+    }
+    Api::<Node>::all(admin.clone())
+        .create(&PostParams::default(), &node("n1"))
+        .await
+        .expect("admin creates a node");
+    let ccm = client_from(
+        &api.kubeconfig_for_service_account("kube-system", "cloud-controller-manager")
+            .expect("kubeconfig"),
+    )
+    .await;
+    let nodes: Api<Node> = Api::all(ccm.clone());
+    let listed = nodes
+        .list(&ListParams::default())
+        .await
+        .expect("list nodes");
+    assert_eq!(listed.items.len(), 1);
+    let err = nodes
+        .delete("n1", &Default::default())
+        .await
+        .expect_err("no delete rule");
+    let kube::Error::Api(status) = err else {
+        panic!("an API error: {err:?}")
+    };
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        "nodes \"n1\" is forbidden: User \"system:serviceaccount:kube-system:cloud-controller-manager\" cannot delete resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    // Discovery comes with the bootstrap policy.
+    assert_eq!(
+        ccm.apiserver_version().await.expect("version").git_version,
+        mock_kube_apiserver::discovery::GIT_VERSION
+    );
+    let (s, _) = raw(&ccm, "GET", "/apis", Vec::new()).await;
+    assert_eq!(s, 200);
+    // A client certificate outside system:masters is authorized the same way, as a
+    // member of system:authenticated: discovery and self reviews, nothing else.
+    let node_cert = client_from(
+        &api.kubeconfig_for_cert("system:node:n1", &["system:nodes"])
+            .expect("cert kubeconfig"),
+    )
+    .await;
+    let (s, _) = raw(&node_cert, "GET", "/api", Vec::new()).await;
+    assert_eq!(s, 200);
+    let (s, v) = raw(&node_cert, "GET", "/api/v1/nodes", Vec::new()).await;
+    assert_eq!(s, 403, "{v}");
+    let ssar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "list", "resource": "nodes"}}});
+    let (s, v) = raw(
+        &node_cert,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        ssar.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["status"], json!({"allowed": false}));
+    // The client CA is published for delegated authentication.
+    let (s, cm) = raw(
+        &admin,
+        "GET",
+        "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(s, 200, "{cm}");
+    assert_eq!(
+        cm["data"]["client-ca-file"].as_str().map(str::trim_end),
+        api.ca_pem().map(str::trim_end)
+    );
+    api.shutdown().await;
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes src/protobuf/workloads.rs: the protobuf field tables of the pod template, the
-apps/v1 workloads, Namespace, Secret and ConfigMap, for the schema-driven decoder in
+"""Writes src/protobuf/workloads.rs: the protobuf field tables of the Pod (status
+included), the pod template, the apps/v1 workloads, Namespace, Secret and ConfigMap, for
+the schema-driven decoder in
 src/protobuf.rs.
 
 The facts come from a k8s.io/api module on disk (default: the Go module cache):
@@ -15,7 +16,7 @@ import re
 import sys
 
 API = sys.argv[1] if len(sys.argv) > 1 else '/root/go/pkg/mod/k8s.io/api@v0.36.0'
-ROOTS = [('core', 'PodTemplateSpec'), ('apps', 'Deployment'), ('apps', 'DaemonSet'),
+ROOTS = [('core', 'PodTemplateSpec'), ('core', 'Pod'), ('apps', 'Deployment'), ('apps', 'DaemonSet'),
          ('core', 'Namespace'), ('core', 'Secret'), ('core', 'ConfigMap')]
 # Types the decoder knows by themselves, or tables protobuf.rs already has.
 WELL_KNOWN = {

@@ -471,6 +471,94 @@ const POD_SPEC: &[Field] = &[
 pub(super) const POD_TEMPLATE_SPEC: &[Field] = &[
     f(1, "metadata", Msg(OBJECT_META)), f(2, "spec", Msg(POD_SPEC)),
 ];
+const POD_CONDITION: &[Field] = &[
+    keep(1, "type", Str), f(7, "observedGeneration", Int), keep(2, "status", Str),
+    f(3, "lastProbeTime", Time), f(4, "lastTransitionTime", Time), f(5, "reason", Str),
+    f(6, "message", Str),
+];
+const HOST_IP: &[Field] = &[
+    keep(1, "ip", Str),
+];
+const POD_IP: &[Field] = &[
+    keep(1, "ip", Str),
+];
+const CONTAINER_STATE_WAITING: &[Field] = &[
+    f(1, "reason", Str), f(2, "message", Str),
+];
+const CONTAINER_STATE_RUNNING: &[Field] = &[
+    f(1, "startedAt", Time),
+];
+const CONTAINER_STATE_TERMINATED: &[Field] = &[
+    keep(1, "exitCode", Int), f(2, "signal", Int), f(3, "reason", Str), f(4, "message", Str),
+    f(5, "startedAt", Time), f(6, "finishedAt", Time), f(7, "containerID", Str),
+];
+const CONTAINER_STATE: &[Field] = &[
+    keep(1, "waiting", Msg(CONTAINER_STATE_WAITING)),
+    keep(2, "running", Msg(CONTAINER_STATE_RUNNING)),
+    keep(3, "terminated", Msg(CONTAINER_STATE_TERMINATED)),
+];
+const IMAGE_VOLUME_STATUS: &[Field] = &[
+    f(1, "imageRef", Str),
+];
+const VOLUME_STATUS: &[Field] = &[
+    keep(1, "image", Msg(IMAGE_VOLUME_STATUS)),
+];
+const VOLUME_MOUNT_STATUS: &[Field] = &[
+    keep(1, "name", Str), keep(2, "mountPath", Str), f(3, "readOnly", Bool),
+    keep(4, "recursiveReadOnly", Str), keep(5, "volumeStatus", Msg(VOLUME_STATUS)),
+];
+const LINUX_CONTAINER_USER: &[Field] = &[
+    keep(1, "uid", Int), keep(2, "gid", Int), rep(3, "supplementalGroups", Int),
+];
+const CONTAINER_USER: &[Field] = &[
+    keep(1, "linux", Msg(LINUX_CONTAINER_USER)),
+];
+const RESOURCE_HEALTH: &[Field] = &[
+    keep(1, "resourceID", Str), f(2, "health", Str), keep(6, "message", Str),
+];
+const RESOURCE_STATUS: &[Field] = &[
+    keep(1, "name", Str), rep(2, "resources", Msg(RESOURCE_HEALTH)),
+];
+const CONTAINER_STATUS: &[Field] = &[
+    keep(1, "name", Str), f(2, "state", Msg(CONTAINER_STATE)),
+    f(3, "lastState", Msg(CONTAINER_STATE)), keep(4, "ready", Bool), keep(5, "restartCount", Int),
+    keep(6, "image", Str), keep(7, "imageID", Str), f(8, "containerID", Str),
+    keep(9, "started", Bool), f(10, "allocatedResources", MapOf(&Quantity)),
+    keep(11, "resources", Msg(RESOURCE_REQUIREMENTS)),
+    rep(12, "volumeMounts", Msg(VOLUME_MOUNT_STATUS)), keep(13, "user", Msg(CONTAINER_USER)),
+    rep(14, "allocatedResourcesStatus", Msg(RESOURCE_STATUS)), keep(15, "stopSignal", Str),
+];
+const POD_RESOURCE_CLAIM_STATUS: &[Field] = &[
+    keep(1, "name", Str), keep(2, "resourceClaimName", Str),
+];
+const CONTAINER_EXTENDED_RESOURCE_REQUEST: &[Field] = &[
+    keep(1, "containerName", Str), keep(2, "resourceName", Str), keep(3, "requestName", Str),
+];
+const POD_EXTENDED_RESOURCE_CLAIM_STATUS: &[Field] = &[
+    rep(1, "requestMappings", Msg(CONTAINER_EXTENDED_RESOURCE_REQUEST)),
+    keep(2, "resourceClaimName", Str),
+];
+const NODE_ALLOCATABLE_RESOURCE_CLAIM_STATUS: &[Field] = &[
+    keep(1, "resourceClaimName", Str), rep(2, "containers", Str),
+    f(3, "resources", MapOf(&Quantity)),
+];
+const POD_STATUS: &[Field] = &[
+    f(17, "observedGeneration", Int), f(1, "phase", Str), rep(2, "conditions", Msg(POD_CONDITION)),
+    f(3, "message", Str), f(4, "reason", Str), f(11, "nominatedNodeName", Str), f(5, "hostIP", Str),
+    rep(16, "hostIPs", Msg(HOST_IP)), f(6, "podIP", Str), rep(12, "podIPs", Msg(POD_IP)),
+    keep(7, "startTime", Time), rep(10, "initContainerStatuses", Msg(CONTAINER_STATUS)),
+    rep(8, "containerStatuses", Msg(CONTAINER_STATUS)), f(9, "qosClass", Str),
+    rep(13, "ephemeralContainerStatuses", Msg(CONTAINER_STATUS)), f(14, "resize", Str),
+    rep(15, "resourceClaimStatuses", Msg(POD_RESOURCE_CLAIM_STATUS)),
+    keep(18, "extendedResourceClaimStatus", Msg(POD_EXTENDED_RESOURCE_CLAIM_STATUS)),
+    f(19, "allocatedResources", MapOf(&Quantity)),
+    keep(20, "resources", Msg(RESOURCE_REQUIREMENTS)),
+    rep(21, "nodeAllocatableResourceClaimStatuses", Msg(NODE_ALLOCATABLE_RESOURCE_CLAIM_STATUS)),
+];
+pub(super) const POD: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)), f(2, "spec", Msg(POD_SPEC)),
+    f(3, "status", Msg(POD_STATUS)),
+];
 const ROLLING_UPDATE_DEPLOYMENT: &[Field] = &[
     keep(1, "maxUnavailable", IntOrString), keep(2, "maxSurge", IntOrString),
 ];
