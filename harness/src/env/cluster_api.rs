@@ -9,10 +9,11 @@
 //! map onto what a real cluster has:
 //! - the write log is kube-apiserver's audit log (`ccm_control_plane::AUDIT_POLICY`:
 //!   writes at `Metadata`), read as it grows;
-//! - a denial is RBAC: the user gets a ClusterRole that names every resource of discovery
-//!   with every verb, minus the denied verb on the denied resource (RBAC only grants, so
-//!   "all but one" has to be spelled out), which is exactly "a ClusterRole missing that
-//!   rule" ([`crate::Environment::deny`]);
+//! - a denial is RBAC, on both servers (the embedded one enforces RBAC for identities
+//!   outside `system:masters`, as kube-apiserver does): the user gets a ClusterRole that
+//!   names every resource of discovery with every verb, minus the denied verb on the
+//!   denied resource (RBAC only grants, so "all but one" has to be spelled out), which is
+//!   exactly "a ClusterRole missing that rule" ([`crate::Environment::deny`]);
 //! - a restart kills kube-apiserver and starts it on the same port against the same etcd.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,43 +42,48 @@ const VERBS: [&str; 8] = [
     "deletecollection",
 ];
 
+pub(crate) struct ClusterApi {
+    server: Server,
+    /// Users of [`ClusterApi::kubeconfig_for_user`] and the (verb, resource) pairs denied
+    /// to each.
+    users: Mutex<BTreeMap<String, BTreeSet<(String, String)>>>,
+}
+
 // One per cluster, made once and never copied about: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
-pub(crate) enum ClusterApi {
+enum Server {
     Embedded {
         api: ApiServer,
         /// Audit entries of runs before the last restart (the embedded server starts a
         /// new log; [`ClusterApi::audit`] numbers the new one on from these).
         before_restart: Vec<AuditEntry>,
     },
-    Real(RealApi),
-}
-
-pub(crate) struct RealApi {
-    plane: ControlPlane,
-    audit: Mutex<AuditTail>,
-    /// Users of [`ClusterApi::kubeconfig_for_user`] and the (verb, resource) pairs denied
-    /// to each.
-    users: Mutex<BTreeMap<String, BTreeSet<(String, String)>>>,
+    Real {
+        plane: ControlPlane,
+        audit: Mutex<AuditTail>,
+    },
 }
 
 impl ClusterApi {
     /// Starts the API server `settings` asks for; a real one keeps its data, certificates,
     /// logs and audit log in `dir`.
     pub(crate) async fn start(settings: &Settings, dir: &Path) -> Result<Self, CaseError> {
-        match settings.apiserver {
-            // HTTPS with a per-environment CA and a bearer token, as a real control plane
-            // serves: the CCM under test must trust the CA from its kubeconfig.
+        let server = match settings.apiserver {
+            // HTTPS with a per-environment CA and a bearer token, and RBAC for everyone
+            // but the admin, as a real control plane serves: the CCM under test must trust
+            // the CA from its kubeconfig, and one running as its own user gets the 403s
+            // its ClusterRole leaves it.
             ApiServerChoice::Embedded => ApiServer::start(ApiConfig {
                 tls: true,
+                rbac: true,
                 ..ApiConfig::default()
             })
             .await
-            .map(|api| Self::Embedded {
+            .map(|api| Server::Embedded {
                 api,
                 before_restart: Vec::new(),
             })
-            .map_err(|e| CaseError::infra("starting the embedded API server", e)),
+            .map_err(|e| CaseError::infra("starting the embedded API server", e))?,
             ApiServerChoice::Real => {
                 let bins: &Binaries = settings.control_plane.as_ref().ok_or_else(|| {
                     CaseError::infra(
@@ -88,38 +94,34 @@ impl ClusterApi {
                 let plane = ControlPlane::start(bins, dir)
                     .await
                     .map_err(|e| CaseError::infra("starting etcd and kube-apiserver", e))?;
-                let audit = AuditTail::new(plane.audit_log_path());
-                Ok(Self::Real(RealApi {
-                    plane,
-                    audit: Mutex::new(audit),
-                    users: Mutex::new(BTreeMap::new()),
-                }))
+                let audit = Mutex::new(AuditTail::new(plane.audit_log_path()));
+                Server::Real { plane, audit }
             }
-        }
+        };
+        Ok(Self {
+            server,
+            users: Mutex::new(BTreeMap::new()),
+        })
     }
 
     pub(crate) fn write_kubeconfig(&self, path: &Path) -> Result<(), CaseError> {
-        match self {
-            Self::Embedded { api, .. } => api
-                .write_kubeconfig(path)
-                .map_err(|e| CaseError::infra("writing kubeconfig", e)),
-            Self::Real(real) => real
-                .plane
-                .write_kubeconfig(path)
-                .map_err(|e| CaseError::infra("writing kubeconfig", e)),
+        match &self.server {
+            Server::Embedded { api, .. } => api.write_kubeconfig(path).map_err(|e| e.to_string()),
+            Server::Real { plane, .. } => plane.write_kubeconfig(path).map_err(|e| e.to_string()),
         }
+        .map_err(|e| CaseError::infra("writing kubeconfig", e))
     }
 
     /// Every write so far, in order of completion, `seq` increasing across restarts.
     /// (The embedded server logs reads too; callers filter by verb.)
     pub(crate) fn audit(&self) -> Vec<AuditEntry> {
-        match self {
-            Self::Embedded {
+        match &self.server {
+            Server::Embedded {
                 api,
                 before_restart,
             } => embedded_audit(api, before_restart),
-            Self::Real(real) => {
-                let mut tail = real.audit.lock().unwrap_or_else(|p| p.into_inner());
+            Server::Real { audit, .. } => {
+                let mut tail = audit.lock().unwrap_or_else(|p| p.into_inner());
                 tail.read_new();
                 tail.entries.clone()
             }
@@ -127,28 +129,26 @@ impl ClusterApi {
     }
 
     /// A kubeconfig (YAML) for `user` with a client certificate in group
-    /// `system:serviceaccounts` (not `system:masters`), allowed everything until
-    /// [`Self::deny`] narrows it.
+    /// `system:serviceaccounts` (not `system:masters`), allowed everything by a
+    /// ClusterRole of its own until [`Self::deny`] narrows it.
     pub(crate) async fn kubeconfig_for_user(
         &self,
         admin: &kube::Client,
         user: &str,
     ) -> Result<String, CaseError> {
         const GROUP: &str = "system:serviceaccounts";
-        match self {
-            Self::Embedded { api, .. } => api
+        let yaml = match &self.server {
+            Server::Embedded { api, .. } => api
                 .kubeconfig_for_cert(user, &[GROUP])
-                .map_err(|e| CaseError::infra("minting a client certificate", e)),
-            Self::Real(real) => {
-                let yaml = real
-                    .plane
-                    .kubeconfig_for_cert(user, &[GROUP])
-                    .map_err(|e| CaseError::infra("minting a client certificate", e))?;
-                real.lock_users().entry(user.to_string()).or_default();
-                real.apply_role(admin, user).await?;
-                Ok(yaml)
-            }
+                .map_err(|e| e.to_string()),
+            Server::Real { plane, .. } => plane
+                .kubeconfig_for_cert(user, &[GROUP])
+                .map_err(|e| e.to_string()),
         }
+        .map_err(|e| CaseError::infra("minting a client certificate", e))?;
+        self.lock_users().entry(user.to_string()).or_default();
+        self.apply_role(admin, user).await?;
+        Ok(yaml)
     }
 
     /// Takes `verb` on core `resource` away from `user`: the 403 an RBAC denial gives.
@@ -159,51 +159,30 @@ impl ClusterApi {
         verb: &str,
         resource: &str,
     ) -> Result<(), CaseError> {
-        match self {
-            Self::Embedded { api, .. } => {
-                api.deny(mock_kube_apiserver::auth::Denial {
-                    user: user.into(),
-                    verb: verb.into(),
-                    group: String::new(),
-                    resource: resource.into(),
-                });
-                Ok(())
-            }
-            Self::Real(real) => {
-                real.lock_users()
-                    .entry(user.to_string())
-                    .or_default()
-                    .insert((verb.to_string(), resource.to_string()));
-                real.apply_role(admin, user).await
-            }
-        }
+        self.lock_users()
+            .entry(user.to_string())
+            .or_default()
+            .insert((verb.to_string(), resource.to_string()));
+        self.apply_role(admin, user).await
     }
 
     /// Lifts every [`Self::deny`].
     pub(crate) async fn clear_denials(&self, admin: &kube::Client) -> Result<(), CaseError> {
-        match self {
-            Self::Embedded { api, .. } => {
-                api.clear_denials();
-                Ok(())
-            }
-            Self::Real(real) => {
-                let users: Vec<String> = {
-                    let mut users = real.lock_users();
-                    users.values_mut().for_each(BTreeSet::clear);
-                    users.keys().cloned().collect()
-                };
-                for user in users {
-                    real.apply_role(admin, &user).await?;
-                }
-                Ok(())
-            }
+        let users: Vec<String> = {
+            let mut users = self.lock_users();
+            users.values_mut().for_each(BTreeSet::clear);
+            users.keys().cloned().collect()
+        };
+        for user in users {
+            self.apply_role(admin, &user).await?;
         }
+        Ok(())
     }
 
     /// Restarts the server with the same address, credentials and objects.
     pub(crate) async fn restart(self) -> Result<Self, CaseError> {
-        match self {
-            Self::Embedded {
+        let server = match self.server {
+            Server::Embedded {
                 api,
                 before_restart,
             } => {
@@ -212,44 +191,35 @@ impl ClusterApi {
                     .restart()
                     .await
                     .map_err(|e| CaseError::infra("restarting the embedded API server", e))?;
-                Ok(Self::Embedded {
+                Server::Embedded {
                     api,
                     before_restart: carried,
-                })
+                }
             }
-            Self::Real(mut real) => {
-                real.plane
+            Server::Real { mut plane, audit } => {
+                plane
                     .restart_apiserver()
                     .await
                     .map_err(|e| CaseError::infra("restarting kube-apiserver", e))?;
-                Ok(Self::Real(real))
+                Server::Real { plane, audit }
             }
-        }
+        };
+        Ok(Self {
+            server,
+            users: self.users,
+        })
     }
 
     pub(crate) async fn shutdown(self) {
-        match self {
-            Self::Embedded { api, .. } => {
+        match self.server {
+            Server::Embedded { api, .. } => {
                 let _ =
                     tokio::time::timeout(std::time::Duration::from_secs(5), api.shutdown()).await;
             }
-            Self::Real(real) => real.plane.shutdown().await,
+            Server::Real { plane, .. } => plane.shutdown().await,
         }
     }
-}
 
-/// The embedded server's log after `before_restart`, numbered on from it.
-fn embedded_audit(api: &ApiServer, before_restart: &[AuditEntry]) -> Vec<AuditEntry> {
-    let offset = before_restart.last().map(|e| e.seq).unwrap_or(0);
-    let mut all = before_restart.to_vec();
-    all.extend(api.audit().into_iter().map(|mut e| {
-        e.seq += offset;
-        e
-    }));
-    all
-}
-
-impl RealApi {
     fn lock_users(
         &self,
     ) -> std::sync::MutexGuard<'_, BTreeMap<String, BTreeSet<(String, String)>>> {
@@ -286,6 +256,17 @@ impl RealApi {
             .map_err(|e| CaseError::infra("applying the user's ClusterRoleBinding", e))?;
         Ok(())
     }
+}
+
+/// The embedded server's log after `before_restart`, numbered on from it.
+fn embedded_audit(api: &ApiServer, before_restart: &[AuditEntry]) -> Vec<AuditEntry> {
+    let offset = before_restart.last().map(|e| e.seq).unwrap_or(0);
+    let mut all = before_restart.to_vec();
+    all.extend(api.audit().into_iter().map(|mut e| {
+        e.seq += offset;
+        e
+    }));
+    all
 }
 
 /// Every resource name (subresources included, `nodes/status`) per API group ("" = core),
