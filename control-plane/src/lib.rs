@@ -41,6 +41,7 @@ pub const SERVICE_CIDR: &str = "10.96.0.0/12";
 const KUBECONFIG_NAME: &str = "ccm-conformance-real";
 const APISERVER_LOG: &str = "kube-apiserver.log";
 const AUDIT_LOG: &str = "audit.log";
+const ETCD_DATA: &str = "etcd-data";
 /// The audit policy: every write (what the harness counts) at `Metadata`, nothing else,
 /// one event per request (`ResponseComplete`; `Panic` too, which never should happen).
 /// Reads are left out: kubelets and CCMs poll, and nothing here looks at reads.
@@ -101,7 +102,8 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { context, source }
 }
 
-/// A running etcd + kube-apiserver; both are killed on drop and by [`Self::shutdown`].
+/// A running etcd + kube-apiserver; both are killed, and etcd's data removed, on drop and
+/// by [`Self::shutdown`].
 #[derive(Debug)]
 pub struct ControlPlane {
     dir: PathBuf,
@@ -147,7 +149,7 @@ impl ControlPlane {
         )?;
 
         // A fresh cluster every time: data left in `dir` by an earlier start is dropped.
-        let data = file("etcd-data");
+        let data = file(ETCD_DATA);
         if data.exists() {
             std::fs::remove_dir_all(&data).map_err(io(format!("removing {}", data.display())))?;
         }
@@ -158,7 +160,7 @@ impl ControlPlane {
         let mut etcd = spawn(
             &bins.etcd,
             &[
-                format!("--data-dir={}", file("etcd-data").display()),
+                format!("--data-dir={}", file(ETCD_DATA).display()),
                 format!("--listen-client-urls={etcd_url}"),
                 format!("--advertise-client-urls={etcd_url}"),
                 format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer}"),
@@ -348,6 +350,13 @@ impl ControlPlane {
     pub async fn shutdown(mut self) {
         let _ = self.apiserver.kill().await;
         let _ = self.etcd.kill().await;
+        self.remove_data();
+    }
+
+    /// etcd's data (over 100 MB each: its write-ahead log preallocates 64 MB segments) is
+    /// not kept once the cluster is gone; certificates, logs and the audit log stay.
+    fn remove_data(&self) {
+        let _ = std::fs::remove_dir_all(self.dir.join(ETCD_DATA));
     }
 
     fn http_client(&self) -> Result<reqwest::Client, Error> {
@@ -412,6 +421,7 @@ impl Drop for ControlPlane {
     fn drop(&mut self) {
         let _ = self.apiserver.start_kill();
         let _ = self.etcd.start_kill();
+        self.remove_data();
     }
 }
 
