@@ -236,6 +236,17 @@ impl ControlPlane {
         &self.ca_pem
     }
 
+    /// The process ids of etcd and kube-apiserver, `None` for one already reaped. For
+    /// callers that look at the processes from outside, e.g. their resident memory in
+    /// `/proc/<pid>/status` (`benches/vs_embedded.rs`); each id is the binary's own, as
+    /// `setpriv` execs it in place.
+    pub fn pids(&self) -> [(&'static str, Option<u32>); 2] {
+        [
+            ("etcd", self.etcd.id()),
+            ("kube-apiserver", self.apiserver.id()),
+        ]
+    }
+
     /// Where the data, certificates and logs are.
     pub fn dir(&self) -> &Path {
         &self.dir
