@@ -59,21 +59,14 @@ impl Entry {
     }
 
     fn to_json(&self) -> Value {
-        // Built by hand: `json!` would deep-copy the FieldsV1 trie.
-        let s = |v: &str| Value::String(v.to_string());
-        let mut m = Map::new();
-        m.insert("manager".into(), s(&self.manager));
-        m.insert("operation".into(), s(self.operation.as_str()));
-        m.insert("apiVersion".into(), s(&self.api_version));
-        m.insert("fieldsType".into(), s("FieldsV1"));
-        m.insert("fieldsV1".into(), self.fields.to_fields_v1());
-        if let Some(t) = &self.time {
-            m.insert("time".into(), s(t));
-        }
-        if let Some(sub) = &self.subresource {
-            m.insert("subresource".into(), s(sub));
-        }
-        Value::Object(m)
+        entry_json(
+            &self.manager,
+            self.operation,
+            &self.api_version,
+            self.time.as_deref(),
+            self.subresource.as_deref(),
+            self.fields.to_fields_v1(),
+        )
     }
 
     fn from_json(v: &Value) -> Option<Entry> {
@@ -106,6 +99,32 @@ impl Entry {
             Operation::Apply => s,
         }
     }
+}
+
+/// One entry as stored, around its already encoded `fieldsV1`.
+fn entry_json(
+    manager: &str,
+    operation: Operation,
+    api_version: &str,
+    time: Option<&str>,
+    subresource: Option<&str>,
+    fields_v1: Value,
+) -> Value {
+    // Built by hand: `json!` would deep-copy the FieldsV1 trie.
+    let s = |v: &str| Value::String(v.to_string());
+    let mut m = Map::new();
+    m.insert("manager".into(), s(manager));
+    m.insert("operation".into(), s(operation.as_str()));
+    m.insert("apiVersion".into(), s(api_version));
+    m.insert("fieldsType".into(), s("FieldsV1"));
+    m.insert("fieldsV1".into(), fields_v1);
+    if let Some(t) = time {
+        m.insert("time".into(), s(t));
+    }
+    if let Some(sub) = subresource {
+        m.insert("subresource".into(), s(sub));
+    }
+    Value::Object(m)
 }
 
 /// The entries stored in `obj` (malformed ones are dropped, as upstream resets
@@ -192,6 +211,31 @@ pub fn record_update(
     sub: Subresource,
 ) {
     let kind = desc.kind;
+    let sent = new.pointer("/metadata/managedFields");
+    // A create without managedFields (every create a client makes): the one entry's
+    // `fieldsV1` is encoded straight from the object, which is what building the field
+    // set and encoding it gives (tests/properties.rs `fields_v1_of_matches_the_set`).
+    if old.is_none()
+        && sent.is_none()
+        && let Some(fields_v1) = fieldpath::fields_v1_of(kind, new)
+    {
+        let entry = fields_v1
+            .as_object()
+            .is_some_and(|m| !m.is_empty())
+            .then(|| {
+                let time = now_rfc3339();
+                Value::Array(vec![entry_json(
+                    manager,
+                    Operation::Update,
+                    &desc.api_version(),
+                    Some(&time),
+                    subresource_name(sub),
+                    fields_v1,
+                )])
+            });
+        crate::meta::set_meta(new, "managedFields", entry);
+        return;
+    }
     // Only the changed subtrees are walked (fieldpath::diff); field sets never include
     // metadata.managedFields (it is stripped metadata), so the objects need no copies.
     let (changed, removed) = match old {
@@ -201,7 +245,6 @@ pub fn record_update(
         }
         None => (FieldSet::of(kind, new), FieldSet::default()),
     };
-    let sent = new.pointer("/metadata/managedFields");
     let stored = old.and_then(|o| o.pointer("/metadata/managedFields"));
     if changed.is_empty() && removed.is_empty() && old.is_some() {
         // Nothing owned changed: keep the stored entries as they are, without decoding

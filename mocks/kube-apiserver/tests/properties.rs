@@ -661,4 +661,17 @@ proptest! {
         prop_assert_eq!(FieldSet::from_fields_v1(&set.to_fields_v1()), set);
         let _ = FieldSet::from_fields_v1(&junk).to_fields_v1();
     }
+
+    /// The encoding every create records, built straight from the object, is the field
+    /// set's encoding (or declines, for keyed lists with a repeated key).
+    #[test]
+    fn fields_v1_of_matches_the_set(
+        kind in prop_oneof![Just("Node"), Just("Service"), Just("Pod")],
+        obj in keyed_object(),
+    ) {
+        use mock_kube_apiserver::fieldpath::{self, FieldSet};
+        if let Some(direct) = fieldpath::fields_v1_of(kind, &obj) {
+            prop_assert_eq!(direct, FieldSet::of(kind, &obj).to_fields_v1());
+        }
+    }
 }
