@@ -449,6 +449,58 @@ fn trie(paths: &[&[Element]]) -> Map<String, Value> {
     node
 }
 
+/// Whether `trie` is exactly what encoding its decoded set gives ([`FieldSet::to_fields_v1`]
+/// of [`FieldSet::from_fields_v1`]): every key decodes and encodes back to itself, every
+/// value is an object, and "." marks only nodes that also have children. Checked without
+/// building the set, so a stored entry an update does not touch, or touches in a few
+/// places ([`remove_from_fields_v1`]), can be kept encoded.
+pub fn is_canonical_fields_v1(trie: &Map<String, Value>) -> bool {
+    canonical_node(trie, true)
+}
+
+fn canonical_node(map: &Map<String, Value>, root: bool) -> bool {
+    if let Some(dot) = map.get(".")
+        && (root || map.len() == 1 || dot.as_object().is_none_or(|d| !d.is_empty()))
+    {
+        return false;
+    }
+    map.iter().all(|(k, child)| {
+        if k == "." {
+            return true;
+        }
+        // `f:` keys always encode back to themselves; the others are compared.
+        let key_ok = k.starts_with("f:") || Element::decode(k).is_some_and(|el| el.encode() == *k);
+        key_ok && child.as_object().is_some_and(|c| canonical_node(c, false))
+    })
+}
+
+/// Removes `path` from a canonical `FieldsV1` trie if it is a member (a no-op
+/// otherwise), leaving the canonical trie of the set without it.
+pub fn remove_from_fields_v1(node: &mut Map<String, Value>, path: &[Element]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let key = first.encode();
+    let Some(Value::Object(child)) = node.get_mut(&key) else {
+        return;
+    };
+    if rest.is_empty() {
+        if child.is_empty() {
+            node.remove(&key);
+        } else {
+            // A member with children stays as their parent; a non-member is not removed.
+            child.remove(".");
+        }
+        return;
+    }
+    remove_from_fields_v1(child, rest);
+    if child.is_empty() {
+        node.remove(&key);
+    } else if child.len() == 1 && child.contains_key(".") {
+        child.clear();
+    }
+}
+
 fn decode_into(set: &mut FieldSet, prefix: &mut Path, map: &Map<String, Value>) {
     for (k, child) in map {
         if k == "." {
@@ -940,6 +992,43 @@ mod tests {
             })
         );
         assert_eq!(fields_v1_of("Node", &node), Some(v1));
+    }
+
+    #[test]
+    fn canonical_tries_and_edits_in_place() {
+        let canonical = |v: Value| is_canonical_fields_v1(v.as_object().expect("object"));
+        assert!(canonical(json!({})));
+        assert!(canonical(
+            json!({"f:a": {}, "f:b": {".": {}, "f:c": {}}, "k:{\"type\":\"Ready\"}": {}})
+        ));
+        // Each of these decodes and encodes to something else.
+        for odd in [
+            json!({".": {}}),
+            json!({"f:a": {".": {}}}),
+            json!({"f:a": {".": 1, "f:b": {}}}),
+            json!({"f:a": 1}),
+            json!({"i:007": {}}),
+            json!({"k:{\"type\": \"Ready\"}": {}}),
+            json!({"x:y": {}}),
+        ] {
+            assert!(!canonical(odd.clone()), "{odd}");
+            assert_ne!(FieldSet::from_fields_v1(&odd).to_fields_v1(), odd);
+        }
+        // A member with children keeps them; a parent left with no members goes.
+        let mut trie = json!({"f:a": {".": {}, "f:b": {}}, "f:c": {"f:d": {}}})
+            .as_object()
+            .cloned()
+            .expect("object");
+        remove_from_fields_v1(&mut trie, &[f("a")]);
+        remove_from_fields_v1(&mut trie, &[f("c"), f("d")]);
+        remove_from_fields_v1(&mut trie, &[f("x"), f("y")]);
+        assert_eq!(Value::Object(trie.clone()), json!({"f:a": {"f:b": {}}}));
+        let mut member = json!({"f:a": {".": {}, "f:b": {}}})
+            .as_object()
+            .cloned()
+            .expect("object");
+        remove_from_fields_v1(&mut member, &[f("a"), f("b")]);
+        assert_eq!(Value::Object(member), json!({"f:a": {}}));
     }
 
     #[test]
