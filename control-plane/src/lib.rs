@@ -7,7 +7,9 @@
 //! kube-apiserver does, and the only honest judge of that is kube-apiserver itself. This
 //! crate starts one the way every tool here starts the embedded server (a URL, a CA, an
 //! admin token, a read-only token, a kubeconfig), so `cluster --apiserver real` and the
-//! tests can put the two side by side.
+//! tests can put the two side by side. `benches/vs_embedded.rs` does so for speed: the same
+//! HTTPS client against both, one table of ratios (`cargo bench -p ccm-control-plane
+//! --bench vs_embedded`).
 //!
 //! The flags follow controller-runtime's envtest, the common minimal set
 //! (`shared/reference/upstream-builds.md`), with the ServiceAccount admission plugin off
