@@ -7,7 +7,9 @@
 //! kube-apiserver does, and the only honest judge of that is kube-apiserver itself. This
 //! crate starts one the way every tool here starts the embedded server (a URL, a CA, an
 //! admin token, a read-only token, a kubeconfig), so `cluster --apiserver real` and the
-//! tests can put the two side by side.
+//! tests can put the two side by side. `benches/vs_embedded.rs` does so for speed: the same
+//! HTTPS client against both, one table of ratios (`cargo bench -p ccm-control-plane
+//! --bench vs_embedded`).
 //!
 //! kube-apiserver also writes an audit log (`audit.log`, JSON lines, one
 //! `audit.k8s.io/v1` Event per write at the `ResponseComplete` stage, metadata only):
@@ -310,6 +312,17 @@ impl ControlPlane {
     /// The CA certificate (PEM) that signed the serving certificate.
     pub fn ca_pem(&self) -> &str {
         self.ca.ca_pem()
+    }
+
+    /// The process ids of etcd and kube-apiserver, `None` for one already reaped. For
+    /// callers that look at the processes from outside, e.g. their resident memory in
+    /// `/proc/<pid>/status` (`benches/vs_embedded.rs`); each id is the binary's own, as
+    /// `setpriv` execs it in place.
+    pub fn pids(&self) -> [(&'static str, Option<u32>); 2] {
+        [
+            ("etcd", self.etcd.id()),
+            ("kube-apiserver", self.apiserver.id()),
+        ]
     }
 
     /// Where the data, certificates and logs are.

@@ -19,6 +19,10 @@ use mock_kube_apiserver::{ApiServer, AppState, Config, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+mod common;
+
+use common::{node, service};
+
 const TOKEN: &str = "bench-token";
 
 fn scale(n: usize) -> usize {
@@ -42,39 +46,6 @@ fn config() -> Config {
         token: TOKEN.into(),
         ..Config::default()
     }
-}
-
-/// A node as a kubelet registers it (labels, capacity, conditions, addresses, nodeInfo).
-fn node(name: &str) -> Value {
-    let cond = |t: &str, s: &str| {
-        json!({"type": t, "status": s, "reason": format!("Kubelet{t}"), "message": "kubelet is posting ready status",
-               "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"})
-    };
-    json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-            "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"},
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
-        "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}]},
-        "status": {
-            "capacity": {"cpu": "4", "memory": "16318412Ki", "pods": "110", "ephemeral-storage": "102626232Ki"},
-            "allocatable": {"cpu": "4", "memory": "16216012Ki", "pods": "110", "ephemeral-storage": "94580335255"},
-            "conditions": [cond("MemoryPressure", "False"), cond("DiskPressure", "False"), cond("PIDPressure", "False"), cond("Ready", "True")],
-            "addresses": [{"type": "Hostname", "address": name}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {"machineID": "m", "systemUUID": "u", "bootID": "b", "kernelVersion": "6.1.0",
-                "osImage": "Debian GNU/Linux 12", "containerRuntimeVersion": "containerd://1.7.0",
-                "kubeletVersion": "v1.34.0", "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}
-        }
-    })
-}
-
-fn service(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Service",
-           "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
-           "spec": {"clusterIP": "None", "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
-                    "selector": {"app": name}}})
 }
 
 fn post(uri: &str, body: &Value) -> Request<Body> {

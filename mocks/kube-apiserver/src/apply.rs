@@ -59,21 +59,14 @@ impl Entry {
     }
 
     fn to_json(&self) -> Value {
-        // Built by hand: `json!` would deep-copy the FieldsV1 trie.
-        let s = |v: &str| Value::String(v.to_string());
-        let mut m = Map::new();
-        m.insert("manager".into(), s(&self.manager));
-        m.insert("operation".into(), s(self.operation.as_str()));
-        m.insert("apiVersion".into(), s(&self.api_version));
-        m.insert("fieldsType".into(), s("FieldsV1"));
-        m.insert("fieldsV1".into(), self.fields.to_fields_v1());
-        if let Some(t) = &self.time {
-            m.insert("time".into(), s(t));
-        }
-        if let Some(sub) = &self.subresource {
-            m.insert("subresource".into(), s(sub));
-        }
-        Value::Object(m)
+        entry_json(
+            &self.manager,
+            self.operation,
+            &self.api_version,
+            self.time.as_deref(),
+            self.subresource.as_deref(),
+            self.fields.to_fields_v1(),
+        )
     }
 
     fn from_json(v: &Value) -> Option<Entry> {
@@ -108,6 +101,32 @@ impl Entry {
     }
 }
 
+/// One entry as stored, around its already encoded `fieldsV1`.
+fn entry_json(
+    manager: &str,
+    operation: Operation,
+    api_version: &str,
+    time: Option<&str>,
+    subresource: Option<&str>,
+    fields_v1: Value,
+) -> Value {
+    // Built by hand: `json!` would deep-copy the FieldsV1 trie.
+    let s = |v: &str| Value::String(v.to_string());
+    let mut m = Map::new();
+    m.insert("manager".into(), s(manager));
+    m.insert("operation".into(), s(operation.as_str()));
+    m.insert("apiVersion".into(), s(api_version));
+    m.insert("fieldsType".into(), s("FieldsV1"));
+    m.insert("fieldsV1".into(), fields_v1);
+    if let Some(t) = time {
+        m.insert("time".into(), s(t));
+    }
+    if let Some(sub) = subresource {
+        m.insert("subresource".into(), s(sub));
+    }
+    Value::Object(m)
+}
+
 /// The entries stored in `obj` (malformed ones are dropped, as upstream resets
 /// managedFields it cannot decode).
 pub fn entries(obj: &Value) -> Vec<Entry> {
@@ -122,20 +141,7 @@ pub fn entries(obj: &Value) -> Vec<Entry> {
 /// pkg/util/managedfields/internal/managedfields.go `sortEncodedManagedFields`). Times are
 /// RFC 3339 in whole seconds, so comparing the strings compares the instants.
 fn store_entries(obj: &mut Value, mut entries: Vec<Entry>) {
-    entries.sort_by(|p, q| {
-        (
-            p.operation.as_str(),
-            p.time.as_deref().unwrap_or(""),
-            &p.manager,
-        )
-            .cmp(&(
-                q.operation.as_str(),
-                q.time.as_deref().unwrap_or(""),
-                &q.manager,
-            ))
-            .then_with(|| p.api_version.cmp(&q.api_version))
-            .then_with(|| p.subresource.cmp(&q.subresource))
-    });
+    entries.sort_by(entry_order);
     let kept: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
@@ -143,6 +149,22 @@ fn store_entries(obj: &mut Value, mut entries: Vec<Entry>) {
         .collect();
     let value = (!kept.is_empty()).then_some(Value::Array(kept));
     crate::meta::set_meta(obj, "managedFields", value);
+}
+
+/// The order of [`store_entries`].
+fn entry_order(p: &Entry, q: &Entry) -> std::cmp::Ordering {
+    (
+        p.operation.as_str(),
+        p.time.as_deref().unwrap_or(""),
+        &p.manager,
+    )
+        .cmp(&(
+            q.operation.as_str(),
+            q.time.as_deref().unwrap_or(""),
+            &q.manager,
+        ))
+        .then_with(|| p.api_version.cmp(&q.api_version))
+        .then_with(|| p.subresource.cmp(&q.subresource))
 }
 
 fn without_managed_fields(obj: &Value) -> Value {
@@ -201,6 +223,37 @@ pub fn record_update(
     sub: Subresource,
 ) {
     let kind = desc.kind;
+    let sent = new.pointer("/metadata/managedFields");
+    // A create without managedFields (every create a client makes): the one entry's
+    // `fieldsV1` is encoded straight from the object, which is what building the field
+    // set and encoding it gives (tests/properties.rs `fields_v1_of_matches_the_set`).
+    if old.is_none()
+        && sent.is_none()
+        && let Some(mut fields_v1) = fieldpath::fields_v1_of(kind, new)
+    {
+        // Not owned on create either (the reset fields, below).
+        if let Some(reset) = reset_field(desc, sub)
+            && let Some(map) = fields_v1.as_object_mut()
+        {
+            map.remove(&format!("f:{reset}"));
+        }
+        let entry = fields_v1
+            .as_object()
+            .is_some_and(|m| !m.is_empty())
+            .then(|| {
+                let time = now_rfc3339();
+                Value::Array(vec![entry_json(
+                    manager,
+                    Operation::Update,
+                    &desc.api_version(),
+                    Some(&time),
+                    subresource_name(sub),
+                    fields_v1,
+                )])
+            });
+        crate::meta::set_meta(new, "managedFields", entry);
+        return;
+    }
     // Only the changed subtrees are walked (fieldpath::diff); field sets never include
     // metadata.managedFields (it is stripped metadata), so the objects need no copies.
     let (mut changed, mut removed) = match old {
@@ -220,7 +273,6 @@ pub fn record_update(
         changed.0.retain(keep);
         removed.0.retain(keep);
     }
-    let sent = new.pointer("/metadata/managedFields");
     let stored = old.and_then(|o| o.pointer("/metadata/managedFields"));
     if changed.is_empty() && removed.is_empty() && old.is_some() {
         // Nothing owned changed: keep the stored entries as they are, without decoding
@@ -235,44 +287,158 @@ pub fn record_update(
             _ => {}
         }
     }
-    let mut list = match (sent.is_some(), old) {
-        (true, _) => entries(new),
-        (false, Some(old)) => entries(old),
+    // The stored entries stay encoded where that gives the same result (below); the ones
+    // sent along with `new` are moved out of it rather than copied.
+    let raw: Vec<Value> = match (sent.is_some(), old) {
+        (true, _) => take_managed_fields(new),
+        (false, Some(old)) => old
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
         (false, None) => Vec::new(),
     };
+    let mut list: Vec<Held> = raw.into_iter().filter_map(Held::from_json).collect();
     if changed.is_empty() && removed.is_empty() {
-        store_entries(new, list);
+        store_held(new, list);
         return;
     }
     let sub_name = subresource_name(sub);
-    // Other managers lose what changed or went away; sets are edited in place, never copied.
-    for e in list.iter_mut() {
-        if !e.is(manager, Operation::Update, sub_name) {
-            e.fields
+    // Other managers lose what changed or went away: an entry still encoded is edited in
+    // its trie (a few paths), a decoded one in its set; neither is copied.
+    for h in list.iter_mut() {
+        if h.entry.is(manager, Operation::Update, sub_name) {
+            continue;
+        }
+        match &mut h.encoded {
+            Some(trie) => {
+                for p in changed.0.iter().chain(removed.0.iter()) {
+                    fieldpath::remove_from_fields_v1(trie, p);
+                }
+            }
+            None => h
+                .entry
+                .fields
                 .0
-                .retain(|p| !changed.contains(p) && !removed.contains(p));
+                .retain(|p| !changed.contains(p) && !removed.contains(p)),
         }
     }
     let mut fields = match list
         .iter()
-        .position(|e| e.is(manager, Operation::Update, sub_name))
+        .position(|h| h.entry.is(manager, Operation::Update, sub_name))
     {
-        Some(i) => list.remove(i).fields,
+        Some(i) => list.remove(i).into_fields(),
         None => FieldSet::default(),
     };
     fields.0.extend(changed.0);
     if !removed.is_empty() {
         fields.0.retain(|p| !removed.contains(p));
     }
-    list.push(Entry {
-        manager: manager.to_string(),
-        operation: Operation::Update,
-        api_version: desc.api_version(),
-        time: Some(now_rfc3339()),
-        subresource: sub_name.map(str::to_string),
-        fields,
+    list.push(Held {
+        entry: Entry {
+            manager: manager.to_string(),
+            operation: Operation::Update,
+            api_version: desc.api_version(),
+            time: Some(now_rfc3339()),
+            subresource: sub_name.map(str::to_string),
+            fields,
+        },
+        encoded: None,
     });
-    store_entries(new, list);
+    store_held(new, list);
+}
+
+/// A stored entry during an update: its `fieldsV1` kept as stored when that is the
+/// canonical encoding of its set (what [`store_entries`] would write back), else decoded.
+/// Decoding and re-encoding every entry on every write was about a third of the CPU of
+/// an update (a Node's kubelet entry holds some 70 paths, and each write of the
+/// node-initialisation sequence takes one or two of them away).
+struct Held {
+    /// `fields` is empty while `encoded` is set.
+    entry: Entry,
+    encoded: Option<Map<String, Value>>,
+}
+
+impl Held {
+    /// [`Entry::from_json`], keeping a canonical `fieldsV1` encoded.
+    fn from_json(mut v: Value) -> Option<Held> {
+        let fields_v1 = v.get_mut("fieldsV1").map(Value::take);
+        if let Some(Value::Object(trie)) = fields_v1 {
+            if fieldpath::is_canonical_fields_v1(&trie) {
+                let entry = Entry::from_json(&v)?;
+                return Some(Held {
+                    entry,
+                    encoded: Some(trie),
+                });
+            }
+            let mut entry = Entry::from_json(&v)?;
+            entry.fields = FieldSet::from_fields_v1(&Value::Object(trie));
+            return Some(Held {
+                entry,
+                encoded: None,
+            });
+        }
+        // Not an object: decodes to the empty set, as before.
+        Entry::from_json(&v).map(|entry| Held {
+            entry,
+            encoded: None,
+        })
+    }
+
+    fn into_fields(self) -> FieldSet {
+        match self.encoded {
+            Some(trie) => FieldSet::from_fields_v1(&Value::Object(trie)),
+            None => self.entry.fields,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match &self.encoded {
+            Some(trie) => trie.is_empty(),
+            None => self.entry.fields.is_empty(),
+        }
+    }
+
+    fn into_json(self) -> Value {
+        match self.encoded {
+            Some(trie) => {
+                let e = self.entry;
+                entry_json(
+                    &e.manager,
+                    e.operation,
+                    &e.api_version,
+                    e.time.as_deref(),
+                    e.subresource.as_deref(),
+                    Value::Object(trie),
+                )
+            }
+            None => self.entry.to_json(),
+        }
+    }
+}
+
+/// Moves the `metadata.managedFields` items out of `obj` (none when it is not a list).
+fn take_managed_fields(obj: &mut Value) -> Vec<Value> {
+    match obj
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|m| m.remove("managedFields"))
+    {
+        Some(Value::Array(items)) => items,
+        _ => Vec::new(),
+    }
+}
+
+/// [`store_entries`] for held entries: the same order, empty entries dropped.
+fn store_held(obj: &mut Value, mut list: Vec<Held>) {
+    list.sort_by(|p, q| entry_order(&p.entry, &q.entry));
+    let kept: Vec<Value> = list
+        .into_iter()
+        .filter(|h| !h.is_empty())
+        .map(Held::into_json)
+        .collect();
+    let value = (!kept.is_empty()).then_some(Value::Array(kept));
+    crate::meta::set_meta(obj, "managedFields", value);
 }
 
 /// A field another manager owns that an apply would change.

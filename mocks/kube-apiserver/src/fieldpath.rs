@@ -313,6 +313,113 @@ impl FieldSet {
     }
 }
 
+/// `FieldSet::of(kind, obj).to_fields_v1()` built in one walk over `obj`, without the
+/// set of paths in between: every create records one, and for a Node (about 70 owned
+/// fields, each a `Vec` of elements in a `BTreeSet`) the set and its encoding were most
+/// of the cost. `None` where a keyed list holds two items with the same key (the set
+/// merges them; callers then take the set's way).
+pub fn fields_v1_of(kind: &str, obj: &Value) -> Option<Value> {
+    let mut root = Map::new();
+    if let Some(map) = obj.as_object() {
+        for (k, v) in map {
+            if k == "apiVersion" || k == "kind" {
+                continue;
+            }
+            let mut fields = vec![k.clone()];
+            if k == "metadata"
+                && let Some(meta) = v.as_object()
+            {
+                let mut node = Map::new();
+                for (mk, mv) in meta {
+                    if !STRIPPED_META.contains(&mk.as_str()) {
+                        fields.push(mk.clone());
+                        let child = node_of(kind, &mut fields, mv)?;
+                        fields.pop();
+                        insert_node(&mut node, format!("f:{mk}"), child);
+                    }
+                }
+                if !node.is_empty() {
+                    root.insert(format!("f:{k}"), Value::Object(node));
+                }
+                continue;
+            }
+            let child = node_of(kind, &mut fields, v)?;
+            insert_node(&mut root, format!("f:{k}"), child);
+        }
+    }
+    Some(Value::Object(root))
+}
+
+/// The trie node of a value as [`FieldSet::walk`] sees it: whether its path is a member
+/// itself, and the nodes below it.
+fn node_of(kind: &str, fields: &mut Vec<String>, v: &Value) -> Option<(bool, Map<String, Value>)> {
+    let mut children = Map::new();
+    match v {
+        Value::Object(map) if !map.is_empty() => {
+            map_nodes(kind, fields, map, &mut children)?;
+            Some((false, children))
+        }
+        Value::Array(items) if !items.is_empty() => match list_type(kind, fields) {
+            ListType::Map(keys) if items.iter().all(|i| item_key(i, keys).is_some()) => {
+                for item in items {
+                    let key = item_key(item, keys)?.encode();
+                    if children.contains_key(&key) {
+                        return None;
+                    }
+                    let mut below = Map::new();
+                    if let Some(map) = item.as_object() {
+                        map_nodes(kind, fields, map, &mut below)?;
+                    }
+                    insert_node(&mut children, key, (true, below));
+                }
+                Some((false, children))
+            }
+            ListType::Set => {
+                for item in items {
+                    children.insert(
+                        Element::Value(item.to_string()).encode(),
+                        Value::Object(Map::new()),
+                    );
+                }
+                Some((false, children))
+            }
+            _ => Some((true, children)),
+        },
+        _ => Some((true, children)),
+    }
+}
+
+fn map_nodes(
+    kind: &str,
+    fields: &mut Vec<String>,
+    map: &Map<String, Value>,
+    out: &mut Map<String, Value>,
+) -> Option<()> {
+    for (k, child) in map {
+        fields.push(k.clone());
+        let node = node_of(kind, fields, child)?;
+        fields.pop();
+        insert_node(out, format!("f:{k}"), node);
+    }
+    Some(())
+}
+
+/// Puts a node under `key` the way [`trie`] writes it: a member with children carries
+/// ".", a member without is `{}`, a non-member without children is left out.
+fn insert_node(
+    parent: &mut Map<String, Value>,
+    key: String,
+    (member, mut children): (bool, Map<String, Value>),
+) {
+    if children.is_empty() && !member {
+        return;
+    }
+    if member && !children.is_empty() {
+        children.insert(".".into(), Value::Object(Map::new()));
+    }
+    parent.insert(key, Value::Object(children));
+}
+
 /// The trie of `paths` (sorted, non-empty): one key per distinct first element; a
 /// member that also has children carries ".".
 fn trie(paths: &[&[Element]]) -> Map<String, Value> {
@@ -340,6 +447,58 @@ fn trie(paths: &[&[Element]]) -> Map<String, Value> {
         node.insert(first.encode(), Value::Object(child));
     }
     node
+}
+
+/// Whether `trie` is exactly what encoding its decoded set gives ([`FieldSet::to_fields_v1`]
+/// of [`FieldSet::from_fields_v1`]): every key decodes and encodes back to itself, every
+/// value is an object, and "." marks only nodes that also have children. Checked without
+/// building the set, so a stored entry an update does not touch, or touches in a few
+/// places ([`remove_from_fields_v1`]), can be kept encoded.
+pub fn is_canonical_fields_v1(trie: &Map<String, Value>) -> bool {
+    canonical_node(trie, true)
+}
+
+fn canonical_node(map: &Map<String, Value>, root: bool) -> bool {
+    if let Some(dot) = map.get(".")
+        && (root || map.len() == 1 || dot.as_object().is_none_or(|d| !d.is_empty()))
+    {
+        return false;
+    }
+    map.iter().all(|(k, child)| {
+        if k == "." {
+            return true;
+        }
+        // `f:` keys always encode back to themselves; the others are compared.
+        let key_ok = k.starts_with("f:") || Element::decode(k).is_some_and(|el| el.encode() == *k);
+        key_ok && child.as_object().is_some_and(|c| canonical_node(c, false))
+    })
+}
+
+/// Removes `path` from a canonical `FieldsV1` trie if it is a member (a no-op
+/// otherwise), leaving the canonical trie of the set without it.
+pub fn remove_from_fields_v1(node: &mut Map<String, Value>, path: &[Element]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let key = first.encode();
+    let Some(Value::Object(child)) = node.get_mut(&key) else {
+        return;
+    };
+    if rest.is_empty() {
+        if child.is_empty() {
+            node.remove(&key);
+        } else {
+            // A member with children stays as their parent; a non-member is not removed.
+            child.remove(".");
+        }
+        return;
+    }
+    remove_from_fields_v1(child, rest);
+    if child.is_empty() {
+        node.remove(&key);
+    } else if child.len() == 1 && child.contains_key(".") {
+        child.clear();
+    }
 }
 
 fn decode_into(set: &mut FieldSet, prefix: &mut Path, map: &Map<String, Value>) {
@@ -832,6 +991,68 @@ mod tests {
                 },
             })
         );
+        assert_eq!(fields_v1_of("Node", &node), Some(v1));
+    }
+
+    #[test]
+    fn canonical_tries_and_edits_in_place() {
+        let canonical = |v: Value| is_canonical_fields_v1(v.as_object().expect("object"));
+        assert!(canonical(json!({})));
+        assert!(canonical(
+            json!({"f:a": {}, "f:b": {".": {}, "f:c": {}}, "k:{\"type\":\"Ready\"}": {}})
+        ));
+        // Each of these decodes and encodes to something else.
+        for odd in [
+            json!({".": {}}),
+            json!({"f:a": {".": {}}}),
+            json!({"f:a": {".": 1, "f:b": {}}}),
+            json!({"f:a": 1}),
+            json!({"i:007": {}}),
+            json!({"k:{\"type\": \"Ready\"}": {}}),
+            json!({"x:y": {}}),
+        ] {
+            assert!(!canonical(odd.clone()), "{odd}");
+            assert_ne!(FieldSet::from_fields_v1(&odd).to_fields_v1(), odd);
+        }
+        // A member with children keeps them; a parent left with no members goes.
+        let mut trie = json!({"f:a": {".": {}, "f:b": {}}, "f:c": {"f:d": {}}})
+            .as_object()
+            .cloned()
+            .expect("object");
+        remove_from_fields_v1(&mut trie, &[f("a")]);
+        remove_from_fields_v1(&mut trie, &[f("c"), f("d")]);
+        remove_from_fields_v1(&mut trie, &[f("x"), f("y")]);
+        assert_eq!(Value::Object(trie.clone()), json!({"f:a": {"f:b": {}}}));
+        let mut member = json!({"f:a": {".": {}, "f:b": {}}})
+            .as_object()
+            .cloned()
+            .expect("object");
+        remove_from_fields_v1(&mut member, &[f("a"), f("b")]);
+        assert_eq!(Value::Object(member), json!({"f:a": {}}));
+    }
+
+    #[test]
+    fn fields_v1_of_encodes_like_the_set() {
+        let svc = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "s", "uid": "u", "labels": {"app": "a"}, "annotations": {}},
+            "spec": {"ports": [{"port": 80, "name": "h", "targetPort": 8080}, {"port": 53, "protocol": "UDP"}],
+                     "selector": {"app": "a"}, "clusterIPs": [], "type": "ClusterIP"},
+        });
+        assert_eq!(
+            fields_v1_of("Service", &svc),
+            Some(FieldSet::of("Service", &svc).to_fields_v1())
+        );
+        // Only stripped metadata: no `f:metadata` at all, as the set has no path there.
+        let bare = json!({"metadata": {"name": "n"}, "spec": {}});
+        assert_eq!(fields_v1_of("Node", &bare), Some(json!({"f:spec": {}})));
+        assert_eq!(
+            FieldSet::of("Node", &bare).to_fields_v1(),
+            json!({"f:spec": {}})
+        );
+        // Two conditions of one type: the set merges them, the direct walk declines.
+        let twice = json!({"status": {"conditions": [{"type": "Ready"}, {"type": "Ready", "reason": "r"}]}});
+        assert_eq!(fields_v1_of("Node", &twice), None);
     }
 
     #[test]

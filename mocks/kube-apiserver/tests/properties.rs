@@ -661,4 +661,53 @@ proptest! {
         prop_assert_eq!(FieldSet::from_fields_v1(&set.to_fields_v1()), set);
         let _ = FieldSet::from_fields_v1(&junk).to_fields_v1();
     }
+
+    /// The encoding every create records, built straight from the object, is the field
+    /// set's encoding (or declines, for keyed lists with a repeated key).
+    #[test]
+    fn fields_v1_of_matches_the_set(
+        kind in prop_oneof![Just("Node"), Just("Service"), Just("Pod")],
+        obj in keyed_object(),
+    ) {
+        use mock_kube_apiserver::fieldpath::{self, FieldSet};
+        if let Some(direct) = fieldpath::fields_v1_of(kind, &obj) {
+            prop_assert_eq!(direct, FieldSet::of(kind, &obj).to_fields_v1());
+        }
+    }
+
+    /// An update keeps a stored entry encoded only where that changes nothing: a set's
+    /// encoding is canonical, a canonical trie decodes and encodes back to itself, and
+    /// taking paths out of it in place gives the encoding of the set without them.
+    #[test]
+    fn fields_v1_edited_in_place_matches_the_set(
+        kind in prop_oneof![Just("Node"), Just("Service"), Just("Pod")],
+        obj in keyed_object(),
+        other in keyed_object(),
+        junk in json_value(),
+    ) {
+        use mock_kube_apiserver::fieldpath::{self, FieldSet};
+        let set = FieldSet::of(kind, &obj);
+        let Value::Object(mut trie) = set.to_fields_v1() else {
+            panic!("a trie is an object");
+        };
+        prop_assert!(fieldpath::is_canonical_fields_v1(&trie));
+        // What an update to `other` changes or removes, what `other` has, and a third of
+        // the set's own paths (members with children among them).
+        let d = fieldpath::diff(kind, &obj, &other);
+        let own: FieldSet = FieldSet(set.0.iter().step_by(3).cloned().collect());
+        let gone = d.changed.union(&d.removed).union(&FieldSet::of(kind, &other)).union(&own);
+        for p in &gone.0 {
+            fieldpath::remove_from_fields_v1(&mut trie, p);
+        }
+        prop_assert_eq!(Value::Object(trie), set.difference(&gone).to_fields_v1());
+        let Value::Object(again) = FieldSet::from_fields_v1(&junk).to_fields_v1() else {
+            panic!("a trie is an object");
+        };
+        prop_assert!(fieldpath::is_canonical_fields_v1(&again));
+        if let Value::Object(j) = &junk
+            && fieldpath::is_canonical_fields_v1(j)
+        {
+            prop_assert_eq!(FieldSet::from_fields_v1(&junk).to_fields_v1(), junk.clone());
+        }
+    }
 }
