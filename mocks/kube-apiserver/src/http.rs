@@ -140,23 +140,27 @@ impl AppState {
     /// decide; otherwise the fixed roles do (the read-only identity reads, the anonymous
     /// one nothing, everyone else everything). A [`Denial`] takes its verb away.
     pub fn decide(&self, user: &str, groups: &[String], request: &rbac::Request) -> rbac::Decision {
-        let privileged = groups.iter().any(|g| g == rbac::PRIVILEGED_GROUP);
-        let mut decision = if self.auth.rbac || privileged {
+        let mut decision = if self.by_rbac(user, groups) {
             rbac::authorize(&self.store, user, groups, request)
         } else {
-            let read_only = user == crate::auth::READONLY_USER
-                || groups.iter().any(|g| g == crate::auth::READONLY_GROUP);
-            let anonymous = user == crate::auth::ANONYMOUS_USER
-                || groups
-                    .iter()
-                    .any(|g| g == crate::auth::UNAUTHENTICATED_GROUP);
+            let (read_only, anonymous) = (is_read_only(user, groups), is_anonymous(user, groups));
             let verb = match request {
                 rbac::Request::Resource { verb, .. } | rbac::Request::NonResource { verb, .. } => {
                     verb.as_str()
                 }
             };
             let reads = match request {
-                rbac::Request::Resource { .. } => matches!(verb, "get" | "list" | "watch"),
+                rbac::Request::Resource {
+                    group, resource, ..
+                } => {
+                    matches!(verb, "get" | "list" | "watch")
+                        || (verb == "create"
+                            && resource.starts_with("selfsubject")
+                            && matches!(
+                                group.as_str(),
+                                "authorization.k8s.io" | "authentication.k8s.io"
+                            ))
+                }
                 rbac::Request::NonResource { .. } => verb == "get",
             };
             rbac::Decision {
@@ -188,6 +192,38 @@ impl AppState {
             }
         }
         decision
+    }
+
+    /// Whether the RBAC objects decide for `user` in `groups`, as requests are authorized:
+    /// system:masters always (and RBAC allows it anything), with RBAC on everyone but the
+    /// read-only and anonymous identities, which keep their fixed roles.
+    fn by_rbac(&self, user: &str, groups: &[String]) -> bool {
+        groups.iter().any(|g| g == rbac::PRIVILEGED_GROUP)
+            || (self.auth.rbac && !is_read_only(user, groups) && !is_anonymous(user, groups))
+    }
+
+    /// The rules `user` in `groups` has in `namespace` (SelfSubjectRulesReview), by the
+    /// same authorizer as [`Self::decide`]: RBAC's, or the fixed roles'. Denials are not
+    /// subtracted (upstream lists rules, not exceptions).
+    pub fn rules(
+        &self,
+        user: &str,
+        groups: &[String],
+        namespace: &str,
+    ) -> (Vec<Value>, Vec<Value>) {
+        if self.by_rbac(user, groups) {
+            return rbac::rules_for(&self.store, user, groups, namespace);
+        }
+        if is_anonymous(user, groups) {
+            return (Vec::new(), Vec::new());
+        }
+        if is_read_only(user, groups) {
+            return rbac::split_rules(&[
+                json!({"verbs": ["get", "list", "watch"], "apiGroups": ["*"], "resources": ["*"]}),
+                json!({"verbs": ["get"], "nonResourceURLs": ["*"]}),
+            ]);
+        }
+        rbac::all_rules()
     }
 
     /// The bearer token requests must carry.
@@ -500,6 +536,9 @@ async fn auth_and_audit(State(state): State<AppState>, mut req: Request, next: N
                         )
                         .allowed
                     }
+                    // The read-only identity is authenticated: kube-apiserver's bootstrap
+                    // system:basic-user role lets it review itself.
+                    Role::ReadOnly => id.may(&method) || self_review(&target),
                     _ => id.may(&method),
                 } && !state.denied(&id.user, &verb, &target);
             if allowed {
@@ -536,6 +575,27 @@ async fn auth_and_audit(State(state): State<AppState>, mut req: Request, next: N
         status: response.status().as_u16(),
     });
     response
+}
+
+/// The read-only identity (its token's user, or a certificate in its group).
+fn is_read_only(user: &str, groups: &[String]) -> bool {
+    user == crate::auth::READONLY_USER || groups.iter().any(|g| g == crate::auth::READONLY_GROUP)
+}
+
+/// The anonymous identity.
+fn is_anonymous(user: &str, groups: &[String]) -> bool {
+    user == crate::auth::ANONYMOUS_USER
+        || groups
+            .iter()
+            .any(|g| g == crate::auth::UNAUTHENTICATED_GROUP)
+}
+
+/// Whether `target` is one of the self reviews kube-apiserver's bootstrap role
+/// `system:basic-user` lets every authenticated user create (kubernetes
+/// plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go `basicUserRules`).
+fn self_review(target: &Target) -> bool {
+    matches!(target, Target::Resource(rp)
+        if rp.desc.create_only && rp.desc.plural.starts_with("selfsubject"))
 }
 
 /// The authorizer's view of a request (apiserver pkg/endpoints/request/requestinfo.go):
@@ -907,6 +967,7 @@ async fn handle_auth_api(
             caller,
             &state.token_authority(),
             &|user, groups, attrs| state.decide(user, groups, attrs),
+            &|user, groups, namespace| state.rules(user, groups, namespace),
         )?
     };
     Ok(json_response(StatusCode::CREATED, &answer))

@@ -204,6 +204,11 @@ const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
     f(2, "spec", Msg(SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
 ];
 const SELF_SUBJECT_REVIEW: &[Field] = &[f(1, "metadata", Msg(OBJECT_META))];
+const SELF_SUBJECT_RULES_REVIEW_SPEC: &[Field] = &[f(1, "namespace", Str)];
+const SELF_SUBJECT_RULES_REVIEW: &[Field] = &[
+    f(1, "metadata", Msg(OBJECT_META)),
+    f(2, "spec", Msg(SELF_SUBJECT_RULES_REVIEW_SPEC)),
+];
 
 /// The body of a TokenRequest (`kind` "TokenRequest") or of a review of kind `kind` as
 /// JSON; 415 for another kind.
@@ -214,6 +219,7 @@ pub fn decode_auth_api(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
         "SubjectAccessReview" | "LocalSubjectAccessReview" => SUBJECT_ACCESS_REVIEW,
         "SelfSubjectAccessReview" => SELF_SUBJECT_ACCESS_REVIEW,
         "SelfSubjectReview" => SELF_SUBJECT_REVIEW,
+        "SelfSubjectRulesReview" => SELF_SUBJECT_RULES_REVIEW,
         _ => {
             return Err(ApiError::UnsupportedMediaType(format!(
                 "the body of the request was in an unknown format - accepted media types include: \

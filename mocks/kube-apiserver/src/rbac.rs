@@ -87,6 +87,87 @@ pub fn authorize(store: &Store, user: &str, groups: &[String], request: &Request
     Decision::default()
 }
 
+/// The rules `user` in `groups` has in `namespace`, as SelfSubjectRulesReview reports
+/// them: `(resourceRules, nonResourceRules)` in binding order, one entry per rule part
+/// (kubernetes plugin/pkg/auth/authorizer/rbac/rbac.go `RulesFor`); system:masters gets
+/// the privileged group's `*` rules (apiserver pkg/authorization/authorizerfactory).
+pub fn rules_for(
+    store: &Store,
+    user: &str,
+    groups: &[String],
+    namespace: &str,
+) -> (Vec<Value>, Vec<Value>) {
+    if groups.iter().any(|g| g == PRIVILEGED_GROUP) {
+        return all_rules();
+    }
+    let subject = Subject { user, groups };
+    let mut rules = Vec::new();
+    let mut visit = |binding: &Value, ns: &str| {
+        let Some(subjects) = binding.get("subjects").and_then(Value::as_array) else {
+            return;
+        };
+        if !subjects.iter().any(|s| applies(s, ns, &subject)) {
+            return;
+        }
+        let kind = binding.pointer("/roleRef/kind").and_then(Value::as_str);
+        let name = binding.pointer("/roleRef/name").and_then(Value::as_str);
+        let role = match (kind, name) {
+            (Some("ClusterRole"), Some(n)) => {
+                rbac_desc("clusterroles").and_then(|d| store.get(d, None, n).ok())
+            }
+            (Some("Role"), Some(n)) if !ns.is_empty() => {
+                rbac_desc("roles").and_then(|d| store.get(d, Some(ns), n).ok())
+            }
+            _ => None,
+        };
+        if let Some(list) = role
+            .as_ref()
+            .and_then(|r| r.get("rules"))
+            .and_then(Value::as_array)
+        {
+            rules.extend(list.iter().cloned());
+        }
+    };
+    for binding in list(store, "clusterrolebindings", None) {
+        visit(&binding, "");
+    }
+    if !namespace.is_empty() {
+        for binding in list(store, "rolebindings", Some(namespace)) {
+            visit(&binding, namespace);
+        }
+    }
+    split_rules(&rules)
+}
+
+/// The privileged group's rules: everything.
+pub fn all_rules() -> (Vec<Value>, Vec<Value>) {
+    (
+        vec![json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})],
+        vec![json!({"verbs": ["*"], "nonResourceURLs": ["*"]})],
+    )
+}
+
+/// Policy rules as SelfSubjectRulesReview's resource and non-resource rules.
+pub fn split_rules(rules: &[Value]) -> (Vec<Value>, Vec<Value>) {
+    let (mut resource, mut non_resource) = (Vec::new(), Vec::new());
+    for rule in rules {
+        let list = |k: &str| rule.get(k).cloned().unwrap_or_else(|| json!([]));
+        if !strings(rule.get("resources")).is_empty() {
+            let mut r = json!({"verbs": list("verbs"), "apiGroups": list("apiGroups"),
+                "resources": list("resources")});
+            if !strings(rule.get("resourceNames")).is_empty() {
+                r["resourceNames"] = list("resourceNames");
+            }
+            resource.push(r);
+        }
+        if !strings(rule.get("nonResourceURLs")).is_empty() {
+            non_resource
+                .push(json!({"verbs": list("verbs"), "nonResourceURLs": list("nonResourceURLs")}));
+        }
+    }
+    (resource, non_resource)
+}
+
 struct Subject<'a> {
     user: &'a str,
     groups: &'a [String],
@@ -541,6 +622,50 @@ mod tests {
             }
         );
         assert_eq!(authorize(&store, "bob", &[], &lease), Decision::default());
+    }
+
+    #[test]
+    fn rules_reviews_list_what_the_bindings_grant() {
+        let store = Store::new(100);
+        seed_bootstrap_policy(&store);
+        create(
+            &store,
+            "roles",
+            Some("default"),
+            json!({"metadata": {"name": "cm"}, "rules": [
+                {"verbs": ["delete"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["a"]}]}),
+        );
+        create(
+            &store,
+            "rolebindings",
+            Some("default"),
+            json!({"metadata": {"name": "cm"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm"},
+                "subjects": [{"kind": "User", "name": "u"}]}),
+        );
+        let groups = vec!["system:authenticated".to_string()];
+        let (resource, non_resource) = rules_for(&store, "u", &groups, "default");
+        assert!(
+            resource.contains(&json!({"verbs": ["delete"], "apiGroups": [""],
+            "resources": ["configmaps"], "resourceNames": ["a"]})),
+            "{resource:?}"
+        );
+        assert!(
+            non_resource.iter().any(|r| r["nonResourceURLs"]
+                .as_array()
+                .is_some_and(|u| u.contains(&json!("/api")))),
+            "{non_resource:?}"
+        );
+        let (elsewhere, _) = rules_for(&store, "u", &groups, "kube-system");
+        assert!(
+            !elsewhere
+                .iter()
+                .any(|r| r["resources"] == json!(["configmaps"]))
+        );
+        assert_eq!(
+            rules_for(&store, "root", &[PRIVILEGED_GROUP.into()], "default"),
+            all_rules()
+        );
     }
 
     #[test]

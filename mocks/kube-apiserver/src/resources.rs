@@ -463,6 +463,12 @@ pub static RESOURCES: &[ResourceDesc] = &[
         "selfsubjectaccessreview",
         "SelfSubjectAccessReview",
     ),
+    review(
+        AUTHZ,
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        "SelfSubjectRulesReview",
+    ),
     ResourceDesc {
         namespaced: true,
         ..review(

@@ -344,6 +344,9 @@ fn access_status(decision: &Decision) -> Value {
 /// (kubernetes pkg/registry/authorization/subjectaccessreview/rest.go).
 const REVIEW_KIND: &str = "";
 
+/// Lists the (resource, non-resource) rules of a user in groups in a namespace.
+pub type RulesFor<'a> = dyn Fn(&str, &[String], &str) -> (Vec<Value>, Vec<Value>) + 'a;
+
 /// One of the create-only review resources ([`ResourceDesc::create_only`]): `decide`
 /// answers for a user and groups as the server would authorize them, `caller` is who
 /// sent the request, `namespace` the URL's (LocalSubjectAccessReview).
@@ -354,6 +357,7 @@ pub fn review(
     caller: Option<&Identity>,
     authority: &TokenAuthority<'_>,
     decide: &dyn Fn(&str, &[String], &rbac::Request) -> Decision,
+    rules: &RulesFor<'_>,
 ) -> Result<Value, ApiError> {
     let spec = request.get("spec").cloned().unwrap_or_else(|| json!({}));
     let no_user = || ApiError::BadRequest("no user present on request".into());
@@ -410,6 +414,16 @@ pub fn review(
                 .unwrap_or_default();
             let attrs = attributes(&spec).ok_or(ApiError::UnknownPath)?;
             access_status(&decide(user, &groups, &attrs))
+        }
+        // kubernetes pkg/registry/authorization/selfsubjectrulesreview/rest.go.
+        "selfsubjectrulesreviews" => {
+            let caller = caller.ok_or_else(no_user)?;
+            let namespace = spec.get("namespace").and_then(Value::as_str).unwrap_or("");
+            if namespace.is_empty() {
+                return Err(ApiError::BadRequest("no namespace on request".into()));
+            }
+            let (resource, non_resource) = rules(&caller.user, &caller.groups, namespace);
+            json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false})
         }
         "selfsubjectaccessreviews" => {
             let causes = validate_spec(&spec, false);
@@ -610,6 +624,7 @@ mod tests {
         let sar =
             resources::lookup("authorization.k8s.io", "v1", "subjectaccessreviews").expect("sar");
         let deny_all = |_: &str, _: &[String], _: &rbac::Request| Decision::default();
+        let no_rules = |_: &str, _: &[String], _: &str| (Vec::new(), Vec::new());
         let err = review(
             sar,
             &json!({"spec": {"user": "u"}}),
@@ -617,6 +632,7 @@ mod tests {
             None,
             &authority,
             &deny_all,
+            &no_rules,
         )
         .expect_err("no attributes");
         assert_eq!(
@@ -630,6 +646,7 @@ mod tests {
             None,
             &authority,
             &deny_all,
+            &no_rules,
         )
         .expect_err("no subject");
         assert!(
@@ -654,6 +671,7 @@ mod tests {
             None,
             &authority,
             &allow,
+            &no_rules,
         )
         .expect("review");
         assert_eq!(out["status"], json!({"allowed": true, "reason": "because"}));

@@ -1736,6 +1736,38 @@ async fn rbac_authorizes_service_accounts_from_stored_roles() {
     .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     assert_eq!(v["status"]["allowed"], true);
+    // And the rules it has in a namespace (kubectl auth can-i --list).
+    let (s, v) = send(
+        &app,
+        as_user(
+            &token,
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            Some(json!({"spec": {"namespace": "default"}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["status"]["incomplete"], false);
+    let resource_rules = v["status"]["resourceRules"].as_array().expect("rules");
+    assert!(
+        resource_rules.contains(
+            &json!({"verbs": ["patch"], "apiGroups": [""], "resources": ["nodes/status"]})
+        ),
+        "{v}"
+    );
+    let (s, v) = send(
+        &app,
+        as_user(
+            &token,
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            Some(json!({"spec": {}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(v["message"], "no namespace on request");
     // And its token reviews.
     let (s, v) = send(
         &app,
@@ -1796,4 +1828,59 @@ async fn discovery_lists_the_auth_apis() {
     .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["resources"][0]["verbs"], json!(["create"]), "{v}");
+}
+
+#[tokio::test]
+async fn the_read_only_identity_reviews_itself_with_and_without_rbac() {
+    // kube-apiserver's bootstrap system:basic-user role lets every authenticated user
+    // create self reviews; the read-only identity keeps its fixed role under RBAC.
+    for rbac in [false, true] {
+        let config = Config {
+            token: TOKEN.into(),
+            readonly_token: "ro".into(),
+            rbac,
+            ..Config::default()
+        };
+        let app = router(AppState::new(&config));
+        let review = |verb: &str| {
+            as_user(
+                "ro",
+                "POST",
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                Some(json!({"spec": {"resourceAttributes": {"verb": verb, "resource": "nodes"}}})),
+            )
+        };
+        let (s, v) = send(&app, review("list")).await;
+        assert_eq!(s, StatusCode::CREATED, "rbac {rbac}: {v}");
+        assert_eq!(v["status"]["allowed"], true, "rbac {rbac}: {v}");
+        let (_, v) = send(&app, review("delete")).await;
+        assert_eq!(v["status"]["allowed"], false, "rbac {rbac}: {v}");
+        let (s, v) = send(
+            &app,
+            as_user(
+                "ro",
+                "POST",
+                "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                Some(json!({"spec": {"namespace": "default"}})),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "rbac {rbac}: {v}");
+        assert_eq!(
+            v["status"]["resourceRules"][0]["verbs"],
+            json!(["get", "list", "watch"])
+        );
+        // Other creates stay refused.
+        let (s, _) = send(
+            &app,
+            as_user(
+                "ro",
+                "POST",
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                Some(json!({"spec": {"user": "x", "resourceAttributes": {"verb": "get", "resource": "nodes"}}})),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::FORBIDDEN);
+    }
 }
