@@ -64,6 +64,7 @@ use tokio::process::{Child, Command};
 #[allow(dead_code)] // `service` is not written here
 #[path = "../../mocks/kube-apiserver/benches/common/mod.rs"]
 mod fixtures;
+use fixtures::{cpu_seconds, median, percentile, status_mb};
 
 /// Set in the child that serves the embedded API server.
 const SERVE_ENV: &str = "VS_EMBEDDED_SERVE";
@@ -305,50 +306,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-/// A `kB` field of `/proc/<pid>/status`, in MB.
-fn status_mb(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return f64::NAN;
-    };
-    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return f64::NAN;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        f.get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -559,7 +516,11 @@ async fn workload(server: &Server, target: &Target, label: &str) -> Figures {
     let half = scale(2_500);
     let names: Vec<String> = (0..2 * half).map(|i| format!("node-{i:05}")).collect();
     let pids = server.pids();
-    let cpu = |pids: &[u32]| pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
+    let cpu = |pids: &[u32]| {
+        pids.iter()
+            .map(|p| cpu_seconds(&p.to_string()))
+            .sum::<f64>()
+    };
     let mut f = Figures::default();
 
     let cpu0 = cpu(&pids);
@@ -571,7 +532,11 @@ async fn workload(server: &Server, target: &Target, label: &str) -> Figures {
         f.creates_1, f.creates_8
     );
 
-    let sum = |field: &str| pids.iter().map(|p| status_mb(*p, field)).sum::<f64>();
+    let sum = |field: &str| {
+        pids.iter()
+            .map(|p| status_mb(&p.to_string(), field))
+            .sum::<f64>()
+    };
     f.rss_mb = sum("VmRSS:");
     f.hwm_mb = sum("VmHWM:");
     f.anon_mb = sum("RssAnon:");

@@ -21,7 +21,7 @@ use tower::ServiceExt;
 
 mod common;
 
-use common::{node, service};
+use common::{cpu_seconds, median, node, percentile, service, status_mb};
 
 const TOKEN: &str = "bench-token";
 
@@ -68,47 +68,6 @@ async fn oneshot_create(app: &axum::Router, uri: &str, body: &Value) {
     let _ = resp.into_body().collect().await;
 }
 
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn vm_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-/// CPU seconds (user + system) this process has used, from /proc/self/stat: on a shared
-/// machine the wall-clock rates swing with other load, CPU per operation much less.
-fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return f64::NAN;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        f.get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// Node creates/s through the router in process, from `clients` concurrent tasks.
 async fn creates_in_process(clients: usize, total: usize) -> (f64, f64) {
     let app = router(AppState::new(&config()));
@@ -120,7 +79,7 @@ async fn creates_in_process(clients: usize, total: usize) -> (f64, f64) {
                 .collect()
         })
         .collect();
-    let cpu = cpu_seconds();
+    let cpu = cpu_seconds("self");
     let start = Instant::now();
     let tasks: Vec<_> = bodies
         .into_iter()
@@ -148,7 +107,7 @@ async fn creates_in_process(clients: usize, total: usize) -> (f64, f64) {
     let n = (total / clients * clients) as f64;
     (
         n / start.elapsed().as_secs_f64(),
-        (cpu_seconds() - cpu) / n * 1e6,
+        (cpu_seconds("self") - cpu) / n * 1e6,
     )
 }
 
@@ -170,7 +129,7 @@ async fn updates_in_process(nodes: usize) -> (f64, f64) {
             .body(Body::from(body.to_string()))
             .expect("request")
     };
-    let cpu = cpu_seconds();
+    let cpu = cpu_seconds("self");
     let start = Instant::now();
     for i in 0..nodes {
         let name = format!("u-{i}");
@@ -203,7 +162,7 @@ async fn updates_in_process(nodes: usize) -> (f64, f64) {
     let n = (3 * nodes) as f64;
     (
         n / start.elapsed().as_secs_f64(),
-        (cpu_seconds() - cpu) / n * 1e6,
+        (cpu_seconds("self") - cpu) / n * 1e6,
     )
 }
 
@@ -374,7 +333,7 @@ async fn watch_latency(watchers: usize, writes: usize) -> Vec<f64> {
 
 /// VmRSS with 5,000 nodes and 1,000 services, then LIST of all nodes over HTTP and in process.
 async fn memory_and_list() {
-    let rss_before = vm_rss_mb();
+    let rss_before = status_mb("self", "VmRSS:");
     let state_app = router(AppState::new(&config()));
     let (nodes, services) = (scale(5_000), scale(1_000));
     for i in 0..nodes {
@@ -384,7 +343,7 @@ async fn memory_and_list() {
         let svc = service(&format!("svc-{i:05}"));
         oneshot_create(&state_app, "/api/v1/namespaces/default/services", &svc).await;
     }
-    let rss_after = vm_rss_mb();
+    let rss_after = status_mb("self", "VmRSS:");
     println!(
         "memory: VmRSS {rss_after:.1} MB with {nodes} nodes + {services} services \
          (process start {rss_before:.1} MB; target < 300 MB)"

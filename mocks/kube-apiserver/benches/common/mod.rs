@@ -1,6 +1,8 @@
-//! The objects both API server benchmarks write: this crate's `benches/apiserver.rs` and
+//! What both API server benchmarks share: this crate's `benches/apiserver.rs` and
 //! `control-plane/benches/vs_embedded.rs` (which includes this file by path, so the
-//! embedded and the real kube-apiserver are measured with the very same bodies).
+//! embedded and the real kube-apiserver are measured with the very same bodies and
+//! figures): the objects written, medians and percentiles, and a process's memory and CPU
+//! from `/proc`.
 
 use serde_json::{Value, json};
 
@@ -36,4 +38,55 @@ pub fn service(name: &str) -> Value {
            "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
            "spec": {"clusterIP": "None", "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
                     "selector": {"app": name}}})
+}
+
+/// The median (sorts `xs`).
+pub fn median(xs: &mut [f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// The `p` quantile (0.0–1.0) of sorted values, nearest rank.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// A `kB` field of `/proc/<process>/status` (`process`: a pid or `self`), in MB.
+pub fn status_mb(process: &str, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{process}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// CPU seconds (user + system) a process (a pid or `self`) has used, from
+/// `/proc/<process>/stat`: on a shared machine the wall-clock rates swing with other load,
+/// CPU per operation much less.
+pub fn cpu_seconds(process: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{process}/stat")) else {
+        return f64::NAN;
+    };
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return f64::NAN;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }
