@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod address;
+pub mod client_builder;
 pub mod cloud;
 pub mod controllers;
 pub mod leader;
@@ -51,6 +52,8 @@ pub enum StartupError {
     Migration(#[from] migration::MigrationError),
     #[error("node-route-controller: {0}")]
     Route(#[from] controllers::route::RouteConfigError),
+    #[error(transparent)]
+    ClientBuilder(#[from] client_builder::ClientBuilderError),
     #[error("starting the async runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -143,7 +146,7 @@ fn init_logging(verbosity: u8) {
         .try_init();
 }
 
-async fn kube_client(opts: &Options) -> Result<kube::Client, StartupError> {
+async fn kube_config(opts: &Options) -> Result<kube::Config, StartupError> {
     let mut config = if opts.kubeconfig.is_empty() {
         kube::Config::infer()
             .await
@@ -162,7 +165,7 @@ async fn kube_client(opts: &Options) -> Result<kube::Client, StartupError> {
         http::header::USER_AGENT,
         http::HeaderValue::from_static(USER_AGENT),
     ));
-    Ok(kube::Client::try_from(config)?)
+    Ok(config)
 }
 
 /// Runs the CCM until a signal; errors before controllers start are startup errors.
@@ -198,7 +201,23 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     } else {
         None
     };
-    let client = kube_client(&opts).await?;
+    let config = kube_config(&opts).await?;
+    let client = kube::Client::try_from(config.clone())?;
+    // Each controller's client (its own ServiceAccount's with
+    // --use-service-account-credentials); made before anything starts, as upstream's
+    // ClientOrDie fails the start.
+    let builder = client_builder::ClientBuilder::new(
+        config,
+        client.clone(),
+        opts.use_service_account_credentials,
+    );
+    let mut clients = std::collections::BTreeMap::new();
+    for name in &enabled {
+        let sa = client_name(name);
+        if !clients.contains_key(sa) {
+            clients.insert(sa, builder.client(sa).await?);
+        }
+    }
     cloud.initialize(&client);
     let cloud = Arc::new(cloud);
     // The instance controllers see the provider through the (test-only) quirks.
@@ -229,7 +248,8 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     }
 
     let starter = Arc::new(ControllerStarter {
-        client: client.clone(),
+        clients,
+        root: client.clone(),
         cloud,
         instances,
         opts: opts.clone(),
@@ -299,7 +319,10 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
 /// What starting a controller needs; one place so the main and the migration lease start
 /// controllers the same way.
 struct ControllerStarter {
-    client: kube::Client,
+    /// By [`client_name`].
+    clients: std::collections::BTreeMap<&'static str, kube::Client>,
+    /// The CCM's own client, for a controller without one of its own.
+    root: kube::Client,
     cloud: Arc<providers::AnyCloud>,
     /// `cloud` as the cloud-node and lifecycle controllers see it.
     instances: Arc<providers::quirks::WithQuirks<providers::AnyCloud>>,
@@ -317,7 +340,8 @@ impl ControllerStarter {
     }
 
     fn start(&self, name: &'static str) {
-        let (opts, client, cloud) = (&self.opts, &self.client, &self.cloud);
+        let client = self.clients.get(client_name(name)).unwrap_or(&self.root);
+        let (opts, cloud) = (&self.opts, &self.cloud);
         match name {
             options::CLOUD_NODE => {
                 let node_opts = controllers::node::NodeControllerOptions {
@@ -385,6 +409,17 @@ impl ControllerStarter {
                 tracing::warn!("Skipping {other}: not implemented in this reference CCM version")
             }
         }
+    }
+}
+
+/// The identity a controller calls the API as with --use-service-account-credentials
+/// (k8s.io/cloud-provider app/controllermanager.go `DefaultInitFuncConstructors`).
+fn client_name(controller: &str) -> &'static str {
+    match controller {
+        options::CLOUD_NODE | options::CLOUD_NODE_LIFECYCLE => "node-controller",
+        options::SERVICE_LB => "service-controller",
+        options::NODE_ROUTE => "route-controller",
+        _ => "cloud-controller-manager",
     }
 }
 

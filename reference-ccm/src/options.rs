@@ -122,6 +122,11 @@ pub struct Options {
     pub configure_cloud_routes: bool,
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
     pub allocate_node_cidrs: bool,
+    /// Each controller calls the API as a ServiceAccount of its own in kube-system
+    /// (`node-controller`, `service-controller`, `route-controller`), with tokens from the
+    /// TokenRequest API, as upstream's dynamic client builder does.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    pub use_service_account_credentials: bool,
     #[arg(long, default_value = "")]
     pub cluster_cidr: String,
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]

@@ -117,6 +117,13 @@ pub fn cases() -> Vec<Case> {
             op08
         ),
         case!(
+            "OP-09",
+            "runs each controller as its own ServiceAccount with --use-service-account-credentials",
+            &[Conformance],
+            false,
+            op09
+        ),
+        case!(
             "OP-05",
             "initializes nodes that are all uninitialized and NotReady",
             &[Mock],
@@ -620,6 +627,105 @@ async fn op08(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     .map_err(|e| with_replica_log(env, "a", e))?;
     no_leaks(env)?;
     Ok(vec![])
+}
+
+/// OP-09: with `--use-service-account-credentials` each controller calls the API as a
+/// ServiceAccount of its own in kube-system, got or created by the CCM, with tokens from
+/// the TokenRequest API (k8s.io/cloud-provider options/options.go and
+/// app/controllermanager.go; k8s.io/controller-manager pkg/clientbuilder
+/// client_builder_dynamic.go): the cloud-node controller's writes come from
+/// `system:serviceaccount:kube-system:node-controller`, not from the CCM's own user. The
+/// CCM runs as a user of its own (a client certificate outside `system:masters`, allowed
+/// everything by RBAC); the controllers' ServiceAccounts get their rights through their
+/// group, as a provider's install manifests grant them (a real kube-apiserver's bootstrap
+/// `system:controller:*` roles grant some too; the embedded server seeds none).
+async fn op09(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    const CCM_USER: &str = "system:serviceaccount:kube-system:cloud-controller-manager";
+    const NODE_CONTROLLER: &str = "system:serviceaccount:kube-system:node-controller";
+    let kubeconfig = env.kubeconfig_for_user(CCM_USER).await?;
+    grant_all_to_group(env, "system:serviceaccounts:kube-system").await?;
+    env.start_ccm_with(&[
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        "--use-service-account-credentials",
+    ])
+    .await?;
+    initialized_node(env, "node-a", NodeOptions::default()).await?;
+    let node_writes: Vec<_> = env
+        .ccm_writes()
+        .into_iter()
+        .filter(|e| e.resource == "nodes" && e.name.as_deref() == Some("node-a"))
+        .collect();
+    ensure!(
+        !node_writes.is_empty(),
+        "expected the CCM's writes to node-a in the audit log, observed none"
+    );
+    let by_others: Vec<String> = node_writes
+        .iter()
+        .filter(|e| e.user != NODE_CONTROLLER)
+        .map(|e| format!("{} {} by {:?}", e.verb, e.path, e.user))
+        .collect();
+    ensure!(
+        by_others.is_empty(),
+        "expected every write to node-a from {NODE_CONTROLLER}, observed {by_others:?}"
+    );
+    let tokens = env
+        .api_audit()
+        .into_iter()
+        .filter(|e| {
+            e.verb == "create"
+                && e.resource == "serviceaccounts"
+                && e.subresource.as_deref() == Some("token")
+                && e.name.as_deref() == Some("node-controller")
+                && (200..300).contains(&e.status)
+        })
+        .count();
+    ensure!(
+        tokens >= 1,
+        "expected a TokenRequest for the node-controller ServiceAccount, observed none"
+    );
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(env.client(), LEASE_NAMESPACE);
+    ensure!(
+        accounts
+            .get_opt("node-controller")
+            .await
+            .map_err(|e| CaseError::infra("getting the ServiceAccount", e))?
+            .is_some(),
+        "expected the ServiceAccount kube-system/node-controller, observed none"
+    );
+    no_leaks(env)?;
+    Ok(vec![("token_requests".into(), tokens.to_string())])
+}
+
+/// A ClusterRole allowing everything, bound to `group`.
+async fn grant_all_to_group(env: &Environment, group: &str) -> Result<(), CaseError> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    const NAME: &str = "ccm-conformance:controllers";
+    let role: ClusterRole = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": NAME},
+        "rules": [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]}
+        ]
+    }))
+    .map_err(|e| CaseError::infra("building the ClusterRole", e))?;
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": NAME},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]
+    }))
+    .map_err(|e| CaseError::infra("building the ClusterRoleBinding", e))?;
+    Api::<ClusterRole>::all(env.client())
+        .create(&PostParams::default(), &role)
+        .await
+        .map_err(|e| CaseError::infra("creating the ClusterRole", e))?;
+    Api::<ClusterRoleBinding>::all(env.client())
+        .create(&PostParams::default(), &binding)
+        .await
+        .map_err(|e| CaseError::infra("creating the ClusterRoleBinding", e))?;
+    Ok(())
 }
 
 /// OP-05 (ccm-behaviour.md §6 item 17, the Kubernetes blog of 2025-02-14): a CCM must not

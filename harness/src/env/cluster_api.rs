@@ -397,6 +397,7 @@ fn parse_audit_event(line: &str, seq: u64) -> Option<AuditEntry> {
         namespace: text(&object["namespace"]),
         name: text(&object["name"]),
         user_agent: text(&event["userAgent"]).unwrap_or_default(),
+        user: text(&event["user"]["username"]).unwrap_or_default(),
         status: event["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
         patch_type: None,
     })
@@ -421,6 +422,7 @@ mod tests {
         assert_eq!(e.name.as_deref(), Some("node-a"));
         assert_eq!(e.namespace, None);
         assert_eq!(e.user_agent, "ccm/v1");
+        assert_eq!(e.user, "u");
         assert_eq!(e.status, 200);
         assert!(parse_audit_event("not json", 1).is_none());
         let own = line.replace(r#""username":"u""#, r#""username":"system:apiserver""#);

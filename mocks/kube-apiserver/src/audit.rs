@@ -25,6 +25,9 @@ pub struct AuditEntry {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub user_agent: String,
+    /// The authenticated user name (`system:serviceaccount:kube-system:node-controller`),
+    /// empty when authentication failed.
+    pub user: String,
     /// HTTP status (for watches: the status the stream started with).
     pub status: u16,
     /// For PATCH: `merge`, `json`, `strategic`, `apply`, or the raw Content-Type if
@@ -96,6 +99,7 @@ mod tests {
             namespace: None,
             name: Some("n".into()),
             user_agent: String::new(),
+            user: String::new(),
             status: 200,
             patch_type: None,
         }

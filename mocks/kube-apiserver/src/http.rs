@@ -515,6 +515,10 @@ async fn auth_and_audit(State(state): State<AppState>, mut req: Request, next: N
     // Credentials that fail are a 401 even on public paths: authentication runs before
     // authorization (apiserver pkg/endpoints/filters/authentication.go).
     let verb = verb_of(&method, &target, &query);
+    let user = identity
+        .as_ref()
+        .map(|id| id.user.clone())
+        .unwrap_or_default();
     let response = match identity {
         Err(_) => ApiError::Unauthorized.into_response(),
         Ok(mut id) => {
@@ -572,6 +576,7 @@ async fn auth_and_audit(State(state): State<AppState>, mut req: Request, next: N
         namespace,
         name,
         user_agent,
+        user,
         status: response.status().as_u16(),
     });
     response
