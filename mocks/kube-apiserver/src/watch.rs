@@ -81,10 +81,14 @@ pub fn convert<'a>(
     let cur = ev.kind != EventKind::Deleted && filter.matches(desc, &ev.object);
     let old = ev.prev.as_ref().is_some_and(|p| filter.matches(desc, p));
     match (cur, old) {
-        (true, false) => Some(("ADDED", Cow::Borrowed(&*ev.object))),
-        (true, true) => Some(("MODIFIED", Cow::Borrowed(&*ev.object))),
+        (true, false) => Some(("ADDED", Cow::Borrowed(ev.object.value()))),
+        (true, true) => Some(("MODIFIED", Cow::Borrowed(ev.object.value()))),
         (false, true) => {
-            let mut prev = ev.prev.as_deref().cloned().unwrap_or_default();
+            let mut prev = ev
+                .prev
+                .as_deref()
+                .map(|p| p.value().clone())
+                .unwrap_or_default();
             set_meta(
                 &mut prev,
                 "resourceVersion",
