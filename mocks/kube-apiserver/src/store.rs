@@ -133,6 +133,11 @@ pub struct StoreEvent {
     pub object: Arc<Stored>,
     /// The state before the write (None for creates).
     pub prev: Option<Arc<Stored>>,
+    /// The watch layer's JSON lines for this event, one per type a watcher can see it as
+    /// (`ADDED`, `MODIFIED`, `DELETED`, by [`crate::watch::Seen`]): encoded by the first
+    /// watcher that sends it, then shared by every other (apiserver's watch cache does the
+    /// same with its `cachingObject`), instead of each watcher encoding every event.
+    pub lines: [OnceLock<Bytes>; 3],
 }
 
 /// Options common to writes.
@@ -1279,6 +1284,7 @@ impl Store {
             namespace,
             object,
             prev,
+            lines: Default::default(),
         });
         inner.history.push_back(event.clone());
         while inner.history.len() > inner.history_cap {
