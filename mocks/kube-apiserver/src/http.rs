@@ -32,7 +32,8 @@ use crate::review;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Config;
 use crate::store::{
-    DeleteOptions, DeleteOutcome, FieldManagement, Filter, Store, WatchFrom, WriteOptions,
+    DeleteOptions, DeleteOutcome, FieldManagement, Filter, ListItem, Store, Stored, WatchFrom,
+    WriteOptions,
 };
 use crate::strategy::Subresource;
 use crate::table::{self, IncludeObject, TableOptions};
@@ -1553,7 +1554,7 @@ fn delete_collection(
             "kind": format!("{}List", desc.kind),
             "apiVersion": desc.api_version(),
             "metadata": {"resourceVersion": store.revision().to_string()},
-            "items": items,
+            "items": items.iter().map(ListItem).collect::<Vec<_>>(),
         }),
     ))
 }
@@ -1691,30 +1692,47 @@ fn list(
 
 /// A LIST answer, kept as the stored objects until it is written: a LIST of thousands
 /// of objects is serialized straight from the store's copies, never cloned.
+///
+/// In JSON its items carry no `apiVersion` and `kind`, as kube-apiserver's do: a built-in
+/// type's v1 `List` holds its items with an empty `TypeMeta`, which Go's encoder omits
+/// (`curl /api/v1/nodes` against v1.37.2: `items[0].kind` is absent). Tables keep the
+/// object's kind in `rows[].object` (apiserver pkg/endpoints/handlers/response.go
+/// `asTable` converts each object to the request's version, which sets it) and
+/// `PartialObjectMetadataList` items are `PartialObjectMetadata`, so only the plain
+/// JSON list ([`ListBody::json_response`]) and DeleteCollection's answer drop them.
 struct ListBody {
     kind: String,
     api_version: String,
     metadata: Value,
-    items: Vec<Arc<Value>>,
+    items: Vec<Arc<Stored>>,
 }
 
 impl ListBody {
     /// `{"kind":…,"apiVersion":…,"metadata":…,"items":[…]}`.
     fn json_response(&self) -> Response {
-        let mut buf = Vec::with_capacity(64 + self.items.len() * 2048);
+        // Encoded (or cached) items first, so the body is written into one buffer of
+        // exactly its size: growing a Vec of many MB by doubling copied it several times.
+        let items: Vec<&Bytes> = self.items.iter().map(|o| o.list_item_json()).collect();
+        let head = serde_json::to_vec(&self.metadata).unwrap_or_default();
+        let size = 64
+            + self.kind.len()
+            + self.api_version.len()
+            + head.len()
+            + items.iter().map(|b| b.len() + 1).sum::<usize>();
+        let mut buf = Vec::with_capacity(size);
         buf.extend_from_slice(b"{\"kind\":");
         // Writing JSON into a Vec cannot fail (no I/O, string keys only).
         let _ = serde_json::to_writer(&mut buf, &self.kind);
         buf.extend_from_slice(b",\"apiVersion\":");
         let _ = serde_json::to_writer(&mut buf, &self.api_version);
         buf.extend_from_slice(b",\"metadata\":");
-        let _ = serde_json::to_writer(&mut buf, &self.metadata);
+        buf.extend_from_slice(&head);
         buf.extend_from_slice(b",\"items\":[");
-        for (i, item) in self.items.iter().enumerate() {
+        for (i, item) in items.iter().enumerate() {
             if i > 0 {
                 buf.push(b',');
             }
-            let _ = serde_json::to_writer(&mut buf, &**item);
+            buf.extend_from_slice(item);
         }
         buf.extend_from_slice(b"]}");
         let mut resp = (StatusCode::OK, buf).into_response();
@@ -1730,7 +1748,7 @@ impl ListBody {
         body.insert("kind".into(), Value::String(self.kind.clone()));
         body.insert("apiVersion".into(), Value::String(self.api_version.clone()));
         body.insert("metadata".into(), self.metadata.clone());
-        let items = self.items.iter().map(|o| (**o).clone()).collect();
+        let items = self.items.iter().map(|o| o.value().clone()).collect();
         body.insert("items".into(), Value::Array(items));
         Value::Object(body)
     }

@@ -7,9 +7,10 @@
 //! watcher that subscribes under the lock sees every later event exactly once.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use base64::Engine;
+use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -28,6 +29,78 @@ use crate::strategy::{self, Subresource};
 /// Namespaces that exist in every fresh server.
 pub const DEFAULT_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// A stored object, shared by the store's map, LIST pages, watch events and history.
+///
+/// Besides the object it keeps the object's JSON as an item of a list, encoded by the
+/// first LIST that sends it and reused by every later one until the object changes (a
+/// write stores a new `Stored`): encoding thousands of objects for each LIST was most
+/// of its time. The cache costs about the object's JSON size in memory, only for
+/// objects that were listed.
+#[derive(Debug)]
+pub struct Stored {
+    value: Value,
+    list_item_json: OnceLock<Bytes>,
+}
+
+impl Stored {
+    pub fn new(value: Value) -> Stored {
+        Stored {
+            value,
+            list_item_json: OnceLock::new(),
+        }
+    }
+
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The object as an item of a JSON list: without `apiVersion` and `kind`, as
+    /// kube-apiserver writes the items of a built-in type's list (their `TypeMeta` is
+    /// empty, and Go's encoder omits it).
+    pub fn list_item_json(&self) -> &Bytes {
+        self.list_item_json.get_or_init(|| {
+            let mut buf = Vec::with_capacity(1024);
+            // Writing JSON into a Vec cannot fail (no I/O, string keys only).
+            let _ = serde_json::to_writer(&mut buf, &ListItem(&self.value));
+            Bytes::from(buf)
+        })
+    }
+}
+
+impl std::ops::Deref for Stored {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
+/// An object serialized as a list item: its top-level `apiVersion` and `kind` left out.
+pub struct ListItem<'a>(pub &'a Value);
+
+impl ListItem<'_> {
+    fn is_type_meta(key: &str) -> bool {
+        key == "kind" || key == "apiVersion"
+    }
+}
+
+impl serde::Serialize for ListItem<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(map) = self.0 else {
+            return self.0.serialize(serializer);
+        };
+        let len = map.keys().filter(|k| !Self::is_type_meta(k)).count();
+        let mut out = serializer.serialize_map(Some(len))?;
+        for (key, value) in map {
+            if !Self::is_type_meta(key) {
+                out.serialize_entry(key, value)?;
+            }
+        }
+        out.end()
+    }
+}
 
 /// Watch event types the store produces (BOOKMARK and ERROR are made by the watch layer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,9 +130,14 @@ pub struct StoreEvent {
     pub resource: &'static ResourceDesc,
     pub namespace: String,
     /// The new state (for deletes: the last state, carrying the delete revision).
-    pub object: Arc<Value>,
+    pub object: Arc<Stored>,
     /// The state before the write (None for creates).
-    pub prev: Option<Arc<Value>>,
+    pub prev: Option<Arc<Stored>>,
+    /// The watch layer's JSON lines for this event, one per type a watcher can see it as
+    /// (`ADDED`, `MODIFIED`, `DELETED`, by [`crate::watch::Seen`]): encoded by the first
+    /// watcher that sends it, then shared by every other (apiserver's watch cache does the
+    /// same with its `cachingObject`), instead of each watcher encoding every event.
+    pub lines: [OnceLock<Bytes>; 3],
 }
 
 /// Options common to writes.
@@ -237,7 +315,7 @@ impl Filter {
 /// A page of a list.
 #[derive(Debug, Clone)]
 pub struct ListPage {
-    pub items: Vec<Arc<Value>>,
+    pub items: Vec<Arc<Stored>>,
     /// The list's `metadata.resourceVersion`.
     pub revision: u64,
     pub continue_token: Option<String>,
@@ -256,7 +334,7 @@ pub enum WatchFrom {
 /// A registered watcher's starting point.
 pub struct Subscription {
     /// Current objects to send as ADDED first (only for `WatchFrom::Now { initial: true }`).
-    pub initial: Vec<Arc<Value>>,
+    pub initial: Vec<Arc<Stored>>,
     /// History events to replay (only for `WatchFrom::After`).
     pub replay: Vec<Arc<StoreEvent>>,
     /// The store revision when the watch was registered.
@@ -269,7 +347,7 @@ type ObjectKey = (String, String);
 
 struct Inner {
     revision: u64,
-    objects: BTreeMap<String, BTreeMap<ObjectKey, Arc<Value>>>,
+    objects: BTreeMap<String, BTreeMap<ObjectKey, Arc<Stored>>>,
     history: VecDeque<Arc<StoreEvent>>,
     history_cap: usize,
     /// Revision of the newest event evicted from history (0: nothing evicted yet).
@@ -446,7 +524,7 @@ impl Store {
                     .objects
                     .entry(resource)
                     .or_default()
-                    .insert((ns, name), Arc::new(obj));
+                    .insert((ns, name), Arc::new(Stored::new(obj)));
             }
         }
         Ok(store)
@@ -515,7 +593,7 @@ impl Store {
         let inner = self.lock();
         inner
             .get(desc, &namespace_of(desc, ns), name)
-            .map(|o| (*o).clone())
+            .map(|o| o.value().clone())
     }
 
     /// A page of objects sorted by namespace then name.
@@ -692,14 +770,14 @@ impl Store {
             "resourceVersion",
             Some(json!(revision.to_string())),
         );
-        let obj = Arc::new(obj);
+        let obj = Arc::new(Stored::new(obj));
         inner
             .objects
             .entry(desc.key())
             .or_default()
             .insert(key, obj.clone());
         self.commit(&mut inner, EventKind::Added, desc, ns, obj.clone(), None);
-        Ok((*obj).clone())
+        Ok(obj.value().clone())
     }
 
     /// Replace an object (PUT). `sub` selects main resource or `/status` rules.
@@ -803,7 +881,7 @@ impl Store {
         ns: &str,
         name: &str,
         sub: Subresource,
-        old: Arc<Value>,
+        old: Arc<Stored>,
         mut new: Value,
         rv_required: bool,
         opts: WriteOptions,
@@ -919,7 +997,7 @@ impl Store {
         }
         set_type_meta(desc, &mut new);
         set_meta(&mut new, "resourceVersion", Some(json!(old_rv)));
-        if new == *old {
+        if new == *old.value() {
             return Ok(new);
         }
         if opts.dry_run {
@@ -931,7 +1009,7 @@ impl Store {
             "resourceVersion",
             Some(json!(revision.to_string())),
         );
-        let new = Arc::new(new);
+        let new = Arc::new(Stored::new(new));
         let key = (ns.to_string(), name.to_string());
         if deleting && new_finalizers.is_empty() {
             // apiserver store.go: an update that empties the finalizers of an object
@@ -962,7 +1040,7 @@ impl Store {
                 Some(old),
             );
         }
-        Ok((*new).clone())
+        Ok(new.value().clone())
     }
 
     /// Delete an object (apiserver store.go `Delete` with finalizer handling).
@@ -1026,7 +1104,7 @@ impl Store {
                         .map(|p| if p < 0 { 1 } else { p })
                         .filter(|p| *p < current);
                     let Some(period) = shorter else {
-                        return Ok(DeleteOutcome::Pending((*old).clone()));
+                        return Ok(DeleteOutcome::Pending(old.value().clone()));
                     };
                     let ts = meta_str(&old, "deletionTimestamp").unwrap_or("");
                     graceful = Some((shift_timestamp(ts, period - current), period));
@@ -1042,9 +1120,9 @@ impl Store {
         let mut current = old.clone();
         if !pending.is_empty() || graceful.is_some() {
             if deleting && gc.is_none() && graceful.is_none() {
-                return Ok(DeleteOutcome::Pending((*old).clone()));
+                return Ok(DeleteOutcome::Pending(old.value().clone()));
             }
-            let mut marked = (*old).clone();
+            let mut marked = old.value().clone();
             if gc.is_some() {
                 set_meta(&mut marked, "finalizers", Some(json!(pending)));
             }
@@ -1091,7 +1169,7 @@ impl Store {
                 "resourceVersion",
                 Some(json!(revision.to_string())),
             );
-            let marked = Arc::new(marked);
+            let marked = Arc::new(Stored::new(marked));
             inner
                 .objects
                 .entry(desc.key())
@@ -1106,22 +1184,22 @@ impl Store {
                 Some(old),
             );
             if stays {
-                return Ok(DeleteOutcome::Pending((*marked).clone()));
+                return Ok(DeleteOutcome::Pending(marked.value().clone()));
             }
             current = marked;
         }
         let old = current;
         if opts.dry_run {
-            return Ok(DeleteOutcome::Deleted((*old).clone()));
+            return Ok(DeleteOutcome::Deleted(old.value().clone()));
         }
         let revision = inner.revision + 1;
-        let mut last = (*old).clone();
+        let mut last = old.value().clone();
         set_meta(
             &mut last,
             "resourceVersion",
             Some(json!(revision.to_string())),
         );
-        let last = Arc::new(last);
+        let last = Arc::new(Stored::new(last));
         if let Some(map) = inner.objects.get_mut(&desc.key()) {
             map.remove(&key);
         }
@@ -1133,7 +1211,7 @@ impl Store {
             last.clone(),
             Some(old),
         );
-        Ok(DeleteOutcome::Deleted((*last).clone()))
+        Ok(DeleteOutcome::Deleted(last.value().clone()))
     }
 
     /// Register a watcher. `Err(Expired)` when `from` is older than the history.
@@ -1188,13 +1266,13 @@ impl Store {
         kind: EventKind,
         resource: &'static ResourceDesc,
         namespace: String,
-        object: Arc<Value>,
-        prev: Option<Arc<Value>>,
+        object: Arc<Stored>,
+        prev: Option<Arc<Stored>>,
     ) {
         inner.revision += 1;
         if let Some(journal) = inner.journal.as_mut() {
             let name = meta_str(&object, "name").unwrap_or("");
-            let stored = (kind != EventKind::Deleted).then_some(object.as_ref());
+            let stored = (kind != EventKind::Deleted).then_some(object.value());
             if let Err(err) = journal.append(inner.revision, resource, &namespace, name, stored) {
                 tracing::error!(%err, "persisting a write failed; it is served but not kept");
             }
@@ -1206,6 +1284,7 @@ impl Store {
             namespace,
             object,
             prev,
+            lines: Default::default(),
         });
         inner.history.push_back(event.clone());
         while inner.history.len() > inner.history_cap {
@@ -1219,7 +1298,7 @@ impl Store {
 }
 
 impl Inner {
-    fn get(&self, desc: &ResourceDesc, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+    fn get(&self, desc: &ResourceDesc, ns: &str, name: &str) -> Result<Arc<Stored>, ApiError> {
         self.objects
             .get(&desc.key())
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
@@ -1244,7 +1323,7 @@ impl Inner {
             .into_iter()
             .flatten()
             .filter(|(k, _)| *k != key)
-            .map(|(_, v)| v.as_ref())
+            .map(|(_, v)| v.value())
             .collect();
         allocator::allocate(obj, old, &others)
     }

@@ -45,7 +45,7 @@ pub struct WatchParams {
 }
 
 /// One NDJSON line, `{"type":…,"object":…}` as upstream writes it. Serialized straight
-/// from the borrowed object: every watcher writes every event, so no copies.
+/// from the borrowed object; a store event's lines are then shared ([`shared_line`]).
 pub fn line(kind: &str, object: &Value) -> Bytes {
     let mut buf = Vec::with_capacity(512);
     buf.extend_from_slice(b"{\"type\":");
@@ -68,6 +68,63 @@ fn bookmark(desc: &ResourceDesc, revision: u64, initial_end: bool) -> Bytes {
     )
 }
 
+/// How a watcher sees an event: which depends on its filter, not on the event alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// The object matches now and did not before (or is new).
+    Added = 0,
+    /// It matched before and still does.
+    Modified = 1,
+    /// It matched before and no longer does, or was deleted: the previous object.
+    Deleted = 2,
+}
+
+impl Seen {
+    fn as_str(self) -> &'static str {
+        match self {
+            Seen::Added => "ADDED",
+            Seen::Modified => "MODIFIED",
+            Seen::Deleted => "DELETED",
+        }
+    }
+}
+
+/// How a watcher with `filter` on `desc` sees `ev`, if at all.
+pub fn seen(ev: &StoreEvent, desc: &ResourceDesc, filter: &Filter) -> Option<Seen> {
+    if !std::ptr::eq(ev.resource, desc) {
+        return None;
+    }
+    let cur = ev.kind != EventKind::Deleted && filter.matches(desc, &ev.object);
+    let old = ev.prev.as_ref().is_some_and(|p| filter.matches(desc, p));
+    match (cur, old) {
+        (true, false) => Some(Seen::Added),
+        (true, true) => Some(Seen::Modified),
+        (false, true) => Some(Seen::Deleted),
+        (false, false) => None,
+    }
+}
+
+/// The object a watcher that sees `ev` as `seen` is sent. Borrowed from the event unless
+/// it had to change (DELETED: the previous object with the event's resourceVersion).
+fn object_of(ev: &StoreEvent, seen: Seen) -> Cow<'_, Value> {
+    match seen {
+        Seen::Added | Seen::Modified => Cow::Borrowed(ev.object.value()),
+        Seen::Deleted => {
+            let mut prev = ev
+                .prev
+                .as_deref()
+                .map(|p| p.value().clone())
+                .unwrap_or_default();
+            set_meta(
+                &mut prev,
+                "resourceVersion",
+                Some(json!(ev.revision.to_string())),
+            );
+            Cow::Owned(prev)
+        }
+    }
+}
+
 /// What a watcher with `filter` on `desc` should see for `ev`, if anything.
 /// The object is borrowed from the event unless it had to change (DELETED).
 pub fn convert<'a>(
@@ -75,25 +132,16 @@ pub fn convert<'a>(
     desc: &ResourceDesc,
     filter: &Filter,
 ) -> Option<(&'static str, Cow<'a, Value>)> {
-    if !std::ptr::eq(ev.resource, desc) {
-        return None;
-    }
-    let cur = ev.kind != EventKind::Deleted && filter.matches(desc, &ev.object);
-    let old = ev.prev.as_ref().is_some_and(|p| filter.matches(desc, p));
-    match (cur, old) {
-        (true, false) => Some(("ADDED", Cow::Borrowed(&*ev.object))),
-        (true, true) => Some(("MODIFIED", Cow::Borrowed(&*ev.object))),
-        (false, true) => {
-            let mut prev = ev.prev.as_deref().cloned().unwrap_or_default();
-            set_meta(
-                &mut prev,
-                "resourceVersion",
-                Some(json!(ev.revision.to_string())),
-            );
-            Some(("DELETED", Cow::Owned(prev)))
-        }
-        (false, false) => None,
-    }
+    let seen = seen(ev, desc, filter)?;
+    Some((seen.as_str(), object_of(ev, seen)))
+}
+
+/// The JSON line of `ev` seen as `seen`: encoded once per event and type by the first
+/// watcher that sends it, a shared (reference-counted) `Bytes` for every other one.
+pub fn shared_line(ev: &StoreEvent, seen: Seen) -> Bytes {
+    ev.lines[seen as usize]
+        .get_or_init(|| line(seen.as_str(), &object_of(ev, seen)))
+        .clone()
 }
 
 enum Step {
@@ -128,8 +176,8 @@ pub fn stream(
             yield Ok(encoder.line("ADDED", obj));
         }
         for ev in &sub.replay {
-            if let Some((kind, obj)) = convert(ev, desc, &filter) {
-                yield Ok(encoder.line(kind, &obj));
+            if let Some(line) = encoder.event(ev, &filter) {
+                yield Ok(line);
             }
             last = last.max(ev.revision);
         }
@@ -156,8 +204,8 @@ pub fn stream(
                 Step::Live(Ok(ev)) => {
                     if ev.revision > last {
                         last = ev.revision;
-                        if let Some((kind, obj)) = convert(&ev, desc, &filter) {
-                            yield Ok(encoder.line(kind, &obj));
+                        if let Some(line) = encoder.event(&ev, &filter) {
+                            yield Ok(line);
                         }
                     }
                 }
@@ -177,8 +225,8 @@ pub fn stream(
                             Ok(ev) => {
                                 if ev.revision > last {
                                     last = ev.revision;
-                                    if let Some((kind, obj)) = convert(&ev, desc, &filter) {
-                                        yield Ok(encoder.line(kind, &obj));
+                                    if let Some(line) = encoder.event(&ev, &filter) {
+                                        yield Ok(line);
                                     }
                                 }
                             }
@@ -211,6 +259,17 @@ struct ObjectEncoder {
 }
 
 impl ObjectEncoder {
+    /// The line for a store event, if this watcher sees it: JSON lines are shared between
+    /// watchers ([`shared_line`]); a Table is this watcher's own (its options, and column
+    /// definitions only in its first one).
+    fn event(&mut self, ev: &StoreEvent, filter: &Filter) -> Option<Bytes> {
+        let seen = seen(ev, self.desc, filter)?;
+        Some(match self.table {
+            None => shared_line(ev, seen),
+            Some(_) => self.line(seen.as_str(), &object_of(ev, seen)),
+        })
+    }
+
     fn line(&mut self, kind: &str, obj: &Value) -> Bytes {
         let Some(opts) = self.table.as_mut() else {
             return line(kind, obj);
@@ -317,6 +376,60 @@ mod tests {
             unlabelled["metadata"]["resourceVersion"]
         );
         assert_eq!(ev["object"]["metadata"]["labels"]["role"], "a");
+    }
+
+    #[test]
+    fn watchers_share_an_event_line_per_type() {
+        let store = Store::new(100);
+        let nodes = lookup("", "v1", "nodes").expect("nodes");
+        let created = store
+            .create(
+                nodes,
+                None,
+                json!({"metadata": {"name": "n", "labels": {"role": "a"}}}),
+                WriteOptions::default(),
+            )
+            .expect("create");
+        let mut unlabelled = created.clone();
+        unlabelled["metadata"]["labels"] = json!({});
+        store
+            .update(
+                nodes,
+                None,
+                "n",
+                Subresource::Main,
+                unlabelled,
+                WriteOptions::default(),
+            )
+            .expect("unlabel");
+        let history = store.history();
+        let ev = history.last().expect("the update");
+        let everything = Filter::default();
+        let role_a = Filter {
+            labels: Some(LabelSelector::parse("role=a").expect("selector")),
+            ..Filter::default()
+        };
+        // One event, two types of line: MODIFIED for one watcher, DELETED for the other.
+        assert_eq!(seen(ev, nodes, &everything), Some(Seen::Modified));
+        assert_eq!(seen(ev, nodes, &role_a), Some(Seen::Deleted));
+        let first = shared_line(ev, Seen::Modified);
+        let second = shared_line(ev, Seen::Modified);
+        assert_eq!(first.as_ptr(), second.as_ptr(), "encoded once, shared");
+        let deleted: Value = serde_json::from_slice(&shared_line(ev, Seen::Deleted)).expect("json");
+        assert_eq!(deleted["type"], "DELETED");
+        assert_eq!(deleted["object"]["metadata"]["labels"]["role"], "a");
+        assert_eq!(
+            deleted["object"]["metadata"]["resourceVersion"],
+            ev.revision.to_string()
+        );
+        let modified: Value = serde_json::from_slice(&first).expect("json");
+        assert_eq!(modified["type"], "MODIFIED");
+        assert_eq!(modified["object"]["kind"], "Node");
+        assert_eq!(
+            first,
+            line("MODIFIED", ev.object.value()),
+            "the same bytes a watcher would encode itself"
+        );
     }
 
     #[tokio::test]

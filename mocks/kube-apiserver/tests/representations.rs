@@ -147,6 +147,70 @@ async fn list_and_get_as_table() {
     assert_eq!(plain.content_type, "application/json");
 }
 
+/// kube-apiserver's JSON lists hold their items without `apiVersion` and `kind` (a built-in
+/// type's list items have an empty TypeMeta); Tables with whole objects and
+/// PartialObjectMetadataLists keep a kind per item. The embedded server keeps each item's
+/// encoding between LISTs: a write must show in the next LIST.
+#[tokio::test]
+async fn list_items_carry_no_type_meta_and_follow_writes() {
+    let app = app();
+    create(
+        &app,
+        "/api/v1/nodes",
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}),
+    )
+    .await;
+    let plain = send(&app, "GET", "/api/v1/nodes", None, None).await;
+    assert_eq!(plain.body["kind"], "NodeList");
+    assert_eq!(plain.body["apiVersion"], "v1");
+    let item = plain.body["items"][0].as_object().expect("an item");
+    assert_eq!(item["metadata"]["name"], "n1");
+    assert!(!item.contains_key("kind") && !item.contains_key("apiVersion"));
+
+    let table = send(
+        &app,
+        "GET",
+        "/api/v1/nodes?includeObject=Object",
+        Some(TABLE_ACCEPT),
+        None,
+    )
+    .await;
+    assert_eq!(table.body["rows"][0]["object"]["kind"], "Node");
+    assert_eq!(table.body["rows"][0]["object"]["apiVersion"], "v1");
+    let partial = send(
+        &app,
+        "GET",
+        "/api/v1/nodes",
+        Some("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"),
+        None,
+    )
+    .await;
+    assert_eq!(partial.body["items"][0]["kind"], "PartialObjectMetadata");
+
+    let patched = send(
+        &app,
+        "PATCH",
+        "/api/v1/nodes/n1",
+        None,
+        Some((
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"seq": "2"}}}),
+        )),
+    )
+    .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    let again = send(&app, "GET", "/api/v1/nodes", None, None).await;
+    assert_eq!(again.body["items"][0]["metadata"]["labels"]["seq"], "2");
+    assert_eq!(
+        again.body["items"][0]["metadata"]["resourceVersion"],
+        patched.body["metadata"]["resourceVersion"]
+    );
+    let removed = send(&app, "DELETE", "/api/v1/nodes/n1", None, None).await;
+    assert_eq!(removed.status, StatusCode::OK, "{}", removed.body);
+    let empty = send(&app, "GET", "/api/v1/nodes", None, None).await;
+    assert_eq!(empty.body["items"], json!([]));
+}
+
 #[tokio::test]
 async fn services_table_shows_pending_load_balancer() {
     let app = app();
