@@ -505,6 +505,16 @@ pub fn publish_client_ca(store: &Store, ca_pem: &str) {
 mod tests {
     use super::*;
 
+    /// The authority of a server with the admin token `admin` and the read-only `ro`.
+    fn authority<'a>(store: &'a Store, signer: &'a tokens::Signer) -> TokenAuthority<'a> {
+        TokenAuthority {
+            admin_token: "admin",
+            readonly_token: "ro",
+            signer,
+            store,
+        }
+    }
+
     fn store_with_sa() -> (Store, String) {
         let store = Store::new(100);
         let desc = resources::lookup("", "v1", "serviceaccounts").expect("sa");
@@ -558,12 +568,7 @@ mod tests {
     fn token_reviews_know_service_accounts_until_they_are_recreated() {
         let (store, _) = store_with_sa();
         let signer = tokens::Signer::new("s");
-        let authority = TokenAuthority {
-            admin_token: "admin",
-            readonly_token: "ro",
-            signer: &signer,
-            store: &store,
-        };
+        let authority = authority(&store, &signer);
         let tr = token_request(&store, &signer, "kube-system", "ccm", &json!({})).expect("tr");
         let token = tr["status"]["token"].as_str().expect("token");
         let review = token_review(&authority, &json!({"spec": {"token": token}})).expect("review");
@@ -615,12 +620,7 @@ mod tests {
     fn access_reviews_validate_and_decide() {
         let (store, _) = store_with_sa();
         let signer = tokens::Signer::new("s");
-        let authority = TokenAuthority {
-            admin_token: "admin",
-            readonly_token: "ro",
-            signer: &signer,
-            store: &store,
-        };
+        let authority = authority(&store, &signer);
         let sar =
             resources::lookup("authorization.k8s.io", "v1", "subjectaccessreviews").expect("sar");
         let deny_all = |_: &str, _: &[String], _: &rbac::Request| Decision::default();
