@@ -694,17 +694,13 @@ impl Environment {
 
     /// Appends the CCM log tail to a failure's detail.
     pub fn with_ccm_log(&self, err: CaseError) -> CaseError {
-        match err {
-            CaseError::Failed { message, detail } => CaseError::Failed {
-                message,
-                detail: format!(
-                    "{detail}\n--- CCM log (tail) ---\n{}\n--- cloud journal (tail) ---\n{}",
-                    self.ccm_log_tail(30),
-                    self.cloud().journal_text(20)
-                ),
-            },
-            other => other,
-        }
+        err.and_detail(|detail| {
+            format!(
+                "{detail}\n--- CCM log (tail) ---\n{}\n--- cloud journal (tail) ---\n{}",
+                self.ccm_log_tail(30),
+                self.cloud().journal_text(20)
+            )
+        })
     }
 
     /// Every write (create, update, patch, delete) the CCM made, i.e. not from the harness or
@@ -737,21 +733,7 @@ impl Environment {
     /// Makes the cloud's load balancers slow: each change stays pending for `reads` status
     /// reads (Octavia's PENDING_* states), so a case can act while the CCM is mid-ensure.
     pub fn slow_load_balancers(&self, reads: u32) -> Result<(), CaseError> {
-        self.cloud().require(crate::cloud::Feature::LoadBalancers)?;
-        #[allow(unreachable_patterns)]
-        match self.cloud() {
-            CloudControl::OpenStack(m) => m
-                .admin()
-                .set_lifecycle(
-                    mock_openstack::LifecycleTarget::Default,
-                    Some(mock_openstack::LifecycleMode::Reads { n: reads }),
-                )
-                .map_err(|e| CaseError::infra("setting the load-balancer lifecycle", e)),
-            other => Err(CaseError::Skipped(format!(
-                "no slow load-balancer lifecycle for provider {}",
-                other.provider().name()
-            ))),
-        }
+        self.cloud().slow_load_balancers(reads)
     }
 
     /// Restarts the API server on the same address with the same credentials and objects:
@@ -876,13 +858,7 @@ pub fn in_tree_labels(instance: &Instance) -> BTreeMap<String, String> {
 
 /// Prefixes a failure's message with `context` (skips pass through).
 fn prefix_failure(context: &str, err: CaseError) -> CaseError {
-    match err {
-        CaseError::Failed { message, detail } => CaseError::Failed {
-            message: format!("{context}: {message}"),
-            detail,
-        },
-        other => other,
-    }
+    err.map_message(|message| format!("{context}: {message}"))
 }
 
 /// A kube client for the kubeconfig, identifying itself with `user_agent`.

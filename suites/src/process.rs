@@ -370,16 +370,12 @@ async fn op03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 fn with_replica_log(env: &Environment, name: &str, err: CaseError) -> CaseError {
-    match err {
-        CaseError::Failed { message, detail } => CaseError::Failed {
-            message,
-            detail: format!(
-                "{detail}\n--- replica {name} log (tail) ---\n{}",
-                env.replica_log_tail(name, 30)
-            ),
-        },
-        other => other,
-    }
+    err.and_detail(|detail| {
+        format!(
+            "{detail}\n--- replica {name} log (tail) ---\n{}",
+            env.replica_log_tail(name, 30)
+        )
+    })
 }
 
 async fn op04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
