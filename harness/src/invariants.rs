@@ -34,8 +34,9 @@ use tokio::task::JoinHandle;
 
 use crate::case::CaseMetrics;
 use crate::cloud::{CloudObserver, LbOp};
-use crate::env::{Environment, addresses, has_uninitialized_taint, provider_id};
+use crate::env::Environment;
 use crate::error::CaseError;
+use crate::node::{addresses, has_uninitialized_taint, provider_id};
 use crate::wait::Probe;
 
 /// Labels a CCM derives from the cloud and must never change on an existing node.

@@ -20,6 +20,7 @@ pub mod interrupt;
 pub mod invariants;
 pub mod kcm;
 pub mod lb_bench;
+pub mod node;
 pub mod probe;
 pub mod progress;
 pub mod provider;

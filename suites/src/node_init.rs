@@ -16,9 +16,8 @@ use std::time::{Duration, Instant};
 
 use ccm_harness::case::CaseMetrics;
 use ccm_harness::cloud::Feature;
-use ccm_harness::env::{
-    NodeIp, NodeOptions, addresses, describe_taints, has_uninitialized_taint, label, provider_id,
-};
+use ccm_harness::env::{NodeIp, NodeOptions};
+use ccm_harness::node::{addresses, describe_taints, has_uninitialized_taint, label, provider_id};
 use ccm_harness::{
     Case, CaseError, Environment, FaultSpec, Instance, InstanceSpec, Probe, Tag, ensure,
     eventually, holds_for,

@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use ccm_harness::case::CaseMetrics;
-use ccm_harness::env::{NodeOptions, describe_taints, has_uninitialized_taint};
+use ccm_harness::env::NodeOptions;
+use ccm_harness::node::{describe_taints, has_uninitialized_taint};
 use ccm_harness::probe::{https_get, lease_holder, secure_port};
 use ccm_harness::{Case, CaseError, Environment, Probe, Tag, ensure, eventually, holds_for};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};

@@ -15,10 +15,11 @@ use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
 use ccm_harness::cloud::Feature;
-use ccm_harness::env::{NodeOptions, provider_id};
+use ccm_harness::env::NodeOptions;
 use ccm_harness::in_tree::{InTreeName, seed_load_balancer};
 use ccm_harness::invariants::{CCM_LEASE, Recorder, TransitionReport, ingress_of};
 use ccm_harness::kcm::{KcmConfig, SimKcm, ran_at};
+use ccm_harness::node::provider_id;
 use ccm_harness::{
     Case, CaseError, Environment, Instance, InstanceSpec, Probe, Tag, ensure, eventually,
 };
