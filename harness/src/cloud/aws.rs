@@ -159,14 +159,7 @@ fn classify(e: &JournalEntry) -> CloudCall {
         "ec2" if !action.starts_with("DescribeInstance") => CallKind::LoadBalancerSupport,
         _ => CallKind::Other,
     };
-    CloudCall {
-        seq: e.seq,
-        time: e.time,
-        kind,
-        status: e.status,
-        faulted: e.fault.is_some(),
-        refs: tokens(&e.query),
-    }
+    CloudCall::of(e, kind, tokens(&e.query))
 }
 
 impl Backend for Aws {

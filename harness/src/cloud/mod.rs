@@ -281,6 +281,18 @@ pub struct CloudCall {
 }
 
 impl CloudCall {
+    /// `e` read as a call of `kind` naming `refs`.
+    pub(crate) fn of(e: &JournalEntry, kind: CallKind, refs: Vec<String>) -> Self {
+        CloudCall {
+            seq: e.seq,
+            time: e.time,
+            kind,
+            status: e.status,
+            faulted: e.fault.is_some(),
+            refs,
+        }
+    }
+
     pub fn ok(&self) -> bool {
         (200..300).contains(&self.status)
     }

@@ -102,14 +102,7 @@ fn classify(e: &JournalEntry) -> CloudCall {
         "load-balancer" => CallKind::LoadBalancer(lb_op(e)),
         _ => CallKind::Other,
     };
-    CloudCall {
-        seq: e.seq,
-        time: e.time,
-        kind,
-        status: e.status,
-        faulted: e.fault.is_some(),
-        refs: tokens(&format!("{}?{}", e.path, e.query)),
-    }
+    CloudCall::of(e, kind, tokens(&format!("{}?{}", e.path, e.query)))
 }
 
 impl Backend for OpenStack {

@@ -551,14 +551,7 @@ fn classify(e: &JournalEntry) -> CloudCall {
     } else {
         CallKind::Other
     };
-    CloudCall {
-        seq: e.seq,
-        time: e.time,
-        kind,
-        status: e.status,
-        faulted: e.fault.is_some(),
-        refs: Vec::new(),
-    }
+    CloudCall::of(e, kind, Vec::new())
 }
 
 impl Backend for VsphereCloud {
