@@ -1,0 +1,3 @@
+mod api;
+
+pub(crate) use api::*;
