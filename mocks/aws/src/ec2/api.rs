@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::state::{
-    self, GroupRef, StateChange, lookup_instances, mac_of, not_found, resource_exists,
-    resource_type,
+    self, GroupRef, StateChange, lookup_instances, mac_of, network_nodes, not_found,
+    resource_exists, resource_type, topology_layers,
 };
 use crate::error::AwsError;
 use crate::model::{
@@ -269,60 +269,6 @@ fn write_eni_body(cloud: &Cloud, x: &mut Xml, i: &Instance, in_instance: bool) {
 }
 
 // ---- instance topology ----
-
-/// Instance families EC2 reports a topology for (EC2 API reference,
-/// DescribeInstanceTopology "Limitations"); `p6-b200` has four network-node layers, the
-/// others three. Instances of other types are left out of the answer, not refused.
-const TOPOLOGY_FAMILIES: &[(&str, usize)] = &[
-    ("hpc6a", 3),
-    ("hpc6id", 3),
-    ("hpc7a", 3),
-    ("hpc7g", 3),
-    ("p3dn", 3),
-    ("p4d", 3),
-    ("p4de", 3),
-    ("p5", 3),
-    ("p5e", 3),
-    ("p5en", 3),
-    ("trn1", 3),
-    ("trn1n", 3),
-    ("trn2", 3),
-    ("trn2u", 3),
-    ("p6-b200", 4),
-];
-
-/// How many network-node layers EC2 reports for an instance type (`None`: unsupported).
-fn topology_layers(instance_type: &str) -> Option<usize> {
-    let family = instance_type.split('.').next().unwrap_or_default();
-    TOPOLOGY_FAMILIES
-        .iter()
-        .find(|(f, _)| *f == family)
-        .map(|(_, n)| *n)
-}
-
-/// A stable `nn-` id (17 hex digits) for a network node, from what it stands for.
-fn network_node_id(key: &str) -> String {
-    // FNV-1a: stable across runs and platforms, unlike std's hasher.
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("nn-{:017x}", u128::from(hash) & 0x1_ffff_ffff_ffff_ffff)
-}
-
-/// The network nodes from the top layer down: one spine per zone, then one node per
-/// subnet and layer below, so instances of a subnet share every layer (EC2 itself groups
-/// by physical placement; a mock has none, and a subnet is the closest stand-in).
-fn network_nodes(i: &Instance, layers: usize) -> Vec<String> {
-    (0..layers)
-        .map(|layer| {
-            if layer == 0 {
-                network_node_id(&format!("{}/spine", i.zone))
-            } else {
-                network_node_id(&format!("{}/{}/{layer}", i.zone, i.subnet_id))
-            }
-        })
-        .collect()
-}
 
 /// EC2 `DescribeInstanceTopology`: `InstanceId.N`, `GroupName.N` (the mock has no
 /// placement groups, so any name matches nothing), filters `availability-zone`,
