@@ -62,8 +62,8 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
         .route("/network/v2.0/subnets", get(list_subnets))
         .route("/network/v2.0/subnets/{id}", get(show_subnet))
         .with_state(shared.clone())
-        .merge(crate::neutron_l3::routes(shared.clone()))
-        .merge(crate::neutron_sg::routes(shared))
+        .merge(crate::neutron::l3::routes(shared.clone()))
+        .merge(crate::neutron::sg::routes(shared))
 }
 
 async fn versions(State(s): State<Arc<Shared>>) -> Response {
@@ -339,7 +339,7 @@ async fn update_port(
     Path(id): Path<String>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
-    let body = match crate::neutron_l3::neutron_body(body, "port") {
+    let body = match crate::neutron::l3::neutron_body(body, "port") {
         Ok(b) => b,
         Err(r) => return r,
     };

@@ -21,7 +21,7 @@ use crate::Shared;
 use crate::envelope::neutron_error;
 use crate::model::new_id;
 use crate::neutron::{Pairs, bad_request};
-use crate::neutron_l3::{filtered_list, neutron_body, opt_str, parse_cidr};
+use crate::neutron::l3::{filtered_list, neutron_body, opt_str, parse_cidr};
 use crate::util::{iso_seconds, json};
 
 #[derive(Debug, Clone)]
