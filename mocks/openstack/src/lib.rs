@@ -522,7 +522,7 @@ impl Admin {
             field: "nexthop",
             reason: format!("{nexthop:?} is not an IP address"),
         })?;
-        if crate::neutron::l3::parse_cidr(destination).is_none() {
+        if crate::neutron::l3_state::parse_cidr(destination).is_none() {
             return Err(AdminError::Invalid {
                 field: "destination",
                 reason: format!("{destination:?} is not an IPv4 CIDR"),
@@ -534,7 +534,7 @@ impl Admin {
             .routers
             .get_mut(router_id)
             .ok_or_else(|| AdminError::NotFound(format!("router {router_id}")))?;
-        let route = crate::neutron::l3::Route {
+        let route = crate::neutron::l3_state::Route {
             destination: destination.to_string(),
             nexthop,
         };

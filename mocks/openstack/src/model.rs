@@ -333,7 +333,7 @@ pub(crate) struct Cloud {
     /// Octavia's load balancers and children.
     pub lbaas: crate::octavia::state::Lbaas,
     /// Neutron floating IPs and routers.
-    pub l3: crate::neutron::l3::L3,
+    pub l3: crate::neutron::l3_state::L3,
     pub secgroups: crate::neutron::sg::SecGroups,
 }
 
@@ -435,7 +435,7 @@ impl Cloud {
             first: Ipv4Addr::new(127, 20, 0, 10),
             last: Ipv4Addr::new(127, 20, 255, 254),
         };
-        let l3 = crate::neutron::l3::L3::seeded(&[
+        let l3 = crate::neutron::l3_state::L3::seeded(&[
             (
                 private_net.clone(),
                 private_subnet.clone(),

@@ -35,8 +35,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::Shared;
-use crate::octavia::state::{Child, ChildProv, Kind, Lbaas, Op, Prov};
 use crate::model::Cloud;
+use crate::octavia::state::{Child, ChildProv, Kind, Lbaas, Op, Prov};
 
 /// How often the reconciler runs when nothing wakes it.
 pub(crate) const RECONCILE_PERIOD: Duration = Duration::from_millis(100);
