@@ -47,16 +47,12 @@
 #![forbid(unsafe_code)]
 
 mod admin_api;
-mod dataplane;
 mod envelope;
 mod gate;
 mod keystone;
-mod lbaas;
 mod leaks;
 mod model;
 mod neutron;
-mod neutron_l3;
-mod neutron_sg;
 mod nova;
 mod octavia;
 mod util;
@@ -484,7 +480,7 @@ impl Admin {
     pub fn seed_floating_ip(&self, port_id: &str) -> Result<String, AdminError> {
         let address = {
             let mut cloud = self.shared.cloud();
-            crate::neutron_l3::seed_fip(&mut cloud, port_id).map_err(|reason| {
+            crate::neutron::l3::seed_fip(&mut cloud, port_id).map_err(|reason| {
                 AdminError::Invalid {
                     field: "port_id",
                     reason,
@@ -526,7 +522,7 @@ impl Admin {
             field: "nexthop",
             reason: format!("{nexthop:?} is not an IP address"),
         })?;
-        if crate::neutron_l3::parse_cidr(destination).is_none() {
+        if crate::neutron::l3_state::parse_cidr(destination).is_none() {
             return Err(AdminError::Invalid {
                 field: "destination",
                 reason: format!("{destination:?} is not an IPv4 CIDR"),
@@ -538,7 +534,7 @@ impl Admin {
             .routers
             .get_mut(router_id)
             .ok_or_else(|| AdminError::NotFound(format!("router {router_id}")))?;
-        let route = crate::neutron_l3::Route {
+        let route = crate::neutron::l3_state::Route {
             destination: destination.to_string(),
             nexthop,
         };
@@ -610,7 +606,7 @@ impl Admin {
 pub struct OpenStackMock {
     shared: Arc<Shared>,
     server: ServerHandle,
-    dataplane: dataplane::DataPlane,
+    dataplane: octavia::DataPlane,
     /// The CA file written for TLS (removed at shutdown).
     ca_file: Option<PathBuf>,
 }
@@ -655,7 +651,7 @@ impl OpenStackMock {
             ),
             None => (bound.serve(router(shared.clone())), None),
         };
-        let dataplane = dataplane::DataPlane::start(shared.clone());
+        let dataplane = octavia::DataPlane::start(shared.clone());
         tracing::info!(base = %shared.base, "mock OpenStack serving");
         Ok(OpenStackMock {
             shared,
