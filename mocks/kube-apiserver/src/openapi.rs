@@ -6,16 +6,17 @@
 //! without any OpenAPI document apply fails unless `--validate=false`), `explain`
 //! walks the component schemas (kubectl pkg/explain/v2), and client-go's openapi3
 //! root reads the index (client-go openapi/client.go, `paths` ->
-//! `serverRelativeURL`). The schemas come from a small hand-written table: the
-//! top-level fields of every kind are exact (they also drive [`unknown_fields`]),
-//! nested types list their main fields. Descriptions are our own short wording.
+//! `serverRelativeURL`). The schemas come from the hand-written table in
+//! [`crate::schema`]: the top-level fields of every kind are exact (they also drive
+//! [`unknown_fields`]), nested types list their main fields. Descriptions are our own
+//! short wording.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
 use crate::resources::{RESOURCES, ResourceDesc};
-use crate::schema::{TYPES, TypeDef, full_name, kind_def, type_def};
+use crate::schema::{TypeDef, full_name, kind_def, type_def};
 
 fn field_schema(spec: &str, description: &str, refs: &mut BTreeSet<&'static str>) -> Value {
     let mut schema = match spec {
@@ -48,39 +49,6 @@ fn field_schema(spec: &str, description: &str, refs: &mut BTreeSet<&'static str>
     schema
 }
 
-/// The strategic-merge metadata of a list field, as upstream's struct tags publish it in
-/// OpenAPI (`patchStrategy`/`patchMergeKey` in kubernetes staging/src/k8s.io/api/*/types.go).
-/// kubectl's client-side apply reads these from `/openapi/v3`: without them a list of
-/// containers is atomic, and any defaulted field makes a re-apply replace the whole list.
-fn patch_extension(type_name: &str, field: &str) -> Option<(&'static str, Option<&'static str>)> {
-    let merge = |key| Some(("merge", key));
-    match (type_name, field) {
-        ("meta.v1.ObjectMeta", "finalizers") => merge(None),
-        ("meta.v1.ObjectMeta", "ownerReferences") => merge(Some("uid")),
-        ("core.v1.NodeSpec", "podCIDRs") => merge(None),
-        (
-            "core.v1.NodeStatus"
-            | "core.v1.ServiceStatus"
-            | "core.v1.PodStatus"
-            | "core.v1.NamespaceStatus"
-            | "apps.v1.DeploymentStatus"
-            | "apps.v1.DaemonSetStatus",
-            "conditions",
-        ) => merge(Some("type")),
-        ("core.v1.NodeStatus", "addresses") => merge(Some("type")),
-        ("core.v1.ServiceSpec", "ports") => merge(Some("port")),
-        ("core.v1.PodSpec", "containers" | "initContainers" | "imagePullSecrets") => {
-            merge(Some("name"))
-        }
-        ("core.v1.PodSpec", "volumes") => Some(("merge,retainKeys", Some("name"))),
-        ("core.v1.Container", "env") => merge(Some("name")),
-        ("core.v1.Container", "ports") => merge(Some("containerPort")),
-        ("core.v1.Container", "volumeMounts") => merge(Some("mountPath")),
-        ("core.v1.ServiceAccount", "secrets") => merge(Some("name")),
-        _ => None,
-    }
-}
-
 fn type_schema(t: &TypeDef, refs: &mut BTreeSet<&'static str>) -> Value {
     let mut props = Map::new();
     if t.kind.is_some() {
@@ -95,7 +63,11 @@ fn type_schema(t: &TypeDef, refs: &mut BTreeSet<&'static str>) -> Value {
     }
     for (name, spec, description) in t.fields {
         let mut field = field_schema(spec, description, refs);
-        if let Some((strategy, key)) = patch_extension(t.name, name)
+        // The strategic-merge metadata of a list field, as upstream's struct tags publish
+        // it (`patchStrategy`/`patchMergeKey` in kubernetes staging/src/k8s.io/api/*/types.go).
+        // kubectl's client-side apply reads these from `/openapi/v3`: without them a list of
+        // containers is atomic, and any defaulted field makes a re-apply replace the whole list.
+        if let Some((strategy, key)) = t.list(name).and_then(|l| l.openapi_patch())
             && let Some(map) = field.as_object_mut()
         {
             map.insert("x-kubernetes-patch-strategy".into(), json!(strategy));
@@ -526,6 +498,7 @@ pub fn prune_unknown(obj: &mut Value, unknown: &[String]) {
 mod tests {
     use super::*;
     use crate::resources::lookup;
+    use crate::schema::TYPES;
 
     #[test]
     fn every_served_kind_has_a_schema_and_every_ref_resolves() {

@@ -1,8 +1,132 @@
-//! The schema facts of the served kinds, in one table: for every kind and the types it
-//! nests, its fields and their types, which the OpenAPI documents ([`crate::openapi`]) and
-//! field validation are built from.
+//! The schema facts of the served kinds, in one table ([`TYPES`]): for every kind and
+//! the types it nests, its fields with their types, and how each list field merges.
+//!
+//! Why this exists: upstream states these facts once, in the Go types (k8s.io/api
+//! `*/types.go`, apimachinery pkg/apis/meta/v1/types.go): field types, the
+//! `patchStrategy`/`patchMergeKey` struct tags and the `+listType`/`+listMapKey`
+//! markers. Three parts of this server read them: the OpenAPI documents and field
+//! validation ([`crate::openapi`]), strategic merge patch ([`crate::patch::strategic`])
+//! and server-side apply ([`crate::fieldpath`], [`crate::apply`]). Keeping them in one
+//! table means a new kind or field is added here only. A list field found nowhere in the
+//! table is atomic, as upstream treats untagged lists; a path is resolved by walking the
+//! field types from the kind ([`list_at`]).
 
 use crate::resources::ResourceDesc;
+
+/// How strategic merge patch treats a list field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListStrategy {
+    /// No patch strategy: the patch list replaces the live list (also `+listType=atomic`).
+    Atomic,
+    /// `patchStrategy:"merge"` on a list of primitives: a set union; remove items with
+    /// `$deleteFromPrimitiveList/<field>`.
+    MergeSet,
+    /// `patchStrategy:"merge" patchMergeKey:"<key>"` on a list of objects.
+    MergeKey(&'static str),
+}
+
+impl ListStrategy {
+    /// Upstream's `GetPatchMergeKey()`: empty unless keyed.
+    pub fn merge_key(self) -> &'static str {
+        match self {
+            ListStrategy::MergeKey(k) => k,
+            _ => "",
+        }
+    }
+
+    /// Whether the list merges (upstream `patchStrategy == "merge"`).
+    pub fn merges(self) -> bool {
+        !matches!(self, ListStrategy::Atomic)
+    }
+}
+
+/// How server-side apply treats a list (`+listType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListType {
+    Atomic,
+    Set,
+    Map(&'static [&'static str]),
+}
+
+/// The facts of one list field: its strategic-merge strategy, its server-side-apply list
+/// type, and the `x-kubernetes-patch-strategy`/`-merge-key` the OpenAPI documents
+/// publish for it. Built with [`atomic`], [`merge_set`] or [`keyed`], which derive the
+/// other two facts from the patch strategy as upstream's tags usually agree; the
+/// methods state where they do not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct List {
+    pub patch: ListStrategy,
+    pub list_type: ListType,
+    published: Option<(&'static str, Option<&'static str>)>,
+}
+
+/// No patch strategy, `+listType=atomic`.
+const fn atomic() -> List {
+    List {
+        patch: ListStrategy::Atomic,
+        list_type: ListType::Atomic,
+        published: None,
+    }
+}
+
+/// `patchStrategy:"merge"` on primitives, `+listType=set`.
+const fn merge_set() -> List {
+    List {
+        patch: ListStrategy::MergeSet,
+        list_type: ListType::Set,
+        published: Some(("merge", None)),
+    }
+}
+
+/// `patchStrategy:"merge" patchMergeKey:"<keys[0]>"`, `+listType=map` with `keys` as its
+/// `+listMapKey`s.
+const fn keyed(keys: &'static [&'static str]) -> List {
+    List {
+        patch: ListStrategy::MergeKey(keys[0]),
+        list_type: ListType::Map(keys),
+        published: Some(("merge", Some(keys[0]))),
+    }
+}
+
+impl List {
+    /// `+listType` differs from what the patch tags imply.
+    const fn list_type(self, list_type: ListType) -> List {
+        List { list_type, ..self }
+    }
+
+    /// `patchStrategy:"merge,retainKeys"`: published so; strategic merge here merges by
+    /// key without clearing the retained keys.
+    const fn retain_keys(self) -> List {
+        List {
+            published: match self.published {
+                Some((_, key)) => Some(("merge,retainKeys", key)),
+                None => None,
+            },
+            ..self
+        }
+    }
+
+    /// The OpenAPI documents publish other patch metadata than the strategy used.
+    const fn published(self, published: (&'static str, Option<&'static str>)) -> List {
+        List {
+            published: Some(published),
+            ..self
+        }
+    }
+
+    /// The OpenAPI documents publish no patch metadata for this list.
+    const fn unpublished(self) -> List {
+        List {
+            published: None,
+            ..self
+        }
+    }
+
+    /// `x-kubernetes-patch-strategy` and `x-kubernetes-patch-merge-key`, if published.
+    pub fn openapi_patch(&self) -> Option<(&'static str, Option<&'static str>)> {
+        self.published
+    }
+}
 
 /// One field of a schema: name, type spec, description.
 ///
@@ -11,12 +135,15 @@ use crate::resources::ResourceDesc;
 /// name of another [`TypeDef`] (`core.v1.NodeSpec`, `meta.v1.ObjectMeta`).
 pub(crate) type Field = (&'static str, &'static str, &'static str);
 
-/// A named object schema; `kind` is set for the served top-level types.
+/// A named object schema; `kind` is set for the served top-level types. `lists` holds
+/// the list fields with merge semantics; it may name list fields that `fields` leaves
+/// out (the OpenAPI documents list the main fields only).
 pub(crate) struct TypeDef {
     pub(crate) name: &'static str,
     pub(crate) kind: Option<(&'static str, &'static str, &'static str)>,
     pub(crate) description: &'static str,
     pub(crate) fields: &'static [Field],
+    pub(crate) lists: &'static [(&'static str, List)],
 }
 
 const fn ty(name: &'static str, description: &'static str, fields: &'static [Field]) -> TypeDef {
@@ -25,6 +152,7 @@ const fn ty(name: &'static str, description: &'static str, fields: &'static [Fie
         kind: None,
         description,
         fields,
+        lists: &[],
     }
 }
 
@@ -39,6 +167,25 @@ const fn kind(
         kind: Some(gvk),
         description,
         fields,
+        lists: &[],
+    }
+}
+
+impl TypeDef {
+    /// Sets the list facts (k8s.io/api struct tags of this type).
+    const fn lists(self, lists: &'static [(&'static str, List)]) -> TypeDef {
+        TypeDef { lists, ..self }
+    }
+
+    /// The facts of the list field `name`, if it has merge semantics.
+    pub(crate) fn list(&self, name: &str) -> Option<&'static List> {
+        self.lists.iter().find(|(f, _)| *f == name).map(|(_, l)| l)
+    }
+
+    /// The type of the object (or of the list items) in field `name`.
+    fn field_type(&self, name: &str) -> Option<&'static TypeDef> {
+        let (_, spec, _) = self.fields.iter().find(|f| f.0 == name)?;
+        type_def(spec.trim_start_matches("[]"))
     }
 }
 
@@ -96,7 +243,8 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 "Whether new pods may be scheduled onto the node.",
             ),
         ],
-    ),
+    )
+    .lists(&[("podCIDRs", merge_set()), ("taints", atomic())]),
     ty(
         "core.v1.Taint",
         "A taint on a node.",
@@ -145,7 +293,16 @@ pub(crate) static TYPES: &[TypeDef] = &[
             ),
             ("volumesInUse", "[]string", "Volumes in use on the node."),
         ],
-    ),
+    )
+    .lists(&[
+        // k8s.io/api core/v1/types.go `NodeStatus`: `+listType=atomic` although strategic
+        // merge keys them on `type`.
+        ("addresses", keyed(&["type"]).list_type(ListType::Atomic)),
+        ("conditions", keyed(&["type"])),
+        ("images", atomic()),
+        ("volumesInUse", atomic()),
+        ("volumesAttached", atomic()),
+    ]),
     ty(
         "core.v1.NodeAddress",
         "One address of a node.",
@@ -305,7 +462,15 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 "ClusterIP, NodePort, LoadBalancer or ExternalName.",
             ),
         ],
-    ),
+    )
+    .lists(&[
+        // `ServiceSpec.ports`: keyed by port for strategic merge,
+        // `+listType=map +listMapKey=port +listMapKey=protocol`.
+        (
+            "ports",
+            keyed(&["port"]).list_type(ListType::Map(&["port", "protocol"])),
+        ),
+    ]),
     ty(
         "core.v1.ServicePort",
         "One port of a service.",
@@ -333,7 +498,8 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 "Load balancer state, if any.",
             ),
         ],
-    ),
+    )
+    .lists(&[("conditions", keyed(&["type"]))]),
     ty(
         "core.v1.LoadBalancerStatus",
         "State of a load balancer.",
@@ -342,7 +508,8 @@ pub(crate) static TYPES: &[TypeDef] = &[
             "[]core.v1.LoadBalancerIngress",
             "Ingress points of the load balancer.",
         )],
-    ),
+    )
+    .lists(&[("ingress", atomic())]),
     ty(
         "core.v1.LoadBalancerIngress",
         "One ingress point of a load balancer.",
@@ -421,7 +588,15 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 "Seconds the pod gets to stop gracefully.",
             ),
         ],
-    ),
+    )
+    .lists(&[
+        ("containers", keyed(&["name"])),
+        ("initContainers", keyed(&["name"])),
+        ("ephemeralContainers", keyed(&["name"])),
+        ("volumes", keyed(&["name"]).retain_keys()),
+        ("imagePullSecrets", keyed(&["name"])),
+        ("hostAliases", keyed(&["ip"])),
+    ]),
     ty(
         "core.v1.Container",
         "One container of a pod (main fields).",
@@ -434,7 +609,16 @@ pub(crate) static TYPES: &[TypeDef] = &[
             ("ports", "[]object", "Ports the container exposes."),
             ("resources", "object", "Compute resources."),
         ],
-    ),
+    )
+    .lists(&[
+        // `+listType=map +listMapKey=containerPort +listMapKey=protocol`.
+        (
+            "ports",
+            keyed(&["containerPort"]).list_type(ListType::Map(&["containerPort", "protocol"])),
+        ),
+        ("env", keyed(&["name"])),
+        ("volumeMounts", keyed(&["mountPath"])),
+    ]),
     ty(
         "core.v1.PodStatus",
         "Observed state of a pod (main fields).",
@@ -463,7 +647,14 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 "When the kubelet acknowledged the pod.",
             ),
         ],
-    ),
+    )
+    .lists(&[
+        ("conditions", keyed(&["type"])),
+        // Upstream publishes `merge`/`ip` for podIPs; our documents never did (kept so
+        // that `/openapi/v3` stays as it was).
+        ("podIPs", keyed(&["ip"]).unpublished()),
+        ("hostIPs", keyed(&["ip"])),
+    ]),
     kind(
         "core.v1.Namespace",
         ("", "v1", "Namespace"),
@@ -502,7 +693,12 @@ pub(crate) static TYPES: &[TypeDef] = &[
             ),
             ("phase", "string", "Active or Terminating."),
         ],
-    ),
+    )
+    .lists(&[
+        // Published as upstream tags it (`merge`/`type`), but strategic merge and apply
+        // here have always replaced namespace conditions whole; kept as it was.
+        ("conditions", atomic().published(("merge", Some("type")))),
+    ]),
     kind(
         "core.v1.ConfigMap",
         ("", "v1", "ConfigMap"),
@@ -816,7 +1012,11 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 "Legacy list of secrets the account may use.",
             ),
         ],
-    ),
+    )
+    .lists(&[
+        // `imagePullSecrets` has no strategy.
+        ("secrets", keyed(&["name"])),
+    ]),
     ty(
         "core.v1.LocalObjectReference",
         "A reference to an object in the same namespace.",
@@ -1042,7 +1242,8 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 "Pods running the latest template.",
             ),
         ],
-    ),
+    )
+    .lists(&[("conditions", keyed(&["type"]))]),
     kind(
         "apps.v1.DaemonSet",
         ("apps", "v1", "DaemonSet"),
@@ -1151,7 +1352,8 @@ pub(crate) static TYPES: &[TypeDef] = &[
                 "Nodes running the latest template.",
             ),
         ],
-    ),
+    )
+    .lists(&[("conditions", keyed(&["type"]))]),
     ty(
         "meta.v1.LabelSelector",
         "A label query; the requirements are ANDed.",
@@ -1220,7 +1422,12 @@ pub(crate) static TYPES: &[TypeDef] = &[
             ("selfLink", "string", "Deprecated; not set."),
             ("uid", "string", "Unique identifier (set by the server)."),
         ],
-    ),
+    )
+    .lists(&[
+        // apimachinery pkg/apis/meta/v1/types.go.
+        ("finalizers", merge_set()),
+        ("ownerReferences", keyed(&["uid"])),
+    ]),
     ty(
         "meta.v1.OwnerReference",
         "A reference to an owning object.",
@@ -1279,4 +1486,149 @@ pub(crate) fn kind_def(desc: &ResourceDesc) -> Option<&'static TypeDef> {
     TYPES
         .iter()
         .find(|t| t.kind == Some((desc.group, desc.version, desc.kind)))
+}
+
+/// The schema of a kind by its name alone (`Node`, `Deployment`). Where two groups serve
+/// a kind of the same name (core/v1 and events.k8s.io/v1 `Event`) the first is taken;
+/// they nest no lists with merge semantics.
+fn kind_by_name(kind: &str) -> Option<&'static TypeDef> {
+    TYPES
+        .iter()
+        .find(|t| matches!(t.kind, Some((_, _, k)) if k == kind))
+}
+
+/// The facts of the list at `path` (field names from the object root, list indices left
+/// out: `["spec", "template", "spec", "containers"]`) in an object of `kind`, found by
+/// walking the field types; `None` for a list without merge semantics or a path the
+/// table does not describe. `metadata` is ObjectMeta in every kind, also in kinds without
+/// a schema here.
+pub fn list_at(kind: &str, path: &[String]) -> Option<&'static List> {
+    let (last, parents) = path.split_last()?;
+    let mut t = kind_by_name(kind);
+    for (i, name) in parents.iter().enumerate() {
+        t = if i == 0 && name == META.0 {
+            type_def(META.1)
+        } else {
+            t?.field_type(name)
+        };
+    }
+    t?.list(last)
+}
+
+/// The strategic-merge strategy of the list at `path` in `kind` (see [`list_at`]).
+pub fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
+    list_at(kind, path).map_or(ListStrategy::Atomic, |l| l.patch)
+}
+
+/// The server-side-apply list type of the list at `path` in `kind` (see [`list_at`]).
+pub fn list_type(kind: &str, path: &[String]) -> ListType {
+    list_at(kind, path).map_or(ListType::Atomic, |l| l.list_type)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ListStrategy::{Atomic, MergeKey, MergeSet};
+
+    fn p(s: &str) -> Vec<String> {
+        s.split('.').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn table() {
+        let cases = [
+            ("Node", "metadata.finalizers", MergeSet),
+            ("Lease", "metadata.finalizers", MergeSet),
+            ("Service", "metadata.ownerReferences", MergeKey("uid")),
+            ("Node", "status.addresses", MergeKey("type")),
+            ("Node", "status.conditions", MergeKey("type")),
+            ("Node", "spec.taints", Atomic),
+            ("Node", "spec.podCIDRs", MergeSet),
+            ("Service", "spec.ports", MergeKey("port")),
+            ("Service", "status.conditions", MergeKey("type")),
+            ("Service", "status.loadBalancer.ingress", Atomic),
+            ("Pod", "spec.containers", MergeKey("name")),
+            ("Pod", "status.conditions", MergeKey("type")),
+            ("Service", "status.addresses", Atomic),
+            ("Event", "related", Atomic),
+            ("Node", "unknown.list", Atomic),
+            (
+                "Deployment",
+                "spec.template.spec.containers",
+                MergeKey("name"),
+            ),
+            (
+                "DaemonSet",
+                "spec.template.spec.containers.env",
+                MergeKey("name"),
+            ),
+            ("DaemonSet", "spec.template.spec.volumes", MergeKey("name")),
+            ("DaemonSet", "spec.template.spec.tolerations", Atomic),
+            ("DaemonSet", "spec.template.metadata.finalizers", MergeSet),
+            ("Deployment", "status.conditions", MergeKey("type")),
+            ("ServiceAccount", "secrets", MergeKey("name")),
+            ("ClusterRole", "rules", Atomic),
+            ("RoleBinding", "subjects", Atomic),
+        ];
+        for (kind, path, want) in cases {
+            assert_eq!(list_strategy(kind, &p(path)), want, "{kind} {path}");
+        }
+    }
+
+    #[test]
+    fn list_types() {
+        let cases: [(&str, &str, ListType); 12] = [
+            (
+                "Service",
+                "spec.ports",
+                ListType::Map(&["port", "protocol"]),
+            ),
+            (
+                "Pod",
+                "spec.containers.ports",
+                ListType::Map(&["containerPort", "protocol"]),
+            ),
+            (
+                "Pod",
+                "spec.initContainers.ports",
+                ListType::Map(&["containerPort", "protocol"]),
+            ),
+            (
+                "Deployment",
+                "spec.template.spec.containers.ports",
+                ListType::Map(&["containerPort", "protocol"]),
+            ),
+            ("Node", "status.addresses", ListType::Atomic),
+            ("Node", "status.conditions", ListType::Map(&["type"])),
+            ("Node", "spec.podCIDRs", ListType::Set),
+            ("Lease", "metadata.finalizers", ListType::Set),
+            (
+                "Widget",
+                "metadata.ownerReferences",
+                ListType::Map(&["uid"]),
+            ),
+            ("Widget", "spec.ports", ListType::Atomic),
+            ("Pod", "spec.volumes", ListType::Map(&["name"])),
+            ("Namespace", "status.conditions", ListType::Atomic),
+        ];
+        for (kind, path, want) in cases {
+            assert_eq!(list_type(kind, &p(path)), want, "{kind} {path}");
+        }
+    }
+
+    #[test]
+    fn list_facts_name_types_of_the_table() {
+        for t in TYPES.iter().filter(|t| !t.lists.is_empty()) {
+            let reachable = TYPES.iter().any(|o| {
+                o.fields
+                    .iter()
+                    .any(|f| f.1.trim_start_matches("[]") == t.name)
+            });
+            assert!(
+                reachable || t.kind.is_some(),
+                "{} has list facts but is neither a kind nor a field's type",
+                t.name
+            );
+        }
+    }
 }
