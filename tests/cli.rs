@@ -641,7 +641,7 @@ fn diff_reports_new_failures_fixes_flakes_and_slowdowns() {
 
 /// `publish --to gs://…` through STORAGE_EMULATOR_HOST (gcp-storage-emulator from PyPI;
 /// skipped with a reason when missing). The object-level checks, with Google's Python client,
-/// are in testgrid/tests/gcs_emulator.rs.
+/// are in testgrid/tests/testgrid/gcs_emulator.rs.
 #[test]
 fn publish_uploads_to_a_gcs_emulator() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

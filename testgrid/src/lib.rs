@@ -14,7 +14,8 @@
 //! # The JUnit dialect ([`junit`])
 //!
 //! What every `junit_*.xml` a run writes holds to (reference §0, §2), and what
-//! `tests/oracle.rs` re-checks with an independent implementation of TestGrid's rules:
+//! `tests/testgrid/oracle.rs` re-checks with an independent implementation of TestGrid's
+//! rules:
 //! - root `<testsuites>`, integer counts, `time` as plain seconds (`12.345`);
 //! - a row is named `<testsuite@name>.<testcase@name>` ([`testgrid_row_name`]); `classname`
 //!   is not used by TestGrid;

@@ -2,7 +2,7 @@
 
 Each step's result is normalised (ids, request ids, times and addresses dropped or turned
 into counts and booleans) so the two servers' answers can be compared by the Rust test
-`tests/boto.rs`. Usage:
+`tests/aws/boto.rs`. Usage:
 
     boto_sequence.py mock ENDPOINT REGION ACCESS_KEY SECRET CLUSTER_ID
     boto_sequence.py moto REGION CLUSTER_ID     # starts moto's ThreadedMotoServer(port=0)

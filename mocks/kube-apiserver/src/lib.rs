@@ -15,9 +15,10 @@
 //! (optional) what they may do; [`review`] serves the TokenRequest, TokenReview and
 //! access-review APIs on [`tokens`].
 //!
-//! Testing beyond the unit tests: `tests/properties.rs` fuzzes every parser that takes
-//! outside input with proptest (`PROPTEST_CASES=N` for a longer run);
-//! `tests/python_client.rs` drives the official Python client (`pip install kubernetes`).
+//! Testing beyond the unit tests: `tests/kube_apiserver/properties.rs` fuzzes every parser
+//! that takes outside input with proptest (`PROPTEST_CASES=N` for a longer run);
+//! `tests/kube_apiserver/python_client.rs` drives the official Python client
+//! (`pip install kubernetes`).
 //! Speed: `cargo bench -p mock-kube-apiserver --bench apiserver` prints node creates/s
 //! (in process and over loopback, 1 and 8 clients), LIST of 5,000 nodes, watch delivery
 //! latency with 100 watchers and resident memory with 5,000 nodes and 1,000 services.

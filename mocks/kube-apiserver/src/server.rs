@@ -41,8 +41,9 @@ pub struct Config {
     pub readonly_token: String,
     /// Serve HTTPS with a CA generated at start; requests without credentials get 401.
     /// Off by default so existing users keep plain HTTP; `ccm-conformance cluster` turns
-    /// it on. Cost measured by `tests/security.rs` `start_and_first_request_cost`: start
-    /// plus first kube-rs request is a few milliseconds either way (no measurable gap).
+    /// it on. Cost measured by `tests/kube_apiserver/security.rs`
+    /// `start_and_first_request_cost`: start plus first kube-rs request is a few
+    /// milliseconds either way (no measurable gap).
     pub tls: bool,
     /// Keep objects in this directory (created if missing) so they survive a restart;
     /// `None` keeps them in memory only.

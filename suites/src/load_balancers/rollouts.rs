@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use ccm_harness::case::CaseMetrics;
 use ccm_harness::cloud::Feature;
-use ccm_harness::{Case, CaseError, Environment, Probe, Tag, ensure, eventually};
+use ccm_harness::{CaseError, Environment, Probe, ensure, eventually};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio::net::UdpSocket;
@@ -43,28 +43,6 @@ const AFFINITY_REQUESTS: usize = 15;
 const MIN_SUCCESS_RATE: f64 = 0.95;
 /// The pace of the LB-23 client (upstream hits the load balancer continuously).
 const REQUEST_PERIOD: Duration = Duration::from_millis(50);
-
-pub(super) fn cases() -> Vec<Case> {
-    use Tag::*;
-    vec![
-        case!(
-            "LB-22",
-            "keeps a UDP client's flow answered while its server cycles on the same and another node, and honours ClientIP affinity",
-            &[Mock],
-            lb22,
-            ccm_args: &[],
-            start_ccm: true
-        ),
-        case!(
-            "LB-23",
-            "keeps at least 95% of requests answered through a DaemonSet rolling update with externalTrafficPolicy Cluster and Local",
-            &[Mock],
-            lb23,
-            ccm_args: &[],
-            start_ccm: true
-        ),
-    ]
-}
 
 /// Sets the Service's endpoints (and other fields) with a merge patch.
 async fn patch_service(env: &Environment, patch: serde_json::Value) -> Result<(), CaseError> {
@@ -182,7 +160,7 @@ async fn affinity_answers(target: &str) -> Result<Vec<String>, CaseError> {
     Ok(out)
 }
 
-async fn lb22(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+pub(super) async fn lb22(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     env.cloud().require(Feature::UdpLoadBalancers)?;
     two_nodes(env).await?;
     let env: &Environment = env;
@@ -329,7 +307,7 @@ fn daemonset(nodes: &[(&str, u32)], terminating: Option<&str>) -> String {
     list.join(",")
 }
 
-async fn lb23(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+pub(super) async fn lb23(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     two_nodes(env).await?;
     let env: &Environment = env;
     let mut metrics = Vec::new();

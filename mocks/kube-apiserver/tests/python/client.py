@@ -1,6 +1,6 @@
 """Drive the official Python `kubernetes` client against the embedded API server.
 
-Run by tests/python_client.rs with the path of a kubeconfig; prints one JSON document
+Run by tests/kube_apiserver/python_client.rs with the path of a kubeconfig; prints one JSON document
 with what the client saw, which the Rust test checks. Exercises list, watch (replay from
 a resourceVersion and a fresh watch with initial ADDED events) and the three patch types
 the client picks by body shape (strategic merge for dicts, JSON patch for lists), on

@@ -389,7 +389,7 @@ async fn unsupported_media_type_is_415() {
     .await;
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_status(&v, 415, "UnsupportedMediaType");
-    // Protobuf is decoded for every kind served (tests/protobuf.rs); CBOR is not.
+    // Protobuf is decoded for every kind served (protobuf.rs here); CBOR is not.
     let (s, _) = send(
         &app,
         req(

@@ -587,7 +587,7 @@ fn row_of<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
         .unwrap_or_else(|| panic!("no row {name}:\n{table}"))
 }
 
-const CCM_INSTALL: &str = include_str!("fixtures/ccm-install.yaml");
+const CCM_INSTALL: &str = include_str!("../fixtures/ccm-install.yaml");
 const CCM_DS: &str = "example-cloud-controller-manager";
 
 /// A provider's first steps: namespace, secret and configmap from the command line,

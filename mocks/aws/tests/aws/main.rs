@@ -1,0 +1,9 @@
+//! The integration tests of `mock-aws`: one module per former `tests/*.rs` file, all
+//! linked into one test binary (as cargo's own `tests/testsuite/main.rs`), so a build
+//! links once instead of once per file. A module name selects its tests, e.g.
+//! `cargo test -p mock-aws --test aws boto::`.
+
+mod boto;
+mod cli;
+mod imds;
+mod start;
