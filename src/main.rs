@@ -860,13 +860,13 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
     let kubelet_client =
         ccm_harness::env::client_for(&kubeconfig, ccm_harness::env::KUBELET_USER_AGENT)
             .await
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            ?;
 
     let cloud = match provider {
         Some(p) => Some(
             ccm_harness::CloudControl::start(p, 0)
                 .await
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?,
+                ?,
         ),
         None => None,
     };
@@ -877,7 +877,7 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
         if let Some(cloud) = &cloud {
             let instance = cloud
                 .create_instance(ccm_harness::InstanceSpec::named(&name))
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                ?;
             config.node_ip = instance.internal_ips.first().cloned();
             config.system_uuid = instance.system_uuid.clone();
         } else {
@@ -908,11 +908,11 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
             &log,
             port,
         )
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        ?;
         process
             .wait_healthy(std::time::Duration::from_secs(30))
             .await
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            ?;
         eprintln!("CCM log: {}", log.display());
         ccm = Some(process);
     }
@@ -1100,7 +1100,7 @@ async fn bench(args: BenchArgs) -> Result<()> {
                 .join(format!("node-init-{}-{run}", bench_dir_name(label)));
             let r = ccm_harness::bench::node_init(provider, settings.clone(), &dir, nodes, &[])
                 .await
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                ?;
             println!(
                 "run {run} [{label}]: {} nodes  p50 {:.3}s  p99 {:.3}s  max {:.3}s  total {:.3}s  (registration {:.3}s)",
                 r.nodes,
@@ -1213,7 +1213,7 @@ async fn bench_lb(args: BenchArgs) -> Result<()> {
                 &[],
             )
             .await
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            ?;
             println!(
                 "run {run} [{label}]: {} services on {} nodes ({}, --concurrent-service-syncs={})  ingress reachable p50 {:.3}s  p99 {:.3}s  max {:.3}s  all {:.3}s  |  per Service {:.1} LB calls ({:.1} cloud calls), {:.1} writes  |  +{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)  -{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)",
                 r.services,

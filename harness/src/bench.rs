@@ -18,7 +18,8 @@ use mock_kubelet::{KubeletConfig, SimKubelet};
 
 use crate::case::CaseError;
 use crate::cloud::{InstanceSpec, Provider};
-use crate::env::{Environment, has_uninitialized_taint};
+use crate::env::Environment;
+use crate::node::has_uninitialized_taint;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone)]

@@ -4,8 +4,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::cloud::Provider;
 use crate::env::Environment;
+pub use crate::error::CaseError;
+use crate::provider::Provider;
 
 /// Tags shown in the case name, as upstream e2e tags read on TestGrid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,46 +27,6 @@ impl Tag {
             Tag::Slow => "[Slow]",
         }
     }
-}
-
-/// Why a case did not pass.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CaseError {
-    /// `message` is one line (expected vs observed); `detail` may be long.
-    Failed { message: String, detail: String },
-    /// The case does not apply here; the reason is shown on TestGrid.
-    Skipped(String),
-}
-
-impl CaseError {
-    pub fn failed(message: impl Into<String>) -> Self {
-        CaseError::Failed {
-            message: message.into(),
-            detail: String::new(),
-        }
-    }
-
-    pub fn with_detail(message: impl Into<String>, detail: impl Into<String>) -> Self {
-        CaseError::Failed {
-            message: message.into(),
-            detail: detail.into(),
-        }
-    }
-
-    /// Wraps an infrastructure error (API call, mock control) as a failure.
-    pub fn infra(context: &str, err: impl std::fmt::Display) -> Self {
-        CaseError::failed(format!("{context}: {err}"))
-    }
-}
-
-/// Fails the case with `expected ..., observed ...` unless `cond` holds.
-#[macro_export]
-macro_rules! ensure {
-    ($cond:expr, $($fmt:tt)+) => {
-        if !$cond {
-            return Err($crate::CaseError::failed(format!($($fmt)+)));
-        }
-    };
 }
 
 pub type CaseFuture<'a> = Pin<Box<dyn Future<Output = Result<CaseMetrics, CaseError>> + Send + 'a>>;

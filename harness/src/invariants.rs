@@ -32,9 +32,11 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::case::{CaseError, CaseMetrics};
-use crate::cloud::CloudControl;
-use crate::env::{Environment, addresses, has_uninitialized_taint, provider_id};
+use crate::case::CaseMetrics;
+use crate::cloud::{CloudObserver, LbOp};
+use crate::env::Environment;
+use crate::error::CaseError;
+use crate::node::{addresses, has_uninitialized_taint, provider_id};
 use crate::wait::Probe;
 
 /// Labels a CCM derives from the cloud and must never change on an existing node.
@@ -225,169 +227,6 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Observed> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The cloud as the recorder sees it: the load balancers and the journal.
-#[derive(Clone)]
-enum CloudTap {
-    OpenStack(mock_openstack::Admin),
-    Aws(mock_aws::Admin),
-}
-
-impl CloudTap {
-    fn of(cloud: &CloudControl) -> Option<Self> {
-        #[allow(unreachable_patterns)]
-        match cloud {
-            CloudControl::OpenStack(m) => Some(CloudTap::OpenStack(m.admin())),
-            CloudControl::Aws(m) => Some(CloudTap::Aws(m.admin())),
-            _ => None,
-        }
-    }
-
-    /// (id, name) of every load balancer.
-    fn load_balancers(&self) -> Vec<(String, String)> {
-        match self {
-            CloudTap::OpenStack(a) => a
-                .load_balancers()
-                .iter()
-                .map(|lb| {
-                    let text = |k: &str| lb[k].as_str().unwrap_or_default().to_string();
-                    (text("id"), text("name"))
-                })
-                .collect(),
-            // Classic ELBs are known by name; a recreated one gets a new DNS name.
-            CloudTap::Aws(a) => a
-                .classic_load_balancers()
-                .into_iter()
-                .map(|(name, dns, _)| (format!("{name}/{dns}"), name))
-                .chain(
-                    a.elbv2_load_balancers()
-                        .into_iter()
-                        .map(|lb| (lb.arn, lb.name)),
-                )
-                .collect(),
-        }
-    }
-
-    fn journal(&self) -> mock_cloud::Journal {
-        match self {
-            CloudTap::OpenStack(a) => a.journal(),
-            CloudTap::Aws(a) => a.journal(),
-        }
-    }
-
-    /// Successful load-balancer creates and deletes in journal entries (Octavia paths).
-    fn lb_calls(&self, entries: &[mock_cloud::JournalEntry]) -> (usize, usize) {
-        match self {
-            CloudTap::OpenStack(_) => {
-                let ok = |e: &&mock_cloud::JournalEntry| {
-                    e.service == "load-balancer" && (200..300).contains(&e.status)
-                };
-                let collection =
-                    |p: &str| p.trim_end_matches('/').ends_with("/lbaas/loadbalancers");
-                let item = |p: &str| {
-                    p.rsplit_once("/lbaas/loadbalancers/")
-                        .is_some_and(|(_, id)| !id.is_empty() && !id.contains('/'))
-                };
-                let creates = entries
-                    .iter()
-                    .filter(ok)
-                    .filter(|e| e.method == "POST" && collection(&e.path))
-                    .count();
-                let deletes = entries
-                    .iter()
-                    .filter(ok)
-                    .filter(|e| e.method == "DELETE" && item(&e.path))
-                    .count();
-                (creates, deletes)
-            }
-            // The mock journals each query-API call's form (`Action=...&Version=...`).
-            CloudTap::Aws(_) => {
-                let count = |wanted: &str| {
-                    entries
-                        .iter()
-                        .filter(|e| {
-                            (e.service == "elb" || e.service == "elbv2")
-                                && (200..300).contains(&e.status)
-                                && aws_action(&e.query) == wanted
-                        })
-                        .count()
-                };
-                (count("CreateLoadBalancer"), count("DeleteLoadBalancer"))
-            }
-        }
-    }
-}
-
-/// The `Action` of an AWS query-API journal entry's form.
-fn aws_action(query: &str) -> &str {
-    query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("Action="))
-        .unwrap_or_default()
-}
-
-/// Makes the cloud hold every load-balancer create for `latency` before answering, so a
-/// case can act while the CCM is inside its ensure (AWS: `CreateLoadBalancer` of ELB and
-/// ELBv2, with the mock's latency fault; OpenStack has Octavia's PENDING states instead,
-/// `Environment::slow_load_balancers`). `None` for other clouds.
-pub fn hold_load_balancer_creates(cloud: &CloudControl, latency: Duration) -> Option<CreateHold> {
-    #[allow(unreachable_patterns)]
-    match cloud {
-        CloudControl::Aws(m) => {
-            let faults = m.admin().faults();
-            let rule = faults.add(mock_cloud::FaultRule {
-                service: None,
-                method: None,
-                path: Some("^/CreateLoadBalancer(/|$)".into()),
-                status: 0,
-                message: None,
-                count: None,
-                latency_ms: Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)),
-            });
-            Some(CreateHold { faults, rule })
-        }
-        _ => None,
-    }
-}
-
-/// A hold on load-balancer creates; see [`hold_load_balancer_creates`].
-pub struct CreateHold {
-    faults: mock_cloud::Faults,
-    rule: u64,
-}
-
-impl CreateHold {
-    /// How many creates have been held so far (the CCM is inside the first once this is 1).
-    pub fn held(&self) -> u64 {
-        self.faults
-            .list()
-            .iter()
-            .find(|r| r.id == self.rule)
-            .map(|r| r.fired)
-            .unwrap_or(0)
-    }
-
-    /// Lets later creates through at once (one already held still waits its time).
-    pub fn release(self) {
-        let _ = self.faults.remove(self.rule);
-    }
-}
-
-/// When the CCM called the cloud's load-balancer API (any method), oldest first; `None`
-/// for a provider whose calls the harness cannot see.
-pub fn load_balancer_call_times(cloud: &CloudControl) -> Option<Vec<jiff::Timestamp>> {
-    let tap = CloudTap::of(cloud)?;
-    Some(match &tap {
-        CloudTap::OpenStack(_) => tap
-            .journal()
-            .entries()
-            .iter()
-            .filter(|e| e.service == "load-balancer")
-            .map(|e| e.time)
-            .collect(),
-        CloudTap::Aws(_) => return None,
-    })
-}
-
 /// What happened during a transition.
 #[derive(Debug, Clone, Default)]
 pub struct TransitionReport {
@@ -528,7 +367,7 @@ pub struct Recorder {
     shared: Shared,
     audit_mark: u64,
     journal_mark: u64,
-    tap: Option<CloudTap>,
+    tap: Option<CloudObserver>,
     nodes: BTreeMap<String, NodeFacts>,
     services: BTreeMap<String, ServiceFacts>,
     ensures_before: BTreeMap<String, i32>,
@@ -572,7 +411,7 @@ impl Recorder {
         let names: Vec<String> = services.keys().cloned().collect();
         wait_services_quiet(env, &names, QUIET_BEFORE_BASELINE).await?;
         let ensures_before = ensuring_events(env, services.keys()).await?;
-        let tap = CloudTap::of(env.cloud());
+        let tap = env.cloud().observer();
         let shared: Shared = Arc::default();
         if let Some(tap) = &tap {
             let mut o = lock(&shared);
@@ -624,7 +463,7 @@ impl Recorder {
             tasks,
             shared,
             audit_mark: env.audit_mark(),
-            journal_mark: tap.as_ref().map(|t| t.journal().last_seq()).unwrap_or(0),
+            journal_mark: tap.as_ref().map(CloudObserver::mark).unwrap_or(0),
             tap,
             nodes,
             services,
@@ -738,9 +577,15 @@ impl Recorder {
         let (mut lbs_created, mut lbs_deleted) = (Vec::new(), Vec::new());
         let (mut lb_create_calls, mut lb_delete_calls, mut cloud_calls) = (0, 0, 0);
         if let Some(tap) = &self.tap {
-            let entries = tap.journal().since(self.journal_mark);
-            cloud_calls = entries.len();
-            (lb_create_calls, lb_delete_calls) = tap.lb_calls(&entries);
+            let calls = tap.calls_since(self.journal_mark);
+            cloud_calls = calls.len();
+            let succeeded = |op: LbOp| {
+                calls
+                    .iter()
+                    .filter(|c| c.ok() && c.lb_op() == Some(op))
+                    .count()
+            };
+            (lb_create_calls, lb_delete_calls) = (succeeded(LbOp::Create), succeeded(LbOp::Delete));
             let now: BTreeMap<String, String> = tap.load_balancers().into_iter().collect();
             let o = lock(&self.shared);
             let baseline = &o.lb_names;
@@ -963,7 +808,7 @@ async fn watch_services(
 /// Every [`PROBE_PERIOD`]: the CCM Lease's holder, and the cloud's load balancers.
 async fn poll_leases_and_cloud(
     leases: Api<Lease>,
-    tap: Option<CloudTap>,
+    tap: Option<CloudObserver>,
     baseline_lbs: BTreeSet<String>,
     shared: Shared,
     started: Instant,
@@ -983,7 +828,7 @@ async fn poll_leases_and_cloud(
             .and_then(|l| l.spec)
             .and_then(|s| s.holder_identity)
             .filter(|h| !h.is_empty());
-        let lbs = tap.as_ref().map(CloudTap::load_balancers);
+        let lbs = tap.as_ref().map(CloudObserver::load_balancers);
         let at = started.elapsed();
         let mut o = lock(&shared);
         if let Some(h) = holder
@@ -1114,7 +959,9 @@ mod tests {
         let failures = noisy.failures();
         assert_eq!(failures.len(), 2, "{failures:?}");
         match noisy.check("upgrade") {
-            Err(CaseError::Failed { message, detail }) => {
+            Err(CaseError::Failed {
+                message, detail, ..
+            }) => {
                 assert!(message.contains("2 problem(s)"), "{message}");
                 assert!(detail.contains("create call"), "{detail}");
             }

@@ -41,8 +41,8 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::case::CaseError;
-use crate::cloud::{CloudControl, Provider};
 use crate::env::{Environment, NodeIp, NodeOptions};
+use crate::provider::Provider;
 use crate::settings::Settings;
 
 /// Nodes added, then removed, in the churn phase.
@@ -222,7 +222,7 @@ async fn run(
     };
 
     let calls_before = env.cloud().load_balancer_calls();
-    let cloud_before = lb_related_cloud_calls(env.cloud());
+    let cloud_before = env.cloud().load_balancer_related_calls();
     let writes_before = env.cloud().load_balancer_writes();
     let api = env.services();
     let started = Instant::now();
@@ -269,7 +269,7 @@ async fn run(
     let per = |n: usize| n as f64 / services.max(1) as f64;
     let calls_per_service = per(env.cloud().load_balancer_calls() - calls_before);
     let writes_per_service = per(env.cloud().load_balancer_writes() - writes_before);
-    let cloud_calls_per_service = per(lb_related_cloud_calls(env.cloud()) - cloud_before);
+    let cloud_calls_per_service = per(env.cloud().load_balancer_related_calls() - cloud_before);
 
     // Churn: add CHURN_NODES nodes, wait for the cloud to settle; remove them, again.
     let (c0, w0) = (
@@ -338,26 +338,6 @@ async fn run(
         remove_updates: u2.saturating_sub(u1),
         concurrent_service_syncs: 1,
     })
-}
-
-/// See [`LbBenchReport::cloud_calls_per_service`].
-fn lb_related_cloud_calls(cloud: &CloudControl) -> usize {
-    match cloud {
-        CloudControl::OpenStack(m) => m
-            .admin()
-            .journal()
-            .count(|e| e.service == "load-balancer" || e.service == "network"),
-        CloudControl::Aws(m) => m.mock.admin().journal().count(|e| {
-            let action = e
-                .query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix("Action="))
-                .unwrap_or_default();
-            matches!(e.service.as_str(), "elb" | "elbv2")
-                || (e.service == "ec2" && !action.starts_with("DescribeInstance"))
-        }),
-        CloudControl::Vsphere(_) => 0,
-    }
 }
 
 /// `UpdateLoadBalancer` calls so far: the service controller's `UpdatedLoadBalancer` and

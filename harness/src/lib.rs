@@ -4,7 +4,8 @@
 //! JUnit.
 //!
 //! Cases (in `ccm-suites`) talk only to this crate: they never see a transport or a
-//! particular mock, so the same case runs against every provider (see [`cloud`]).
+//! particular mock, so the same case runs against every provider (see [`cloud`]): nothing
+//! outside `cloud/` knows which cloud it talks to.
 #![forbid(unsafe_code)]
 
 pub mod bench;
@@ -12,15 +13,17 @@ pub mod case;
 pub mod ccm;
 pub mod cloud;
 pub mod env;
+pub mod error;
 pub mod external;
 pub mod in_tree;
 pub mod interrupt;
 pub mod invariants;
 pub mod kcm;
 pub mod lb_bench;
-pub mod out_of_band;
+pub mod node;
 pub mod probe;
 pub mod progress;
+pub mod provider;
 pub mod runner;
 pub mod settings;
 pub mod traffic;
@@ -28,9 +31,10 @@ pub mod wait;
 
 pub use case::{Case, CaseError, CaseFn, Tag};
 pub use cloud::{
-    CloudControl, CloudLoadBalancer, FaultSpec, Instance, InstancePatch, InstanceSpec, Provider,
+    CloudControl, CloudLoadBalancer, FaultSpec, Instance, InstancePatch, InstanceSpec,
 };
 pub use env::{Environment, NodeOptions};
+pub use provider::Provider;
 pub use settings::Settings;
 pub use wait::{Probe, eventually, holds_for};
 

@@ -315,7 +315,9 @@ fn trials_with_progress(
                     RUNTIME.block_on(run_case(&case, provider, settings.clone()));
                 let outcome = match &result {
                     Ok(()) => Outcome::Passed,
-                    Err(CaseError::Failed { message, detail }) => Outcome::Failed {
+                    Err(CaseError::Failed {
+                        message, detail, ..
+                    }) => Outcome::Failed {
                         message: message.clone(),
                         detail: detail.clone(),
                     },
@@ -360,14 +362,22 @@ fn trials_with_progress(
                 match result {
                     Ok(()) => Ok(Completion::Completed),
                     Err(CaseError::Skipped(reason)) => Ok(Completion::ignored_with(reason)),
-                    Err(CaseError::Failed { message, detail }) => {
-                        Err(Failed::from(format!("{message}\n{detail}")))
-                    }
+                    Err(CaseError::Failed {
+                        message, detail, ..
+                    }) => Err(Failed::from(format!("{message}\n{detail}"))),
                 }
             }));
         }
     }
     out
+}
+
+/// A failure's detail ("" for a skip).
+fn failure_detail(e: &CaseError) -> &str {
+    match e {
+        CaseError::Failed { detail, .. } => detail,
+        CaseError::Skipped(_) => "",
+    }
 }
 
 /// Builds the environment, runs the body under the case deadline, tears everything down.
@@ -416,8 +426,8 @@ async fn run_case(
         ))),
     };
     let result = match result {
-        Err(CaseError::Failed { message, detail }) if !detail.contains("--- CCM log") => {
-            Err(env.with_ccm_log(CaseError::Failed { message, detail }))
+        Err(e @ CaseError::Failed { .. }) if !failure_detail(&e).contains("--- CCM log") => {
+            Err(env.with_ccm_log(e))
         }
         other => other,
     };

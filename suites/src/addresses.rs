@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
 use ccm_harness::cloud::Feature;
-use ccm_harness::env::{NodeIp, NodeOptions, addresses, provider_id};
+use ccm_harness::env::{NodeIp, NodeOptions};
 use ccm_harness::invariants::Recorder;
+use ccm_harness::node::{addresses, provider_id};
 use ccm_harness::{
     Case, CaseError, Environment, FaultSpec, InstancePatch, InstanceSpec, Probe, Tag, ensure,
     eventually,

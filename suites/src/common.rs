@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ccm_harness::env::{NodeOptions, addresses};
+use ccm_harness::env::NodeOptions;
+use ccm_harness::node::addresses;
 use ccm_harness::{CaseError, Environment, Instance};
 use k8s_openapi::api::core::v1::Node;
 

@@ -19,8 +19,7 @@
 use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
-use ccm_harness::env::describe_taints;
-use ccm_harness::env::provider_id;
+use ccm_harness::node::{describe_taints, provider_id};
 use ccm_harness::{
     Case, CaseError, Environment, FaultSpec, InstancePatch, InstanceSpec, NodeOptions, Probe, Tag,
     ensure, eventually,

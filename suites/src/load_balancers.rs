@@ -1402,34 +1402,33 @@ async fn lb11(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         hc.is_some_and(|p| p > 0),
         "expected a healthCheckNodePort for externalTrafficPolicy=Local, observed {hc:?}"
     );
-    match env.cloud().provider() {
-        // cloud-provider-aws: the classic ELB health check is HTTP:<healthCheckNodePort>/healthz
-        // for ETP=Local, so only node-a (the one with a local endpoint) gets traffic.
-        ccm_harness::Provider::Aws => {
-            let addr = format!("{ip}:8080");
-            eventually("answers from node-a only", LB_TIMEOUT * 3, || async {
-                let mut seen = BTreeSet::new();
-                for _ in 0..8 {
-                    if let Ok(Some(line)) =
-                        ccm_harness::traffic::tcp_line(&addr, Duration::from_secs(1)).await
-                    {
-                        seen.insert(line);
-                    }
+    // Where the load balancer health-checks the healthCheckNodePort (AWS's classic ELB:
+    // HTTP:<healthCheckNodePort>/healthz), only node-a (the one with a local endpoint) gets
+    // traffic; elsewhere every member does, and only reachability is checked.
+    if env
+        .cloud()
+        .supports(ccm_harness::cloud::Feature::LocalTrafficHealthChecks)
+        .is_ok()
+    {
+        let addr = format!("{ip}:8080");
+        eventually("answers from node-a only", LB_TIMEOUT * 3, || async {
+            let mut seen = BTreeSet::new();
+            for _ in 0..8 {
+                if let Ok(Some(line)) =
+                    ccm_harness::traffic::tcp_line(&addr, Duration::from_secs(1)).await
+                {
+                    seen.insert(line);
                 }
-                Ok(if seen == BTreeSet::from(["node-a".to_string()]) {
-                    Probe::Done(())
-                } else {
-                    Probe::Pending(format!("answers from {seen:?}"))
-                })
+            }
+            Ok(if seen == BTreeSet::from(["node-a".to_string()]) {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("answers from {seen:?}"))
             })
-            .await?;
-        }
-        // cloud-provider-openstack creates a health monitor only with [LoadBalancer]
-        // create-monitor=true (off by default and in the harness's config), so every
-        // member gets traffic; only reachability is checked.
-        _ => {
-            reach(env, &ip, 8080, 2).await?;
-        }
+        })
+        .await?;
+    } else {
+        reach(env, &ip, 8080, 2).await?;
     }
     delete_and_check_leaks(env).await?;
     Ok(vec![])
@@ -1499,17 +1498,7 @@ async fn lb19(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     // Only some providers hand a Service's load balancer to another controller:
     // cloud-provider-aws pkg/providers/v1/aws_loadbalancer.go returns ImplementedElsewhere
     // for `aws-load-balancer-type: external` (the AWS Load Balancer Controller's Services).
-    let annotations = match env.cloud().provider() {
-        ccm_harness::Provider::Aws => {
-            json!({"service.beta.kubernetes.io/aws-load-balancer-type": "external"})
-        }
-        other => {
-            return Err(CaseError::Skipped(format!(
-                "the {} provider never answers ImplementedElsewhere: no Service setting hands its load balancer to another controller",
-                other.name()
-            )));
-        }
-    };
+    let annotations = json!(env.cloud().implemented_elsewhere_annotations()?);
     two_nodes(env).await?;
     let env: &Environment = env;
     let mut svc = service(SVC, json!({}))?;
@@ -1571,7 +1560,7 @@ async fn delete_out_of_band(env: &Environment) -> Result<Vec<String>, CaseError>
         .into_iter()
         .next()
         .ok_or_else(|| CaseError::failed("expected a load balancer in the cloud"))?;
-    ccm_harness::out_of_band::delete_load_balancer(env.cloud(), &lb.id).await?;
+    env.cloud().delete_load_balancer_out_of_band(&lb.id).await?;
     wait_no_lbs(env).await?;
     Ok(env.cloud().leaks())
 }
@@ -1859,111 +1848,17 @@ async fn lb24(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     ])
 }
 
-/// One Service's load-balancer update as the cloud journal shows it.
-#[derive(Debug, Clone)]
-pub(crate) struct LbUpdate {
-    /// First and last load-balancer call attributed to this load balancer.
-    pub start: jiff::Timestamp,
-    pub end: jiff::Timestamp,
-    /// Backend writes (member/target/instance registrations).
-    pub writes: usize,
-}
+pub(crate) use ccm_harness::cloud::LbUpdate;
 
 /// Where the load-balancer journal stands now, for [`lb_update_spans`].
 pub(crate) fn lb_journal_mark(env: &Environment) -> u64 {
-    match env.cloud() {
-        ccm_harness::CloudControl::OpenStack(m) => m.admin().journal().last_seq(),
-        ccm_harness::CloudControl::Aws(m) => m.admin().journal().last_seq(),
-        ccm_harness::CloudControl::Vsphere(m) => m.mock.admin().journal().last_seq(),
-    }
+    env.cloud().journal_mark()
 }
 
 /// Load-balancer calls after `mark`, grouped per load balancer, keeping the load balancers
-/// that got a backend write. OpenStack: calls name the LB by id, by name (`?name=`) or by
-/// one of its pools; AWS: by `LoadBalancerName`, `LoadBalancerArn` or `TargetGroupArn`.
+/// that got a backend write.
 pub(crate) fn lb_update_spans(env: &Environment, mark: u64) -> Vec<LbUpdate> {
-    use std::collections::BTreeMap;
-    // (time, text naming the LB, is a backend write)
-    let calls: Vec<(jiff::Timestamp, String, bool)> = match env.cloud() {
-        ccm_harness::CloudControl::OpenStack(m) => m
-            .admin()
-            .journal()
-            .since(mark)
-            .into_iter()
-            .filter(|e| e.service == "load-balancer")
-            .map(|e| {
-                let write = e.method == "PUT" && e.path.ends_with("/members");
-                (e.time, format!("{}?{}", e.path, e.query), write)
-            })
-            .collect(),
-        ccm_harness::CloudControl::Aws(m) => m
-            .admin()
-            .journal()
-            .since(mark)
-            .into_iter()
-            .filter(|e| e.service == "elb" || e.service == "elbv2")
-            .map(|e| {
-                let write = [
-                    "RegisterInstancesWithLoadBalancer",
-                    "DeregisterInstancesFromLoadBalancer",
-                    "RegisterTargets",
-                    "DeregisterTargets",
-                ]
-                .iter()
-                .any(|a| e.query.contains(&format!("Action={a}")));
-                (e.time, e.query.clone(), write)
-            })
-            .collect(),
-        ccm_harness::CloudControl::Vsphere(_) => Vec::new(),
-    };
-    // Keys (ids, names, pool ids) that identify each load balancer in a call.
-    let keys: Vec<(String, Vec<String>)> = match env.cloud() {
-        ccm_harness::CloudControl::OpenStack(m) => m
-            .admin()
-            .load_balancers()
-            .iter()
-            .map(|lb| {
-                let id = lb["id"].as_str().unwrap_or_default().to_string();
-                let mut k = vec![id.clone()];
-                k.extend(lb["name"].as_str().map(str::to_string));
-                k.extend(
-                    lb["pools"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|p| p["id"].as_str().map(str::to_string)),
-                );
-                (id, k)
-            })
-            .collect(),
-        ccm_harness::CloudControl::Aws(_) => env
-            .cloud()
-            .load_balancers()
-            .into_iter()
-            .map(|lb| (lb.id.clone(), vec![lb.id, lb.name]))
-            .collect(),
-        ccm_harness::CloudControl::Vsphere(_) => Vec::new(),
-    };
-    let mut spans: BTreeMap<String, LbUpdate> = BTreeMap::new();
-    for (time, text, write) in calls {
-        // Whole tokens only: `web-1` must not match `web-10`.
-        let tokens: Vec<&str> = text.split(['/', '?', '&', '=']).collect();
-        let Some((id, _)) = keys.iter().find(|(_, k)| {
-            k.iter()
-                .any(|k| !k.is_empty() && tokens.contains(&k.as_str()))
-        }) else {
-            continue;
-        };
-        let span = spans.entry(id.clone()).or_insert(LbUpdate {
-            start: time,
-            end: time,
-            writes: 0,
-        });
-        span.start = span.start.min(time);
-        span.end = span.end.max(time);
-        span.writes += usize::from(write);
-    }
-    spans.into_values().filter(|u| u.writes > 0).collect()
+    env.cloud().lb_updates_since(mark)
 }
 
 /// The largest number of updates whose [start, end] spans overlap at one instant.

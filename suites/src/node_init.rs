@@ -15,10 +15,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ccm_harness::case::CaseMetrics;
-use ccm_harness::cloud::{Feature, Provider};
-use ccm_harness::env::{
-    NodeIp, NodeOptions, addresses, describe_taints, has_uninitialized_taint, label, provider_id,
-};
+use ccm_harness::cloud::Feature;
+use ccm_harness::env::{NodeIp, NodeOptions};
+use ccm_harness::node::{addresses, describe_taints, has_uninitialized_taint, label, provider_id};
 use ccm_harness::{
     Case, CaseError, Environment, FaultSpec, Instance, InstanceSpec, Probe, Tag, ensure,
     eventually, holds_for,
@@ -471,10 +470,7 @@ async fn ni08(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     let mut labels: Vec<String> = dropped.iter().map(|k| format!("{k}=cloud")).collect();
     labels.push(format!("{EXISTING}=cloud"));
     labels.push("example.com/a=cloud".into());
-    if env.provider == Provider::Vsphere {
-        // cloud-provider-vsphere returns its `--node-labels` as AdditionalLabels
-        // (pkg/cloudprovider/vsphere/options/flags.go, instances_v2.go).
-        let flag = format!("--node-labels={}", labels.join(","));
+    if let Some(flag) = env.cloud().additional_labels_flag(&labels) {
         env.start_ccm_with(&[&flag]).await?;
     } else {
         let quirk = format!("additional-labels={}", labels.join(";"));

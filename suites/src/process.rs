@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use ccm_harness::case::CaseMetrics;
-use ccm_harness::env::{NodeOptions, describe_taints, has_uninitialized_taint};
+use ccm_harness::env::NodeOptions;
+use ccm_harness::node::{describe_taints, has_uninitialized_taint};
 use ccm_harness::probe::{https_get, lease_holder, secure_port};
 use ccm_harness::{Case, CaseError, Environment, Probe, Tag, ensure, eventually, holds_for};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -370,16 +371,12 @@ async fn op03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 fn with_replica_log(env: &Environment, name: &str, err: CaseError) -> CaseError {
-    match err {
-        CaseError::Failed { message, detail } => CaseError::Failed {
-            message,
-            detail: format!(
-                "{detail}\n--- replica {name} log (tail) ---\n{}",
-                env.replica_log_tail(name, 30)
-            ),
-        },
-        other => other,
-    }
+    err.and_detail(|detail| {
+        format!(
+            "{detail}\n--- replica {name} log (tail) ---\n{}",
+            env.replica_log_tail(name, 30)
+        )
+    })
 }
 
 async fn op04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {

@@ -15,13 +15,11 @@ use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
 use ccm_harness::cloud::Feature;
-use ccm_harness::env::{NodeOptions, provider_id};
+use ccm_harness::env::NodeOptions;
 use ccm_harness::in_tree::{InTreeName, seed_load_balancer};
-use ccm_harness::invariants::{
-    CCM_LEASE, Recorder, TransitionReport, hold_load_balancer_creates, ingress_of,
-    load_balancer_call_times,
-};
+use ccm_harness::invariants::{CCM_LEASE, Recorder, TransitionReport, ingress_of};
 use ccm_harness::kcm::{KcmConfig, SimKcm, ran_at};
+use ccm_harness::node::provider_id;
 use ccm_harness::{
     Case, CaseError, Environment, Instance, InstanceSpec, Probe, Tag, ensure, eventually,
 };
@@ -374,12 +372,8 @@ async fn up04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         let stopped = jiff::Timestamp::now();
         env.start_replica(name, Some(binary), LEADER_FLAGS)
             .await
-            .map_err(|e| match e {
-                CaseError::Failed { message, detail } => CaseError::Failed {
-                    message: format!("rolling replica {name} to {version}: {message}"),
-                    detail,
-                },
-                other => other,
+            .map_err(|e| {
+                e.map_message(|message| format!("rolling replica {name} to {version}: {message}"))
             })?;
         wait_live_leader(env, stopped).await?;
         recorder.observe(Duration::from_secs(1)).await;
@@ -405,19 +399,16 @@ async fn up04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 fn with_replica_logs(env: &Environment, err: CaseError) -> CaseError {
-    match err {
-        CaseError::Failed { message, detail } => {
-            let mut detail = detail;
-            for name in ["a", "b"] {
-                detail.push_str(&format!(
-                    "\n--- replica {name} (tail) ---\n{}",
-                    env.replica_log_tail(name, 15)
-                ));
-            }
-            CaseError::Failed { message, detail }
+    err.and_detail(|detail| {
+        let mut detail = detail.to_string();
+        for name in ["a", "b"] {
+            detail.push_str(&format!(
+                "\n--- replica {name} (tail) ---\n{}",
+                env.replica_log_tail(name, 15)
+            ));
         }
-        other => other,
-    }
+        detail
+    })
 }
 
 /// A `--cluster-name` change. Upstream cloud-provider-openstack keeps identity by looking
@@ -451,14 +442,13 @@ async fn up06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     wait_synced(env, "web", synced).await?;
     recorder.observe(env.hold()).await;
     let report = recorder.finish(env).await?;
-    if let Err(CaseError::Failed { message, detail }) = report.check("changing --cluster-name") {
-        return Err(CaseError::Failed {
-            message: format!(
+    if let Err(e @ CaseError::Failed { .. }) = report.check("changing --cluster-name") {
+        return Err(e.map_message(|message| {
+            format!(
                 "the CCM does not keep load-balancer identity across a --cluster-name change \
                  (clients of the old ingress lose the service): {message}"
-            ),
-            detail,
-        });
+            )
+        }));
     }
     let mut metrics = report.metrics();
     let renamed = names(env) != names_before;
@@ -499,10 +489,11 @@ async fn start_migrating_replica(
     flags: &[&str],
 ) -> Result<(), CaseError> {
     match env.start_replica(name, None, flags).await {
-        Err(CaseError::Failed { message, detail })
-            if (message.contains("exited during startup")
-                && (message.contains("enable-leader-migration")
-                    || detail.contains("enable-leader-migration"))) =>
+        Err(CaseError::Failed {
+            message, detail, ..
+        }) if (message.contains("exited during startup")
+            && (message.contains("enable-leader-migration")
+                || detail.contains("enable-leader-migration"))) =>
         {
             Err(CaseError::Skipped(format!(
                 "CCM does not support --enable-leader-migration: {message}"
@@ -576,7 +567,7 @@ async fn leader_migration(
         env.hold().min(Duration::from_secs(3)),
         || {
             let services = services.clone();
-            let calls = load_balancer_call_times(env.cloud()).map(|c| c.len());
+            let calls = env.cloud().load_balancer_call_times().map(|c| c.len());
             async move {
                 let s = services
                     .get("web")
@@ -620,7 +611,7 @@ async fn leader_migration(
         .map_err(|e| with_replica_logs(env, e))?;
     let runs = kcm.runs();
     let mut double = Vec::new();
-    for at in load_balancer_call_times(env.cloud()).unwrap_or_default() {
+    for at in env.cloud().load_balancer_call_times().unwrap_or_default() {
         for run in ran_at(&runs, at).filter(|r| r.controller == "service-lb-controller") {
             double.push(format!(
                 "load-balancer call at {at} while the KCM ran {run:?}"
@@ -742,7 +733,7 @@ async fn up07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     if env.cloud().supports(Feature::LoadBalancers).is_err() {
         return up07_nodes_only(env).await;
     }
-    let hold = hold_load_balancer_creates(env.cloud(), AWS_CREATE_HOLD);
+    let hold = env.cloud().hold_load_balancer_creates(AWS_CREATE_HOLD);
     if hold.is_none() {
         env.slow_load_balancers(3)?;
     }

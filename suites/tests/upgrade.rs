@@ -101,7 +101,9 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
 /// The failure's message and detail, after checking one of them mentions `mentions`.
 fn expect_failure(result: Result<(), CaseError>, mentions: &str) -> String {
     match result {
-        Err(CaseError::Failed { message, detail }) => {
+        Err(CaseError::Failed {
+            message, detail, ..
+        }) => {
             assert!(
                 message.contains(mentions) || detail.contains(mentions),
                 "expected a failure mentioning {mentions:?}, got: {message}\n{detail}"

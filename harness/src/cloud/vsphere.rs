@@ -26,10 +26,15 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 
+use futures::future::BoxFuture;
+use mock_cloud::{Journal, JournalEntry};
 use mock_vsphere::{AdminError, PowerState, VmInfo, VmPatch, VmSpec, VsphereMock};
 
-use super::{FaultSpec, Instance, InstancePatch, InstanceSpec};
-use crate::case::CaseError;
+use super::{
+    Backend, CallKind, CloudCall, FaultSpec, Feature, Instance, InstancePatch, InstanceSpec,
+    Provider,
+};
+use crate::error::CaseError;
 
 /// Tag category for zones, as `labels.zone` in the harness's vsphere.conf.
 pub const ZONE_CATEGORY: &str = "k8s-zone";
@@ -74,8 +79,8 @@ const LOOKUPS: &[&str] = &[
 ];
 
 /// The mock vCenter with what the harness keeps beside it.
-pub struct VsphereCloud {
-    pub mock: VsphereMock,
+pub(crate) struct VsphereCloud {
+    mock: VsphereMock,
     address_block: u8,
     state: Mutex<State>,
 }
@@ -111,7 +116,7 @@ fn admin_err(what: &str) -> impl FnOnce(AdminError) -> CaseError + '_ {
 impl VsphereCloud {
     /// Starts the mock with one datacenter of [`HOSTS`] hosts, no VMs, the region tag on
     /// the datacenter and [`DEFAULT_ZONE`] on the first host.
-    pub async fn start(address_block: u8) -> Result<Self, CaseError> {
+    pub(crate) async fn start(address_block: u8) -> Result<Self, CaseError> {
         let config = mock_vsphere::Config {
             datacenters: vec![DATACENTER.into()],
             hosts: HOSTS,
@@ -226,12 +231,12 @@ impl VsphereCloud {
     }
 
     /// Fresh guest IPs (never handed out before).
-    pub fn spare_internal_ips(&self, n: usize) -> Vec<String> {
+    fn spare_internal_ips(&self, n: usize) -> Vec<String> {
         self.allocate_ips(n)
     }
 
     /// Fresh external guest IPs (never handed out before).
-    pub fn spare_external_ips(&self, n: usize) -> Vec<String> {
+    fn spare_external_ips(&self, n: usize) -> Vec<String> {
         self.allocate_external_ips(n)
     }
 
@@ -240,7 +245,7 @@ impl VsphereCloud {
     /// `ipFamily`: upstream's default, IPv4 only; see [`Self::dual_stack_cloud_config`]),
     /// the mock as the one `vcenter` entry scoped to its datacenter, the tag categories, and
     /// the `nodes` subnets that tell internal from external guest IPs.
-    pub fn cloud_config(&self) -> String {
+    fn cloud_config(&self) -> String {
         let r = self.mock.ready_info();
         self.config_yaml(&format!(
             "  user: \"{}\"\n  password: \"{}\"\n",
@@ -252,7 +257,7 @@ impl VsphereCloud {
     /// accepts only with the environment variable [`DUAL_STACK_ENV`] set (cloud.go
     /// `validateDualStack`) and which then needs an address of each family on every VM
     /// (nodemanager.go `DiscoverNode`), so the harness uses it only where a case asks.
-    pub fn dual_stack_cloud_config(&self) -> String {
+    fn dual_stack_cloud_config(&self) -> String {
         self.cloud_config()
             .replacen("global:\n", "global:\n  ipFamily: [ipv4, ipv6]\n", 1)
     }
@@ -261,7 +266,7 @@ impl VsphereCloud {
     /// / `secretNamespace`), and that Secret's data: `<server>.username` and
     /// `<server>.password`, `<server>` being the vcenter's `server` (cloud-provider-vsphere
     /// pkg/common/credentialmanager/credentialmanager.go `parseSecret`).
-    pub fn secret_cloud_config(
+    fn secret_cloud_config(
         &self,
         namespace: &str,
         name: &str,
@@ -293,7 +298,7 @@ impl VsphereCloud {
         )
     }
 
-    pub fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
+    fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
         let internal = match spec.internal_ips {
             Some(ips) => ips,
             None => self.allocate_ips(1),
@@ -344,7 +349,7 @@ impl VsphereCloud {
         Ok(self.instance(info))
     }
 
-    pub fn update_instance(&self, id: &str, patch: InstancePatch) -> Result<Instance, CaseError> {
+    fn update_instance(&self, id: &str, patch: InstancePatch) -> Result<Instance, CaseError> {
         if patch.zone.is_some() {
             return Err(CaseError::failed(
                 "a VM changes zone only by migrating to a host of another zone, which the harness does not do on vSphere",
@@ -388,7 +393,7 @@ impl VsphereCloud {
         Ok(self.instance(info))
     }
 
-    pub fn delete_instance(&self, id: &str) -> Result<(), CaseError> {
+    fn delete_instance(&self, id: &str) -> Result<(), CaseError> {
         let vm = self.vm(id)?;
         self.widen_faults_of(&vm.id);
         self.mock
@@ -400,7 +405,7 @@ impl VsphereCloud {
     }
 
     /// Restarts the VM's guest and holds it down (see [`super::CloudControl::begin_reboot`]).
-    pub fn begin_reboot(&self, id: &str) -> Result<(), CaseError> {
+    fn begin_reboot(&self, id: &str) -> Result<(), CaseError> {
         let vm = self.vm(id)?;
         self.mock
             .admin()
@@ -409,7 +414,7 @@ impl VsphereCloud {
             .map_err(admin_err("rebooting a VM"))
     }
 
-    pub fn finish_reboot(&self, id: &str) -> Result<(), CaseError> {
+    fn finish_reboot(&self, id: &str) -> Result<(), CaseError> {
         let vm = self.vm(id)?;
         self.mock
             .admin()
@@ -418,15 +423,15 @@ impl VsphereCloud {
             .map_err(admin_err("finishing a VM reboot"))
     }
 
-    pub fn rebooting(&self, id: &str) -> bool {
+    fn rebooting(&self, id: &str) -> bool {
         self.vm(id).is_ok_and(|v| v.guest_restarting)
     }
 
-    pub fn instance_by_name(&self, name: &str) -> Option<Instance> {
+    fn instance_by_name(&self, name: &str) -> Option<Instance> {
         self.mock.admin().vm_by_name(name).map(|v| self.instance(v))
     }
 
-    pub fn instances(&self) -> Vec<Instance> {
+    fn instances(&self) -> Vec<Instance> {
         self.mock
             .admin()
             .vms()
@@ -481,7 +486,7 @@ impl VsphereCloud {
     /// Instance lookups are SearchIndex finds. For one instance the rule is scoped to the
     /// VM the find hits (the mock's fault engine names a search's resource by what it
     /// finds); a 500 answers a vim25 `SystemError` fault.
-    pub fn inject(&self, fault: FaultSpec) -> u64 {
+    fn inject(&self, fault: FaultSpec) -> u64 {
         let (path, resource, status, count) = match fault {
             FaultSpec::InstanceLookup {
                 instance_id,
@@ -527,41 +532,172 @@ impl VsphereCloud {
         }
     }
 
-    /// SearchIndex finds the CCM made (any answer).
-    pub fn instance_lookups(&self) -> usize {
-        self.mock
-            .admin()
-            .journal()
-            .count(|e| e.service == "vim" && LOOKUPS.contains(&e.path.as_str()))
-    }
-
-    pub fn faulted_calls(&self) -> usize {
-        self.mock.admin().journal().count(|e| e.fault.is_some())
-    }
-
-    pub fn journal_text(&self, last: usize) -> String {
-        let entries = self.mock.admin().journal().entries();
-        entries[entries.len().saturating_sub(last)..]
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} {} {} -> {}",
-                    e.seq, e.service, e.method, e.path, e.status
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
     /// What the CCM left open: container views and property filters. VMs, tags and
     /// categories are the harness's own.
-    pub fn leaks(&self) -> Vec<String> {
+    fn leaks(&self) -> Vec<String> {
         self.mock
             .admin()
             .leaks()
             .into_iter()
             .filter(|l| l.starts_with("container-view ") || l.starts_with("property-filter "))
             .collect()
+    }
+}
+
+/// SearchIndex finds are instance lookups; vSphere has no routes or load balancers.
+fn classify(e: &JournalEntry) -> CloudCall {
+    let kind = if e.service == "vim" && LOOKUPS.contains(&e.path.as_str()) {
+        CallKind::InstanceLookup
+    } else {
+        CallKind::Other
+    };
+    CloudCall::of(e, kind, Vec::new())
+}
+
+impl Backend for VsphereCloud {
+    fn provider(&self) -> Provider {
+        Provider::Vsphere
+    }
+
+    fn supports(&self, feature: Feature) -> Result<(), String> {
+        match feature {
+            // kubernetes/cloud-provider-vsphere pkg/cloudprovider/vsphere/cloud.go: without
+            // NSX-T (not modelled here) LoadBalancer() and Routes() return false.
+            Feature::LoadBalancers
+            | Feature::UdpLoadBalancers
+            | Feature::LocalTrafficHealthChecks
+            | Feature::ImplementedElsewhere => Err(
+                "the vSphere cloud provider implements no load balancer (cloud-provider-vsphere returns false from LoadBalancer())".into(),
+            ),
+            Feature::Routes | Feature::DualStackRoutes => Err(
+                "the vSphere cloud provider implements no routes (cloud-provider-vsphere returns false from Routes())".into(),
+            ),
+            // A host without zone tag; a VM whose Tools report nothing; guest IPv6
+            // addresses; an external IP apart from the internal ones (the harness's
+            // vsphere.conf sets `nodes` internal/external subnets,
+            // pkg/cloudprovider/vsphere/nodemanager.go).
+            Feature::NoZone
+            | Feature::NoAddresses
+            | Feature::DualStackAddresses
+            | Feature::SeparateExternalAddresses => Ok(()),
+        }
+    }
+
+    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
+        Ok(VsphereCloud::spare_internal_ips(self, n))
+    }
+
+    fn spare_external_ips(&self, n: usize) -> Vec<String> {
+        VsphereCloud::spare_external_ips(self, n)
+    }
+
+    /// The BIOS UUID in upper case: cloud-provider-vsphere compares UUIDs without case, and
+    /// `vsphere://<region>/...` is not a vSphere providerID.
+    fn alternate_provider_id(&self, instance: &Instance) -> Option<String> {
+        Some(format!(
+            "vsphere://{}",
+            instance.system_uuid.to_ascii_uppercase()
+        ))
+    }
+
+    fn ready_info(&self) -> serde_json::Value {
+        serde_json::to_value(self.mock.ready_info()).unwrap_or_default()
+    }
+
+    fn cloud_config(&self) -> String {
+        VsphereCloud::cloud_config(self)
+    }
+
+    /// vSphere reports one IP family unless told both (`ipFamily`, behind
+    /// ENABLE_ALPHA_DUAL_STACK).
+    fn dual_stack_deployment(&self) -> Option<(String, Vec<(String, String)>)> {
+        Some((
+            self.dual_stack_cloud_config(),
+            vec![(DUAL_STACK_ENV.to_owned(), "true".to_owned())],
+        ))
+    }
+
+    fn secret_credentials_config(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(String, BTreeMap<String, String>), String> {
+        Ok(self.secret_cloud_config(namespace, name))
+    }
+
+    fn region(&self) -> String {
+        REGION.to_string()
+    }
+
+    /// cloud-provider-vsphere returns its `--node-labels` as AdditionalLabels
+    /// (pkg/cloudprovider/vsphere/options/flags.go, instances_v2.go).
+    fn additional_labels_flag(&self, labels: &[String]) -> Option<String> {
+        Some(format!("--node-labels={}", labels.join(",")))
+    }
+
+    fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
+        VsphereCloud::create_instance(self, spec)
+    }
+
+    fn update_instance(&self, id: &str, patch: InstancePatch) -> Result<Instance, CaseError> {
+        VsphereCloud::update_instance(self, id, patch)
+    }
+
+    fn delete_instance(&self, id: &str) -> Result<(), CaseError> {
+        VsphereCloud::delete_instance(self, id)
+    }
+
+    /// `RebootGuest`: VMware Tools down so `guest.net` is empty while the VM stays
+    /// `poweredOn` (what cloud-provider-vsphere#479 was about).
+    fn begin_reboot(&self, id: &str) -> Result<(), CaseError> {
+        VsphereCloud::begin_reboot(self, id)
+    }
+
+    fn finish_reboot(&self, id: &str) -> Result<(), CaseError> {
+        VsphereCloud::finish_reboot(self, id)
+    }
+
+    fn rebooting(&self, id: &str) -> bool {
+        VsphereCloud::rebooting(self, id)
+    }
+
+    fn instance_by_name(&self, name: &str) -> Option<Instance> {
+        VsphereCloud::instance_by_name(self, name)
+    }
+
+    fn instances(&self) -> Vec<Instance> {
+        VsphereCloud::instances(self)
+    }
+
+    fn inject(&self, fault: FaultSpec) -> u64 {
+        VsphereCloud::inject(self, fault)
+    }
+
+    fn faults(&self) -> mock_cloud::Faults {
+        self.mock.admin().faults()
+    }
+
+    fn leaks(&self) -> Vec<String> {
+        VsphereCloud::leaks(self)
+    }
+
+    fn journal(&self) -> Journal {
+        self.mock.admin().journal()
+    }
+
+    fn classifier(&self) -> fn(&JournalEntry) -> CloudCall {
+        classify
+    }
+
+    fn journal_line(&self, e: &JournalEntry) -> String {
+        format!(
+            "{} {} {} {} -> {}",
+            e.seq, e.service, e.method, e.path, e.status
+        )
+    }
+
+    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(self.mock.shutdown())
     }
 }
 

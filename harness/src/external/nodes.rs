@@ -7,7 +7,7 @@ use kube::Api;
 use kube::api::ListParams;
 
 use crate::case::{CaseError, CaseMetrics};
-use crate::env::{describe_taints, has_uninitialized_taint, label, provider_id};
+use crate::node::{describe_taints, has_uninitialized_taint, label, provider_id};
 use crate::wait::{Probe, eventually};
 
 /// How long a freshly registered node may stay uninitialized (ccm-behaviour.md §4: 10 s

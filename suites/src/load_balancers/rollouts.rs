@@ -190,16 +190,8 @@ async fn lb22(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         SVC,
         json!({"ports": [{"name": "dns", "port": UDP_PORT, "targetPort": UDP_PORT, "protocol": "UDP"}]}),
     )?;
-    let mut annotations =
-        std::collections::BTreeMap::from([(ENDPOINTS.to_string(), "server-1@node-a".to_string())]);
-    // Classic ELBs carry no UDP; on AWS a UDP Service asks for an NLB (upstream e2e does
-    // the same, test/e2e/loadbalancer.go in cloud-provider-aws).
-    if env.provider == ccm_harness::Provider::Aws {
-        annotations.insert(
-            "service.beta.kubernetes.io/aws-load-balancer-type".into(),
-            "nlb".into(),
-        );
-    }
+    let mut annotations = env.cloud().udp_service_annotations();
+    annotations.insert(ENDPOINTS.to_string(), "server-1@node-a".to_string());
     svc.metadata.annotations = Some(annotations);
     create(env, &svc).await?;
     let ingress = ready_ingress(env).await?;

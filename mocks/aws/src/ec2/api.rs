@@ -1,15 +1,17 @@
-//! The EC2 query API ("ec2" protocol, `Version=2016-11-15`): the calls the AWS CCM makes
-//! for nodes, routes and classic-LB security groups (cloud-apis.md §4.2, §4.3, §4.5), and
-//! Run/Stop/Start/Terminate/RebootInstances to shape the cloud from tests. Responses follow the
-//! EC2 wire shapes (`<item>` lists, camelCase names), filters support `*`/`?` wildcards
-//! as EC2 does (moto does not), and unknown filters are refused as EC2 refuses them.
+//! The EC2 query protocol: each action's parameters are validated (filters included),
+//! mutations go through `state`, and the answer is rendered in the EC2 wire shapes
+//! (`<item>` lists, camelCase names).
 
 use std::collections::BTreeMap;
 
+use super::state::{
+    self, GroupRef, StateChange, lookup_instances, mac_of, network_nodes, not_found,
+    resource_exists, resource_type, topology_layers,
+};
 use crate::error::AwsError;
 use crate::model::{
-    Cloud, Instance, InstanceSpec, InstanceState, Permission, Route, SecurityGroup, new_id,
-    private_dns_name, public_dns_name, zone_id,
+    Cloud, Instance, InstanceState, Permission, Route, SecurityGroup, private_dns_name,
+    public_dns_name, zone_id,
 };
 use crate::params::{Filter, Params, wildcard_match};
 use crate::xml::Xml;
@@ -117,10 +119,6 @@ fn tag_set(x: &mut Xml, tags: &BTreeMap<String, String>) {
     x.list("tagSet", "item", tags, |x, (k, v)| {
         x.text("key", k).text("value", v);
     });
-}
-
-fn not_found(code: &str, kind: &str, id: &str) -> AwsError {
-    AwsError::bad(code, format!("The {kind} '{id}' does not exist"))
 }
 
 // ---- instances ----
@@ -272,60 +270,6 @@ fn write_eni_body(cloud: &Cloud, x: &mut Xml, i: &Instance, in_instance: bool) {
 
 // ---- instance topology ----
 
-/// Instance families EC2 reports a topology for (EC2 API reference,
-/// DescribeInstanceTopology "Limitations"); `p6-b200` has four network-node layers, the
-/// others three. Instances of other types are left out of the answer, not refused.
-const TOPOLOGY_FAMILIES: &[(&str, usize)] = &[
-    ("hpc6a", 3),
-    ("hpc6id", 3),
-    ("hpc7a", 3),
-    ("hpc7g", 3),
-    ("p3dn", 3),
-    ("p4d", 3),
-    ("p4de", 3),
-    ("p5", 3),
-    ("p5e", 3),
-    ("p5en", 3),
-    ("trn1", 3),
-    ("trn1n", 3),
-    ("trn2", 3),
-    ("trn2u", 3),
-    ("p6-b200", 4),
-];
-
-/// How many network-node layers EC2 reports for an instance type (`None`: unsupported).
-fn topology_layers(instance_type: &str) -> Option<usize> {
-    let family = instance_type.split('.').next().unwrap_or_default();
-    TOPOLOGY_FAMILIES
-        .iter()
-        .find(|(f, _)| *f == family)
-        .map(|(_, n)| *n)
-}
-
-/// A stable `nn-` id (17 hex digits) for a network node, from what it stands for.
-fn network_node_id(key: &str) -> String {
-    // FNV-1a: stable across runs and platforms, unlike std's hasher.
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("nn-{:017x}", u128::from(hash) & 0x1_ffff_ffff_ffff_ffff)
-}
-
-/// The network nodes from the top layer down: one spine per zone, then one node per
-/// subnet and layer below, so instances of a subnet share every layer (EC2 itself groups
-/// by physical placement; a mock has none, and a subnet is the closest stand-in).
-fn network_nodes(i: &Instance, layers: usize) -> Vec<String> {
-    (0..layers)
-        .map(|layer| {
-            if layer == 0 {
-                network_node_id(&format!("{}/spine", i.zone))
-            } else {
-                network_node_id(&format!("{}/{}/{layer}", i.zone, i.subnet_id))
-            }
-        })
-        .collect()
-}
-
 /// EC2 `DescribeInstanceTopology`: `InstanceId.N`, `GroupName.N` (the mock has no
 /// placement groups, so any name matches nothing), filters `availability-zone`,
 /// `instance-type`, `zone-id`, and `MaxResults` (1..=100) / `NextToken` paging.
@@ -411,39 +355,6 @@ fn describe_instance_topology(cloud: &Cloud, p: &Params, x: &mut Xml) -> Result<
     Ok(())
 }
 
-pub(crate) fn mac_of(i: &Instance) -> String {
-    let o = i.private_ip.octets();
-    format!("02:00:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3])
-}
-
-fn lookup_instances<'c>(cloud: &'c Cloud, ids: &[String]) -> Result<Vec<&'c Instance>, AwsError> {
-    // Real EC2 fails the whole call when any id is unknown (cloud-apis.md §4.2).
-    let missing: Vec<&str> = ids
-        .iter()
-        .filter(|id| cloud.instance(id).is_none())
-        .map(String::as_str)
-        .collect();
-    if !missing.is_empty() {
-        if let Some(bad) = missing.iter().find(|id| !is_instance_id(id)) {
-            return Err(AwsError::bad(
-                "InvalidInstanceID.Malformed",
-                format!("Invalid id: \"{bad}\""),
-            ));
-        }
-        return Err(AwsError::bad(
-            "InvalidInstanceID.NotFound",
-            format!("The instance IDs '{}' do not exist", missing.join(", ")),
-        ));
-    }
-    Ok(ids.iter().filter_map(|id| cloud.instance(id)).collect())
-}
-
-fn is_instance_id(id: &str) -> bool {
-    id.strip_prefix("i-").is_some_and(|h| {
-        (h.len() == 8 || h.len() == 17) && h.chars().all(|c| c.is_ascii_hexdigit())
-    })
-}
-
 fn describe_instances(cloud: &Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
     let ids = p.list("InstanceId");
     let max = p.int("MaxResults")?;
@@ -527,37 +438,14 @@ fn run_instances(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsEr
             tags.insert(k, v.unwrap_or_default());
         }
     }
-    let zone = p.get("Placement.AvailabilityZone").map(str::to_string);
-    if let Some(z) = &zone
-        && !cloud.zones.contains(z)
-    {
-        return Err(AwsError::invalid_value("AvailabilityZone", z));
-    }
-    let subnet = p.get("SubnetId");
-    if let Some(s) = subnet
-        && !cloud.subnets.iter().any(|n| n.id == s)
-    {
-        return Err(not_found("InvalidSubnetID.NotFound", "subnet ID", s));
-    }
-    let reservation = new_id("r");
-    let mut created = Vec::new();
-    for _ in 0..max {
-        let spec = InstanceSpec {
-            zone: zone.clone(),
-            instance_type: p.get("InstanceType").map(str::to_string),
-            private_ip: None,
-            public_ip: Some(true),
-            // moto and EC2 both answer `pending` here; the next describe shows running.
-            state: Some(InstanceState::Running),
-            tags: tags.clone(),
-            name: None,
-            ..Default::default()
-        };
-        let id = cloud
-            .create_instance(spec, &reservation, subnet)
-            .map_err(|e| AwsError::bad("InsufficientInstanceCapacity", e.to_string()))?;
-        created.push(id);
-    }
+    let req = state::RunInstances {
+        count: max,
+        zone: p.get("Placement.AvailabilityZone").map(str::to_string),
+        subnet: p.get("SubnetId").map(str::to_string),
+        instance_type: p.get("InstanceType").map(str::to_string),
+        tags,
+    };
+    let (reservation, created) = state::run_instances(cloud, req)?;
     x.text("reservationId", &reservation)
         .text("ownerId", &cloud.account_id)
         .elem("groupSet", |_| {});
@@ -570,15 +458,8 @@ fn run_instances(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsEr
     Ok(())
 }
 
-#[derive(Clone, Copy)]
-enum StateChange {
-    Stop,
-    Start,
-    Terminate,
-}
-
 /// Stop/Start/Terminate: the answer shows the transitional state (`stopping`, `pending`,
-/// `shutting-down`); the instance settles at once (moto settles on the next call too).
+/// `shutting-down`).
 fn change_state(
     cloud: &mut Cloud,
     p: &Params,
@@ -589,24 +470,7 @@ fn change_state(
     if ids.is_empty() {
         return Err(AwsError::missing("InstanceId"));
     }
-    lookup_instances(cloud, &ids)?;
-    let mut changes = Vec::new();
-    for id in &ids {
-        let Some(i) = cloud.instance_mut(id) else {
-            continue;
-        };
-        let previous = i.state;
-        let (shown, settled) = match (change, previous) {
-            (_, InstanceState::Terminated) => (previous, previous),
-            (StateChange::Stop, InstanceState::Stopped) => (previous, previous),
-            (StateChange::Stop, _) => (InstanceState::Stopping, InstanceState::Stopped),
-            (StateChange::Start, InstanceState::Running) => (previous, previous),
-            (StateChange::Start, _) => (InstanceState::Pending, InstanceState::Running),
-            (StateChange::Terminate, _) => (InstanceState::ShuttingDown, InstanceState::Terminated),
-        };
-        i.state = settled;
-        changes.push((id.clone(), previous, shown));
-    }
+    let changes = state::change_state(cloud, &ids, change)?;
     // All three answer `instancesSet` on the wire (boto3 renames it per action).
     x.list(
         "instancesSet",
@@ -656,22 +520,12 @@ fn modify_instance_attribute(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Resu
     if check.is_none() && instance_type.is_none() && groups.is_empty() {
         return Err(AwsError::missing("Attribute"));
     }
-    for g in &groups {
-        if !cloud.security_groups.iter().any(|s| &s.id == g) {
-            return Err(not_found("InvalidGroup.NotFound", "security group", g));
-        }
-    }
-    if let Some(i) = cloud.instance_mut(&id) {
-        if let Some(c) = check {
-            i.source_dest_check = c;
-        }
-        if let Some(t) = instance_type {
-            i.instance_type = t;
-        }
-        if !groups.is_empty() {
-            i.group_ids = groups;
-        }
-    }
+    let req = state::ModifyInstance {
+        source_dest_check: check,
+        instance_type,
+        groups,
+    };
+    state::modify_instance(cloud, &id, req)?;
     x.text("return", "true");
     Ok(())
 }
@@ -965,19 +819,8 @@ fn describe_route_tables(cloud: &Cloud, p: &Params, x: &mut Xml) -> Result<(), A
     Ok(())
 }
 
-fn route_table_mut<'c>(
-    cloud: &'c mut Cloud,
-    id: &str,
-) -> Result<&'c mut crate::model::RouteTable, AwsError> {
-    cloud
-        .route_tables
-        .iter_mut()
-        .find(|t| t.id == id)
-        .ok_or_else(|| not_found("InvalidRouteTableID.NotFound", "routeTable ID", id))
-}
-
 fn create_route(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
-    let table = p.require("RouteTableId")?.to_string();
+    let table = p.require("RouteTableId")?;
     let cidr = p.require("DestinationCidrBlock")?.to_string();
     if !valid_cidr(&cidr) {
         return Err(AwsError::invalid_value("DestinationCidrBlock", &cidr));
@@ -987,38 +830,20 @@ fn create_route(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsErr
     if instance.is_none() && gateway.is_none() {
         return Err(AwsError::missing("target"));
     }
-    if let Some(i) = &instance {
-        lookup_instances(cloud, std::slice::from_ref(i))?;
-    }
-    let t = route_table_mut(cloud, &table)?;
-    if t.routes.iter().any(|r| r.destination == cidr) {
-        return Err(AwsError::bad(
-            "RouteAlreadyExists",
-            format!("The route identified by {cidr} already exists."),
-        ));
-    }
-    t.routes.push(Route {
+    let route = Route {
         destination: cidr,
         gateway_id: gateway,
         instance_id: instance,
-    });
+    };
+    state::create_route(cloud, table, route)?;
     x.text("return", "true");
     Ok(())
 }
 
 fn delete_route(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
-    let table = p.require("RouteTableId")?.to_string();
-    let cidr = p.require("DestinationCidrBlock")?.to_string();
-    let t = route_table_mut(cloud, &table)?;
-    let before = t.routes.len();
-    t.routes
-        .retain(|r| r.destination != cidr || r.gateway_id.as_deref() == Some("local"));
-    if t.routes.len() == before {
-        return Err(AwsError::bad(
-            "InvalidRoute.NotFound",
-            format!("no route with destination-cidr-block {cidr} in route table {table}"),
-        ));
-    }
+    let table = p.require("RouteTableId")?;
+    let cidr = p.require("DestinationCidrBlock")?;
+    state::delete_route(cloud, table, cidr)?;
     x.text("return", "true");
     Ok(())
 }
@@ -1142,62 +967,34 @@ fn describe_security_groups(cloud: &Cloud, p: &Params, x: &mut Xml) -> Result<()
 fn create_security_group(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
     let name = p.require("GroupName")?.to_string();
     let description = p.require("GroupDescription")?.to_string();
-    let vpc = match p.get("VpcId") {
-        Some(v) => v.to_string(),
-        None => cloud.vpcs.first().map(|v| v.id.clone()).unwrap_or_default(),
-    };
-    if !cloud.vpcs.iter().any(|v| v.id == vpc) {
-        return Err(not_found("InvalidVpcID.NotFound", "vpc ID", &vpc));
-    }
-    if cloud
-        .security_groups
-        .iter()
-        .any(|g| g.name == name && g.vpc_id == vpc)
-    {
-        return Err(AwsError::bad(
-            "InvalidGroup.Duplicate",
-            format!("The security group '{name}' already exists for VPC '{vpc}'"),
-        ));
-    }
-    let id = new_id("sg");
-    cloud.security_groups.push(SecurityGroup {
-        id: id.clone(),
+    let req = state::CreateSecurityGroup {
         name,
         description,
-        vpc_id: vpc,
-        ingress: Vec::new(),
-    });
-    let mut tags = BTreeMap::new();
-    for i in p.indexes("TagSpecification") {
-        for (k, v) in p.tags(&format!("TagSpecification.{i}.Tag"))? {
-            tags.insert(k, v.unwrap_or_default());
+        vpc: p.get("VpcId").map(str::to_string),
+    };
+    let tags = || {
+        let mut tags = BTreeMap::new();
+        for i in p.indexes("TagSpecification") {
+            for (k, v) in p.tags(&format!("TagSpecification.{i}.Tag"))? {
+                tags.insert(k, v.unwrap_or_default());
+            }
         }
-    }
-    if !tags.is_empty() {
-        cloud.tags.insert(id.clone(), tags);
-    }
+        Ok(tags)
+    };
+    let id = state::create_security_group(cloud, req, tags)?;
     x.text("return", "true").text("groupId", &id);
     Ok(())
 }
 
-fn security_group_id(cloud: &Cloud, p: &Params) -> Result<String, AwsError> {
+/// `GroupId`, else `GroupName`.
+fn group_ref(p: &Params) -> Result<GroupRef, AwsError> {
     if let Some(id) = p.get("GroupId") {
-        return cloud
-            .security_groups
-            .iter()
-            .find(|g| g.id == id)
-            .map(|g| g.id.clone())
-            .ok_or_else(|| not_found("InvalidGroup.NotFound", "security group", id));
+        return Ok(GroupRef::Id(id.to_string()));
     }
     let name = p
         .get("GroupName")
         .ok_or_else(|| AwsError::missing("GroupId"))?;
-    cloud
-        .security_groups
-        .iter()
-        .find(|g| g.name == name)
-        .map(|g| g.id.clone())
-        .ok_or_else(|| not_found("InvalidGroup.NotFound", "security group", name))
+    Ok(GroupRef::Name(name.to_string()))
 }
 
 /// `IpPermissions.N.{IpProtocol,FromPort,ToPort,IpRanges.M.CidrIp,Groups.M.GroupId}`.
@@ -1236,183 +1033,50 @@ fn permissions(p: &Params) -> Result<Vec<Permission>, AwsError> {
     Ok(out)
 }
 
-/// Authorize (`add`) or revoke ingress, one source at a time as EC2 counts them.
+/// Authorize (`add`) or revoke ingress.
 fn ingress(cloud: &mut Cloud, p: &Params, x: &mut Xml, add: bool) -> Result<(), AwsError> {
-    let id = security_group_id(cloud, p)?;
+    // The group is looked up before the permissions are read, as EC2 answers.
+    let id = state::security_group_id(cloud, &group_ref(p)?)?;
     let perms = permissions(p)?;
-    let known: Vec<String> = cloud.security_groups.iter().map(|g| g.id.clone()).collect();
-    let Some(group) = cloud.security_groups.iter_mut().find(|g| g.id == id) else {
-        return Err(not_found("InvalidGroup.NotFound", "security group", &id));
-    };
-    for perm in perms {
-        for g in &perm.groups {
-            if !known.contains(g) {
-                return Err(not_found("InvalidGroup.NotFound", "security group", g));
-            }
-        }
-        let same = |q: &Permission| {
-            q.protocol == perm.protocol
-                && q.from_port == perm.from_port
-                && q.to_port == perm.to_port
-        };
-        let existing = group.ingress.iter_mut().find(|q| same(q));
-        if add {
-            match existing {
-                Some(q) => {
-                    for c in &perm.cidrs {
-                        if q.cidrs.contains(c) {
-                            return Err(AwsError::bad(
-                                "InvalidPermission.Duplicate",
-                                format!(
-                                    "the specified rule \"peer: {c}, {}\" already exists",
-                                    perm.protocol
-                                ),
-                            ));
-                        }
-                    }
-                    for g in &perm.groups {
-                        if q.groups.contains(g) {
-                            return Err(AwsError::bad(
-                                "InvalidPermission.Duplicate",
-                                format!(
-                                    "the specified rule \"peer: {g}, {}\" already exists",
-                                    perm.protocol
-                                ),
-                            ));
-                        }
-                    }
-                    q.cidrs.extend(perm.cidrs);
-                    q.groups.extend(perm.groups);
-                }
-                None => group.ingress.push(perm),
-            }
-        } else {
-            let Some(q) = existing else {
-                return Err(AwsError::bad(
-                    "InvalidPermission.NotFound",
-                    "The specified rule does not exist in this security group.",
-                ));
-            };
-            if perm.cidrs.iter().any(|c| !q.cidrs.contains(c))
-                || perm.groups.iter().any(|g| !q.groups.contains(g))
-            {
-                return Err(AwsError::bad(
-                    "InvalidPermission.NotFound",
-                    "The specified rule does not exist in this security group.",
-                ));
-            }
-            q.cidrs.retain(|c| !perm.cidrs.contains(c));
-            q.groups.retain(|g| !perm.groups.contains(g));
-            group
-                .ingress
-                .retain(|q| !q.cidrs.is_empty() || !q.groups.is_empty());
-        }
-    }
+    state::ingress(cloud, &id, perms, add)?;
     x.text("return", "true");
     Ok(())
 }
 
 fn delete_security_group(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
-    let id = security_group_id(cloud, p)?;
-    let referenced = cloud
-        .security_groups
-        .iter()
-        .any(|g| g.id != id && g.ingress.iter().any(|perm| perm.groups.contains(&id)))
-        || cloud
-            .instances
-            .iter()
-            .any(|i| i.state != InstanceState::Terminated && i.group_ids.contains(&id))
-        || cloud
-            .elbs
-            .values()
-            .any(|lb| lb.security_groups.contains(&id));
-    if referenced {
-        return Err(AwsError::bad(
-            "DependencyViolation",
-            format!("resource {id} has a dependent object"),
-        ));
-    }
-    cloud.security_groups.retain(|g| g.id != id);
-    cloud.tags.remove(&id);
+    let group = group_ref(p)?;
+    state::delete_security_group(cloud, &group)?;
     x.text("return", "true");
     Ok(())
 }
 
 // ---- tags ----
 
-fn resource_exists(cloud: &Cloud, id: &str) -> bool {
-    cloud.instance(id).is_some()
-        || cloud.vpcs.iter().any(|v| v.id == id)
-        || cloud.subnets.iter().any(|s| s.id == id)
-        || cloud.route_tables.iter().any(|t| t.id == id)
-        || cloud.security_groups.iter().any(|g| g.id == id)
-}
-
-fn resource_type(id: &str) -> &'static str {
-    match id.split('-').next() {
-        Some("i") => "instance",
-        Some("vpc") => "vpc",
-        Some("subnet") => "subnet",
-        Some("rtb") => "route-table",
-        Some("sg") => "security-group",
-        _ => "unknown",
-    }
-}
-
-fn tagged_resources(cloud: &Cloud, p: &Params) -> Result<Vec<String>, AwsError> {
+fn tagged_ids(p: &Params) -> Result<Vec<String>, AwsError> {
     let ids = p.list("ResourceId");
     if ids.is_empty() {
         return Err(AwsError::missing("ResourceId"));
-    }
-    for id in &ids {
-        if !resource_exists(cloud, id) {
-            let code = match resource_type(id) {
-                "instance" => "InvalidInstanceID.NotFound",
-                "security-group" => "InvalidGroup.NotFound",
-                "subnet" => "InvalidSubnetID.NotFound",
-                "vpc" => "InvalidVpcID.NotFound",
-                "route-table" => "InvalidRouteTableID.NotFound",
-                _ => "InvalidID",
-            };
-            return Err(not_found(code, "ID", id));
-        }
     }
     Ok(ids)
 }
 
 fn create_tags(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
-    let ids = tagged_resources(cloud, p)?;
+    let ids = tagged_ids(p)?;
+    state::check_tagged(cloud, &ids)?;
     let tags = p.tags("Tag")?;
     if tags.is_empty() {
         return Err(AwsError::missing("Tag"));
     }
-    for id in ids {
-        let t = cloud.tags.entry(id).or_default();
-        for (k, v) in &tags {
-            t.insert(k.clone(), v.clone().unwrap_or_default());
-        }
-    }
+    state::create_tags(cloud, ids, &tags)?;
     x.text("return", "true");
     Ok(())
 }
 
 fn delete_tags(cloud: &mut Cloud, p: &Params, x: &mut Xml) -> Result<(), AwsError> {
-    let ids = tagged_resources(cloud, p)?;
+    let ids = tagged_ids(p)?;
+    state::check_tagged(cloud, &ids)?;
     let tags = p.tags("Tag")?;
-    for id in ids {
-        let Some(t) = cloud.tags.get_mut(&id) else {
-            continue;
-        };
-        if tags.is_empty() {
-            t.clear();
-        }
-        // A value given must match; no value deletes the key whatever its value.
-        for (k, v) in &tags {
-            if v.as_ref().is_none_or(|v| t.get(k) == Some(v)) {
-                t.remove(k);
-            }
-        }
-    }
+    state::delete_tags(cloud, ids, &tags)?;
     x.text("return", "true");
     Ok(())
 }
