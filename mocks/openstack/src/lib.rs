@@ -230,20 +230,17 @@ pub(crate) struct Shared {
     tokens: Mutex<HashMap<String, Token>>,
     pub journal: Journal,
     pub faults: Faults,
-    /// Wakes the data plane's reconciler after a write.
-    pub dataplane_wake: tokio::sync::Notify,
-    /// Bumped after every write (and reset), so the reconciler can tell that nothing
-    /// changed since its last plan; see [`Shared::model_changed`].
-    pub dataplane_rev: std::sync::atomic::AtomicU64,
+    /// Wakes the data plane's reconciler after a write; its revision is bumped after every
+    /// write (and reset), so the reconciler can tell that nothing changed since its last
+    /// plan; see [`Shared::model_changed`].
+    pub wake: Arc<mock_cloud::Wake>,
 }
 
 impl Shared {
     /// Tells the data plane that the model changed: call after the change is made (and
     /// its lock released), so a plan made before it is never taken as current.
     pub fn model_changed(&self) {
-        self.dataplane_rev
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.dataplane_wake.notify_one();
+        self.wake.changed();
     }
 
     /// The cloud state. Callers hold it briefly and never across an await.
@@ -610,7 +607,7 @@ impl Admin {
 pub struct OpenStackMock {
     shared: Arc<Shared>,
     server: ServerHandle,
-    dataplane: dataplane::DataPlane,
+    dataplane: mock_cloud::Reconciler,
     /// The CA file written for TLS (removed at shutdown).
     ca_file: Option<PathBuf>,
 }
@@ -655,7 +652,7 @@ impl OpenStackMock {
             ),
             None => (bound.serve(router(shared.clone())), None),
         };
-        let dataplane = dataplane::DataPlane::start(shared.clone());
+        let dataplane = dataplane::start(shared.clone());
         tracing::info!(base = %shared.base, "mock OpenStack serving");
         Ok(OpenStackMock {
             shared,
@@ -744,8 +741,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         tokens: Mutex::new(HashMap::new()),
         journal: Journal::new(),
         faults,
-        dataplane_wake: tokio::sync::Notify::new(),
-        dataplane_rev: std::sync::atomic::AtomicU64::new(0),
+        wake: Arc::new(mock_cloud::Wake::new()),
         base,
         config,
     })
@@ -768,7 +764,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .nest("/admin", control)
         .fallback(envelope::not_found)
         .method_not_allowed_fallback(envelope::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(shared, gate::gate))
+        .layer(mock_cloud::GateLayer::new(shared))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
 }
 
