@@ -270,7 +270,7 @@ pub(crate) struct Shared {
     /// The instance metadata service's instance and tokens.
     pub(crate) imds: imds::ImdsState,
     /// Wakes the data plane reconciler after a request.
-    pub dataplane_wake: tokio::sync::Notify,
+    pub wake: Arc<mock_cloud::Wake>,
 }
 
 impl Shared {
@@ -578,7 +578,7 @@ pub struct MockAws {
     server: ServerHandle,
     /// The IMDSv2 listener, when [`Config::imds`] is on.
     imds: Option<(ServerHandle, String)>,
-    dataplane: dataplane::DataPlane,
+    dataplane: mock_cloud::Reconciler,
 }
 
 impl MockAws {
@@ -596,7 +596,7 @@ impl MockAws {
             let url = b.base_url();
             (b.serve(imds::router(shared.clone())), url)
         });
-        let dataplane = dataplane::DataPlane::start(shared.clone());
+        let dataplane = dataplane::start(shared.clone());
         tracing::info!(base = %shared.base, "mock AWS serving");
         Ok(MockAws {
             shared,
@@ -685,7 +685,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         journal: Journal::new(),
         faults,
         imds: imds::ImdsState::default(),
-        dataplane_wake: tokio::sync::Notify::new(),
+        wake: Arc::new(mock_cloud::Wake::new()),
         base,
         config,
     })
@@ -705,7 +705,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             admin_api::journal_admin,
         ));
     Router::new()
-        .route("/", any(api::endpoint))
+        .route(
+            "/",
+            any(api::endpoint).layer(mock_cloud::GateLayer::new(shared.clone())),
+        )
         .with_state(shared)
         .nest("/admin", control)
         .fallback(api::not_found)
