@@ -1191,8 +1191,14 @@ fn print_ratios(medians: &[(String, Vec<(&str, f64)>)]) {
 async fn bench_lb(args: BenchArgs) -> Result<()> {
     use ccm_harness::lb_bench::{CHURN_NODES, LbBenchReport};
     let provider = Provider::parse(&args.provider).map_err(anyhow::Error::msg)?;
-    if provider == Provider::Vsphere {
-        println!("lb (vsphere): not applicable (no load balancers)");
+    // Whether the provider has load balancers is the cloud's to say (vSphere has none).
+    let cloud = ccm_harness::CloudControl::start(provider, 0).await?;
+    let unsupported = cloud
+        .supports(ccm_harness::cloud::Feature::LoadBalancers)
+        .err();
+    cloud.shutdown().await;
+    if let Some(why) = unsupported {
+        println!("lb ({}): not applicable ({why})", provider.name());
         return Ok(());
     }
     let nodes = args.nodes.unwrap_or(50);
