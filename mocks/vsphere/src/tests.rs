@@ -535,7 +535,7 @@ async fn idle_sessions_expire() {
 async fn injected_faults_use_vim_envelopes() {
     let e = env();
     let key = e.login().await;
-    e.shared.faults.add(mock_cloud::FaultRule {
+    e.shared.faults.add(mock_cloud::FaultJson {
         service: Some("vim".into()),
         path: Some("FindByIp".into()),
         status: 404,
@@ -877,7 +877,7 @@ mod fuzz {
 mod round4 {
     //! Fault kinds, seed files, the task lifecycle and the WSDL.
     use super::*;
-    use mock_cloud::{Fault as Rule, FaultKind, Mode};
+    use mock_cloud::{FaultJson as Rule, FaultKind, Mode};
 
     fn admin(e: &Env) -> Admin {
         Admin {
