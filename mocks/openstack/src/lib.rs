@@ -747,15 +747,87 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
     })
 }
 
-/// The whole HTTP surface.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+/// The admin routes (`/admin/...` once nested); [`router`] journals them through the
+/// gate (service `admin`).
+fn admin_routes(shared: Arc<Shared>) -> Router {
     let admin = Admin {
         shared: shared.clone(),
     };
     let reset_target = admin.clone();
     let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
-    let control = mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
-        .merge(admin_api::routes(admin));
+    mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
+        .merge(admin_api::routes(admin))
+}
+
+/// The admin routes on their own, journaled as the gate journals them (service `admin`,
+/// path with `/admin`).
+async fn journal_admin(
+    axum::extract::State(shared): axum::extract::State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let method = req.method().to_string();
+    let path = format!("/admin{}", req.uri().path());
+    let query = req.uri().query().unwrap_or("").to_string();
+    let response = next.run(req).await;
+    let status = response.status().as_u16();
+    shared
+        .journal
+        .record("admin", &method, &path, &query, status, None);
+    response
+}
+
+impl mock_cloud::MockCloud for OpenStackMock {
+    const LABEL: &'static str = "OpenStack";
+    type Seed = SeedFile;
+    type Config = Config;
+    type Error = Error;
+    type Ready = ReadyInfo;
+
+    fn load_seed(path: &std::path::Path) -> Result<SeedFile, mock_cloud::SeedError> {
+        SeedFile::load(path)
+    }
+
+    fn config(options: &mock_cloud::MockOptions, seed: SeedFile) -> Config {
+        Config {
+            listen: options.listen,
+            nodes: options.nodes,
+            tls: options.tls,
+            seed,
+            ..Default::default()
+        }
+    }
+
+    fn start(config: Config) -> impl std::future::Future<Output = Result<Self, Error>> + Send {
+        OpenStackMock::start(config)
+    }
+
+    fn is_seed_error(error: &Error) -> bool {
+        matches!(
+            error,
+            Error::Seed { .. } | Error::SeedFile(_) | Error::SeedFaults(_)
+        )
+    }
+
+    fn ready(&self) -> ReadyInfo {
+        self.ready_info()
+    }
+
+    fn admin_router(&self) -> Router {
+        admin_routes(self.shared.clone()).layer(axum::middleware::from_fn_with_state(
+            self.shared.clone(),
+            journal_admin,
+        ))
+    }
+
+    fn shutdown(self) -> impl std::future::Future<Output = ()> + Send {
+        OpenStackMock::shutdown(self)
+    }
+}
+
+/// The whole HTTP surface.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let control = admin_routes(shared.clone());
     Router::new()
         .merge(keystone::routes(shared.clone()))
         .merge(nova::routes(shared.clone()))
