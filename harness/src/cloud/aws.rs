@@ -25,8 +25,8 @@ use serde_json::json;
 
 use super::{
     Backend, CallKind, CloudCall, CloudLoadBalancer, CreateHold, FaultSpec, Feature,
-    InTreeLoadBalancer, InTreeName, Instance, InstancePatch, InstanceSpec, LbOp, Provider,
-    default_load_balancer_name, service_key, tokens,
+    InTreeLoadBalancer, InTreeName, Instance, InstancePatch, InstanceSpec, LbLister, LbOp,
+    Provider, default_load_balancer_name, service_key, tokens,
 };
 use crate::ensure;
 use crate::error::CaseError;
@@ -578,7 +578,7 @@ impl Backend for Aws {
 
     /// Classic ELBs are known by name; a recreated one gets a new DNS name, so the
     /// identity is `name/dns`.
-    fn load_balancer_lister(&self) -> Option<Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>> {
+    fn load_balancer_lister(&self) -> Option<LbLister> {
         let admin = self.admin();
         Some(Arc::new(move || {
             admin

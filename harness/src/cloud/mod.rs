@@ -350,13 +350,16 @@ impl CreateHold {
     }
 }
 
+/// Lists `(identity, name)` of every load balancer, from any task.
+pub(crate) type LbLister = Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>;
+
 /// A cheap handle on a cloud's load balancers and journal that another task can keep
 /// polling ([`crate::invariants::Recorder`]); see [`CloudControl::observer`].
 #[derive(Clone)]
 pub struct CloudObserver {
     journal: Journal,
     classify: fn(&JournalEntry) -> CloudCall,
-    lbs: Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+    lbs: LbLister,
 }
 
 impl CloudObserver {
@@ -443,7 +446,7 @@ pub(crate) trait Backend: Send + Sync {
     }
     /// `(identity, name)` per load balancer for [`CloudObserver`]; `None` when the
     /// harness cannot watch this cloud's load balancers.
-    fn load_balancer_lister(&self) -> Option<Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>> {
+    fn load_balancer_lister(&self) -> Option<LbLister> {
         None
     }
     /// Identifiers that name each load balancer in calls, by load-balancer id.

@@ -15,8 +15,8 @@ use serde_json::json;
 
 use super::{
     Backend, CallKind, CloudCall, CloudLoadBalancer, FaultSpec, Feature, InTreeLoadBalancer,
-    InTreeName, Instance, InstancePatch, InstanceSpec, LbOp, Provider, default_load_balancer_name,
-    service_key, tokens, truncate,
+    InTreeName, Instance, InstancePatch, InstanceSpec, LbLister, LbOp, Provider,
+    default_load_balancer_name, service_key, tokens, truncate,
 };
 use crate::ensure;
 use crate::error::CaseError;
@@ -332,7 +332,7 @@ impl Backend for OpenStack {
             .collect()
     }
 
-    fn load_balancer_lister(&self) -> Option<Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>> {
+    fn load_balancer_lister(&self) -> Option<LbLister> {
         let admin = self.admin();
         Some(Arc::new(move || {
             admin

@@ -47,16 +47,12 @@
 #![forbid(unsafe_code)]
 
 mod admin_api;
-mod dataplane;
 mod envelope;
 mod gate;
 mod keystone;
-mod lbaas;
 mod leaks;
 mod model;
 mod neutron;
-mod neutron_l3;
-mod neutron_sg;
 mod nova;
 mod octavia;
 mod util;
@@ -481,7 +477,7 @@ impl Admin {
     pub fn seed_floating_ip(&self, port_id: &str) -> Result<String, AdminError> {
         let address = {
             let mut cloud = self.shared.cloud();
-            crate::neutron_l3::seed_fip(&mut cloud, port_id).map_err(|reason| {
+            crate::neutron::l3::seed_fip(&mut cloud, port_id).map_err(|reason| {
                 AdminError::Invalid {
                     field: "port_id",
                     reason,
@@ -523,7 +519,7 @@ impl Admin {
             field: "nexthop",
             reason: format!("{nexthop:?} is not an IP address"),
         })?;
-        if crate::neutron_l3::parse_cidr(destination).is_none() {
+        if crate::neutron::l3_state::parse_cidr(destination).is_none() {
             return Err(AdminError::Invalid {
                 field: "destination",
                 reason: format!("{destination:?} is not an IPv4 CIDR"),
@@ -535,7 +531,7 @@ impl Admin {
             .routers
             .get_mut(router_id)
             .ok_or_else(|| AdminError::NotFound(format!("router {router_id}")))?;
-        let route = crate::neutron_l3::Route {
+        let route = crate::neutron::l3_state::Route {
             destination: destination.to_string(),
             nexthop,
         };
@@ -652,7 +648,7 @@ impl OpenStackMock {
             ),
             None => (bound.serve(router(shared.clone())), None),
         };
-        let dataplane = dataplane::start(shared.clone());
+        let dataplane = octavia::start_data_plane(shared.clone());
         tracing::info!(base = %shared.base, "mock OpenStack serving");
         Ok(OpenStackMock {
             shared,

@@ -331,10 +331,10 @@ pub(crate) struct Cloud {
     next_mac: u32,
     default_az: String,
     /// Octavia's load balancers and children.
-    pub lbaas: crate::lbaas::Lbaas,
+    pub lbaas: crate::octavia::state::Lbaas,
     /// Neutron floating IPs and routers.
-    pub l3: crate::neutron_l3::L3,
-    pub secgroups: crate::neutron_sg::SecGroups,
+    pub l3: crate::neutron::l3_state::L3,
+    pub secgroups: crate::neutron::sg::SecGroups,
 }
 
 pub(crate) fn new_id() -> String {
@@ -435,7 +435,7 @@ impl Cloud {
             first: Ipv4Addr::new(127, 20, 0, 10),
             last: Ipv4Addr::new(127, 20, 255, 254),
         };
-        let l3 = crate::neutron_l3::L3::seeded(&[
+        let l3 = crate::neutron::l3_state::L3::seeded(&[
             (
                 private_net.clone(),
                 private_subnet.clone(),
@@ -446,7 +446,7 @@ impl Cloud {
         ]);
         let mut cloud = Self {
             l3,
-            secgroups: crate::neutron_sg::SecGroups::seeded(),
+            secgroups: crate::neutron::sg::SecGroups::seeded(),
             servers: HashMap::new(),
             order: BTreeMap::new(),
             next_seq: 1,
@@ -470,7 +470,7 @@ impl Cloud {
             subnets: vec![private, public],
             next_mac: 1,
             default_az: default_az.to_string(),
-            lbaas: crate::lbaas::Lbaas::default(),
+            lbaas: crate::octavia::state::Lbaas::default(),
         };
         cloud.seed_router_ports();
         cloud

@@ -1,5 +1,7 @@
 //! Cloud providers the reference CCM knows, one module each, and [`AnyCloud`], the one
-//! type the controllers are started with whichever `--cloud-provider` was chosen.
+//! type the controllers are started with whichever `--cloud-provider` was chosen. Every
+//! provider has the same methods (what it lacks answers an error naming the capability),
+//! so a new provider is a module here, one variant and one arm of `each_cloud!`.
 //!
 //! Exists to keep every cloud's wire protocol and config format out of the
 //! controllers, which only see [`crate::cloud::Instances`], [`crate::cloud::LoadBalancer`]
@@ -41,58 +43,47 @@ pub enum AnyCloud {
     Vsphere(vsphere::Vsphere),
 }
 
+/// `$body` with `$c` bound to the provider inside `$cloud`, whichever it is: every provider
+/// implements the same methods, so adding one is one arm here.
+macro_rules! each_cloud {
+    ($cloud:expr, $c:ident => $body:expr) => {
+        match $cloud {
+            AnyCloud::OpenStack($c) => $body,
+            AnyCloud::Aws($c) => $body,
+            AnyCloud::Vsphere($c) => $body,
+        }
+    };
+}
+
 impl AnyCloud {
     /// `cloudprovider.Interface.Initialize`: the provider gets the Kubernetes client
     /// (OpenStack records load-balancer IDs on Services with it, vSphere reads the Secret
     /// its config may name for the vCenter credentials).
     pub fn initialize(&self, client: &kube::Client) {
-        match self {
-            AnyCloud::OpenStack(c) => c.initialize(client.clone()),
-            AnyCloud::Vsphere(c) => c.initialize(client.clone()),
-            AnyCloud::Aws(_) => {}
-        }
+        each_cloud!(self, c => c.initialize(client.clone()))
     }
 
     /// Probes route support (only called when the route controller would start).
     pub async fn detect_routes(&mut self) -> Option<String> {
-        match self {
-            AnyCloud::OpenStack(c) => c.detect_routes().await,
-            AnyCloud::Aws(_) | AnyCloud::Vsphere(_) => None,
-        }
+        each_cloud!(self, c => c.detect_routes().await)
     }
 
     pub fn capabilities(&self) -> Capabilities {
-        match self {
-            AnyCloud::OpenStack(c) => c.capabilities(),
-            AnyCloud::Aws(c) => c.capabilities(),
-            AnyCloud::Vsphere(c) => c.capabilities(),
-        }
+        each_cloud!(self, c => c.capabilities())
     }
 }
 
 impl Instances for AnyCloud {
     async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.instance_exists(node).await,
-            AnyCloud::Aws(c) => c.instance_exists(node).await,
-            AnyCloud::Vsphere(c) => c.instance_exists(node).await,
-        }
+        each_cloud!(self, c => c.instance_exists(node).await)
     }
 
     async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.instance_shutdown(node).await,
-            AnyCloud::Aws(c) => c.instance_shutdown(node).await,
-            AnyCloud::Vsphere(c) => c.instance_shutdown(node).await,
-        }
+        each_cloud!(self, c => c.instance_shutdown(node).await)
     }
 
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.instance_metadata(node).await,
-            AnyCloud::Aws(c) => c.instance_metadata(node).await,
-            AnyCloud::Vsphere(c) => c.instance_metadata(node).await,
-        }
+        each_cloud!(self, c => c.instance_metadata(node).await)
     }
 }
 
@@ -102,11 +93,7 @@ impl LoadBalancer for AnyCloud {
         cluster: &str,
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, LbError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.get_load_balancer(cluster, service).await,
-            AnyCloud::Aws(c) => c.get_load_balancer(cluster, service).await,
-            AnyCloud::Vsphere(_) => Err(vsphere_no_lb()),
-        }
+        each_cloud!(self, c => c.get_load_balancer(cluster, service).await)
     }
 
     async fn ensure_load_balancer(
@@ -115,11 +102,7 @@ impl LoadBalancer for AnyCloud {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, LbError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.ensure_load_balancer(cluster, service, nodes).await,
-            AnyCloud::Aws(c) => c.ensure_load_balancer(cluster, service, nodes).await,
-            AnyCloud::Vsphere(_) => Err(vsphere_no_lb()),
-        }
+        each_cloud!(self, c => c.ensure_load_balancer(cluster, service, nodes).await)
     }
 
     async fn update_load_balancer(
@@ -128,11 +111,7 @@ impl LoadBalancer for AnyCloud {
         service: &Service,
         nodes: &[Node],
     ) -> Result<(), LbError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.update_load_balancer(cluster, service, nodes).await,
-            AnyCloud::Aws(c) => c.update_load_balancer(cluster, service, nodes).await,
-            AnyCloud::Vsphere(_) => Err(vsphere_no_lb()),
-        }
+        each_cloud!(self, c => c.update_load_balancer(cluster, service, nodes).await)
     }
 
     async fn ensure_load_balancer_deleted(
@@ -140,21 +119,13 @@ impl LoadBalancer for AnyCloud {
         cluster: &str,
         service: &Service,
     ) -> Result<(), LbError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.ensure_load_balancer_deleted(cluster, service).await,
-            AnyCloud::Aws(c) => c.ensure_load_balancer_deleted(cluster, service).await,
-            AnyCloud::Vsphere(_) => Err(vsphere_no_lb()),
-        }
+        each_cloud!(self, c => c.ensure_load_balancer_deleted(cluster, service).await)
     }
 }
 
 impl Routes for AnyCloud {
     async fn list_routes(&self, cluster: &str) -> Result<Vec<Route>, CloudError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.list_routes(cluster).await,
-            AnyCloud::Aws(c) => c.list_routes(cluster).await,
-            AnyCloud::Vsphere(_) => Err(vsphere_no_routes()),
-        }
+        each_cloud!(self, c => c.list_routes(cluster).await)
     }
 
     async fn create_route(
@@ -163,29 +134,10 @@ impl Routes for AnyCloud {
         name_hint: &str,
         route: &Route,
     ) -> Result<(), CloudError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.create_route(cluster, name_hint, route).await,
-            AnyCloud::Aws(c) => c.create_route(cluster, name_hint, route).await,
-            AnyCloud::Vsphere(_) => Err(vsphere_no_routes()),
-        }
+        each_cloud!(self, c => c.create_route(cluster, name_hint, route).await)
     }
 
     async fn delete_route(&self, cluster: &str, route: &Route) -> Result<(), CloudError> {
-        match self {
-            AnyCloud::OpenStack(c) => c.delete_route(cluster, route).await,
-            AnyCloud::Aws(c) => c.delete_route(cluster, route).await,
-            AnyCloud::Vsphere(_) => Err(vsphere_no_routes()),
-        }
+        each_cloud!(self, c => c.delete_route(cluster, route).await)
     }
-}
-
-/// vSphere has no load balancer; the service controller is never started for it
-/// ([`vsphere::Vsphere::capabilities`]), so this only answers a caller that ignored that.
-fn vsphere_no_lb() -> LbError {
-    LbError::Other("provider vsphere has no load balancer (capability)".to_owned())
-}
-
-/// vSphere has no routes; see [`vsphere_no_lb`].
-fn vsphere_no_routes() -> CloudError {
-    CloudError::Other("provider vsphere has no routes (capability)".to_owned())
 }

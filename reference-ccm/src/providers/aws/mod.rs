@@ -92,6 +92,15 @@ impl Aws {
         &self.client
     }
 
+    /// The AWS provider needs no Kubernetes client (cloud-provider-aws's `Initialize` only
+    /// keeps the client builder for its tagging controller, not modelled here).
+    pub fn initialize(&self, _client: kube::Client) {}
+
+    /// Routes need nothing probed: the route table comes from the config or the VPC.
+    pub async fn detect_routes(&mut self) -> Option<String> {
+        None
+    }
+
     pub fn capabilities(&self) -> Capabilities {
         Capabilities {
             load_balancer: true,

@@ -35,11 +35,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 
 use super::KubeClient;
 use crate::address::{EXTERNAL_IP, HOSTNAME, INTERNAL_IP, addr};
-use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
+use crate::cloud::{
+    Capabilities, CloudError, InstanceMetadata, Instances, LbError, LoadBalancer, Route, Routes,
+};
 use crate::controllers::route::Cidr;
 use client::{ClientError, MoRef, VsphereClient};
 use config::{IpFamily, NodeNetworks, VsphereConfig};
@@ -179,6 +181,11 @@ impl Vsphere {
     }
 
     /// `cloudprovider.Interface.Initialize`: the client that reads the credentials Secret.
+    /// Routes are never detected on vSphere: it has none ([`Self::capabilities`]).
+    pub async fn detect_routes(&mut self) -> Option<String> {
+        None
+    }
+
     pub fn initialize(&self, client: kube::Client) {
         let _ = self.kube.0.set(client);
     }
@@ -642,6 +649,72 @@ pub fn guest_os(guest_id: &str) -> String {
         base.to_ascii_lowercase()
     } else {
         base.to_string()
+    }
+}
+
+/// vSphere has no load balancer; the service controller is never started for it
+/// ([`Vsphere::capabilities`]), so this only answers a caller that ignored that.
+fn no_load_balancer() -> LbError {
+    LbError::Other("provider vsphere has no load balancer (capability)".to_owned())
+}
+
+/// vSphere has no routes; see [`no_load_balancer`].
+fn no_routes() -> CloudError {
+    CloudError::Other("provider vsphere has no routes (capability)".to_owned())
+}
+
+impl LoadBalancer for Vsphere {
+    async fn get_load_balancer(
+        &self,
+        _cluster: &str,
+        _service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, LbError> {
+        Err(no_load_balancer())
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        _cluster: &str,
+        _service: &Service,
+        _nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, LbError> {
+        Err(no_load_balancer())
+    }
+
+    async fn update_load_balancer(
+        &self,
+        _cluster: &str,
+        _service: &Service,
+        _nodes: &[Node],
+    ) -> Result<(), LbError> {
+        Err(no_load_balancer())
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        _cluster: &str,
+        _service: &Service,
+    ) -> Result<(), LbError> {
+        Err(no_load_balancer())
+    }
+}
+
+impl Routes for Vsphere {
+    async fn list_routes(&self, _cluster: &str) -> Result<Vec<Route>, CloudError> {
+        Err(no_routes())
+    }
+
+    async fn create_route(
+        &self,
+        _cluster: &str,
+        _name_hint: &str,
+        _route: &Route,
+    ) -> Result<(), CloudError> {
+        Err(no_routes())
+    }
+
+    async fn delete_route(&self, _cluster: &str, _route: &Route) -> Result<(), CloudError> {
+        Err(no_routes())
     }
 }
 

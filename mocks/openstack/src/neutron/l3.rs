@@ -6,8 +6,7 @@
 
 #![allow(clippy::result_large_err)]
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -19,52 +18,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use serde_json::{Map, Value, json};
 
+pub(crate) use super::l3_state::{FloatingIp, Route};
+use super::l3_state::{RouterRes, in_cidr, parse_any_cidr};
+use super::{Pairs, bad_request, filtered_list, neutron_body, opt_str};
 use crate::Shared;
 use crate::envelope::neutron_error;
 use crate::model::{Cloud, new_id};
-use crate::neutron::{Pairs, bad_request, page, pairs};
 use crate::util::{iso_seconds, json};
-
-#[derive(Debug, Clone)]
-pub(crate) struct FloatingIp {
-    pub id: String,
-    pub address: IpAddr,
-    pub network_id: String,
-    pub port_id: Option<String>,
-    pub fixed_ip: Option<IpAddr>,
-    pub description: String,
-    pub created: jiff::Timestamp,
-    pub updated: jiff::Timestamp,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Route {
-    pub destination: String,
-    pub nexthop: IpAddr,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct RouterRes {
-    pub id: String,
-    pub name: String,
-    pub description: String,
-    pub admin_state_up: bool,
-    pub external_network_id: String,
-    pub external_subnet_id: String,
-    pub external_ip: IpAddr,
-    /// Subnets with an interface on the router (CIDRs, for nexthop checks).
-    pub interface_cidrs: Vec<&'static str>,
-    pub routes: Vec<Route>,
-    pub created: jiff::Timestamp,
-    pub updated: jiff::Timestamp,
-}
-
-/// Floating IPs and routers, inside [`Cloud`].
-#[derive(Debug, Clone, Default)]
-pub(crate) struct L3 {
-    pub floatingips: BTreeMap<String, FloatingIp>,
-    pub routers: BTreeMap<String, RouterRes>,
-}
 
 /// A Neutron error reply, `Err` side of the handlers.
 type Reply = Result<Response, Response>;
@@ -79,171 +39,6 @@ fn not_found(kind: &str, what: &str, id: &str) -> Response {
 
 fn conflict(kind: &str, message: &str) -> Response {
     neutron_error(StatusCode::CONFLICT, kind, message)
-}
-
-/// The object under `key` in a JSON request body, errors in Neutron's shape.
-pub(crate) fn neutron_body(
-    body: Result<Bytes, BytesRejection>,
-    key: &str,
-) -> Result<Map<String, Value>, Response> {
-    let bytes = body.map_err(|e| {
-        let status = e.status();
-        neutron_error(status, "HTTPRequestEntityTooLarge", &e.body_text())
-    })?;
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| bad_request(&format!("Malformed request body: {e}")))?;
-    match value.get(key) {
-        Some(Value::Object(m)) => Ok(m.clone()),
-        _ => Err(bad_request(&format!(
-            "Resource body required with key {key:?}"
-        ))),
-    }
-}
-
-pub(crate) fn opt_str<'a>(
-    m: &'a Map<String, Value>,
-    key: &str,
-) -> Result<Option<&'a str>, Response> {
-    match m.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(bad_request(&format!(
-            "Invalid input for {key}. Reason: '{other}' is not a valid string."
-        ))),
-    }
-}
-
-/// A Neutron list of resources that need nothing but the attribute filters and paging:
-/// `all` renders every resource (under the cloud lock) as `(id, json)`.
-pub(crate) fn filtered_list(
-    s: &Shared,
-    key: &str,
-    query: Pairs,
-    all: impl FnOnce(&Cloud) -> Vec<(String, Value)>,
-) -> Response {
-    let pairs = match pairs(query) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let items: Vec<(String, Value)> = all(&s.cloud())
-        .into_iter()
-        .filter(|(_, v)| passes(v, &pairs))
-        .collect();
-    page(s, key, &pairs, items).unwrap_or_else(|r| r)
-}
-
-/// Whether a listed resource passes the query's attribute filters (string/number/bool
-/// equality on top-level fields; repeated keys OR-ed, different keys AND-ed).
-pub(crate) fn passes(item: &Value, pairs: &[(String, String)]) -> bool {
-    const RESERVED: &[&str] = &[
-        "limit",
-        "marker",
-        "fields",
-        "sort_key",
-        "sort_dir",
-        "page_reverse",
-    ];
-    let mut keys: Vec<&str> = pairs
-        .iter()
-        .map(|(k, _)| k.as_str())
-        .filter(|k| !RESERVED.contains(k))
-        .collect();
-    keys.dedup();
-    keys.iter().all(|key| {
-        let wanted: Vec<&str> = pairs
-            .iter()
-            .filter(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-            .collect();
-        match item.get(*key) {
-            None => true,
-            Some(Value::String(s)) => wanted.contains(&s.as_str()),
-            Some(Value::Number(n)) => wanted.contains(&n.to_string().as_str()),
-            Some(Value::Bool(b)) => wanted
-                .iter()
-                .any(|w| w.eq_ignore_ascii_case(&b.to_string())),
-            Some(Value::Null) => wanted.contains(&""),
-            Some(Value::Array(tags)) if *key == "tags" => wanted
-                .iter()
-                .flat_map(|w| w.split(','))
-                .all(|w| tags.iter().any(|t| t == w)),
-            Some(_) => true,
-        }
-    })
-}
-
-pub(crate) fn parse_cidr(s: &str) -> Option<(Ipv4Addr, u8)> {
-    match parse_any_cidr(s)? {
-        (IpAddr::V4(addr), len) => Some((addr, len)),
-        (IpAddr::V6(_), _) => None,
-    }
-}
-
-/// An IPv4 or IPv6 CIDR (`addr/len`, the length within the family's width).
-pub(crate) fn parse_any_cidr(s: &str) -> Option<(IpAddr, u8)> {
-    let (addr, len) = s.split_once('/')?;
-    let addr: IpAddr = addr.parse().ok()?;
-    let width = if addr.is_ipv4() { 32 } else { 128 };
-    let len: u8 = len.parse().ok().filter(|l| *l <= width)?;
-    Some((addr, len))
-}
-
-fn in_cidr(ip: IpAddr, cidr: &str) -> bool {
-    match (ip, parse_any_cidr(cidr)) {
-        (IpAddr::V4(ip), Some((IpAddr::V4(net), len))) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            u32::from(ip) & mask == u32::from(net) & mask
-        }
-        (IpAddr::V6(ip), Some((IpAddr::V6(net), len))) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            u128::from(ip) & mask == u128::from(net) & mask
-        }
-        _ => false,
-    }
-}
-
-/// The IPv6 subnet the seed router has an interface on, next to the private IPv4 subnet:
-/// the mock's servers take IPv6 fixed IPs (dual-stack nodes use `fd00::…`) on the private
-/// network, and Neutron only accepts an extraroute whose nexthop is on a subnet the router
-/// is attached to (`neutron/db/extraroute_db.py` `_validate_routes_nexthop`).
-pub(crate) const PRIVATE_V6_CIDR: &str = "fd00::/64";
-
-impl L3 {
-    /// The seed router: private subnet inside, public network as gateway (127.20.0.2, out
-    /// of the floating allocation range).
-    pub fn seeded(cloud_networks: &[(String, String, &'static str, bool)]) -> Self {
-        let mut l3 = L3::default();
-        let external = cloud_networks.iter().find(|n| n.3);
-        let mut internal: Vec<&'static str> = cloud_networks
-            .iter()
-            .filter(|n| !n.3)
-            .map(|n| n.2)
-            .collect();
-        if !internal.is_empty() {
-            internal.push(PRIVATE_V6_CIDR);
-        }
-        if let Some((net, subnet, _, _)) = external {
-            let now = jiff::Timestamp::now();
-            let id = new_id();
-            l3.routers.insert(
-                id.clone(),
-                RouterRes {
-                    id,
-                    name: "router1".into(),
-                    description: String::new(),
-                    admin_state_up: true,
-                    external_network_id: net.clone(),
-                    external_subnet_id: subnet.clone(),
-                    external_ip: IpAddr::V4(Ipv4Addr::new(127, 20, 0, 2)),
-                    interface_cidrs: internal,
-                    routes: Vec::new(),
-                    created: now,
-                    updated: now,
-                },
-            );
-        }
-        l3
-    }
 }
 
 fn fip_json(s: &Shared, cloud: &Cloud, f: &FloatingIp) -> Value {
@@ -1043,22 +838,5 @@ mod tests {
         }
         let r = m.get(&router, &token).await;
         assert_eq!(r.body["router"]["routes"], json!([]));
-    }
-
-    #[test]
-    fn cidr_membership() {
-        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
-        assert!(in_cidr(ip("127.10.3.4"), "127.10.0.0/16"));
-        assert!(!in_cidr(ip("127.11.0.1"), "127.10.0.0/16"));
-        assert!(in_cidr(ip("10.0.0.1"), "0.0.0.0/0"));
-        assert!(!in_cidr(ip("::1"), "0.0.0.0/0"));
-        assert_eq!(parse_cidr("10.0.0.0/33"), None);
-        assert_eq!(parse_cidr("fd00::/64"), None);
-        assert!(in_cidr(ip("fd00::9:1"), "fd00::/64"));
-        assert!(!in_cidr(ip("fd00:0:0:1::1"), "fd00::/64"));
-        assert!(in_cidr(ip("fd01::1"), "::/0"));
-        assert!(!in_cidr(ip("10.0.0.1"), "::/0"));
-        assert!(in_cidr(ip("fd00::1"), "fd00::1/128"));
-        assert_eq!(parse_any_cidr("fd00::/129"), None);
     }
 }

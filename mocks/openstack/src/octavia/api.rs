@@ -3,8 +3,8 @@
 //! makes (`pkg/util/openstack/loadbalancer.go`): the fully-populated create, `?name=`
 //! lookups, batch member updates, cascade delete, the status tree. Served at both
 //! `/load-balancer/v2` (openstacksdk) and `/load-balancer/v2.0` (gophercloud). The rules
-//! (state machine, 409 while pending) live in `lbaas`; this module only speaks HTTP and
-//! WSME's error shape.
+//! (state machine, 409 while pending) live in `state`, the JSON views in `views`; this
+//! module only speaks HTTP and WSME's error shape.
 
 // Handlers pass early error replies up as `Err(Response)`; boxing them adds only noise.
 #![allow(clippy::result_large_err)]
@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 use crate::Shared;
 use crate::envelope::octavia_error;
-use crate::lbaas::{Kind, LbError};
+use crate::octavia::state::{Kind, LbError};
 use crate::util::{encode_query, json, last, values};
 
 /// The newest API minor version we announce; CPO reads the last entry of the list, so it

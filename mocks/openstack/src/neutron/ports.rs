@@ -1,7 +1,7 @@
-//! Neutron (networking API v2.0): version discovery, extensions, and read access to ports,
-//! networks and subnets with the filters CCMs use — ports by `device_id` for node
-//! addresses (cloud-provider-openstack `pkg/openstack/instances_addresses.go`), by
-//! `fixed_ips=ip_address=` for routes, networks by `router:external` for load balancers.
+//! Neutron ports, networks and subnets: read access (and port updates) with the filters
+//! CCMs use — ports by `device_id` for node addresses (cloud-provider-openstack
+//! `pkg/openstack/instances_addresses.go`), by `fixed_ips=ip_address=` for routes,
+//! networks by `router:external` for load balancers.
 //! Repeated filters are OR-ed, different filters AND-ed, as in Neutron.
 
 // Handlers build their error replies early and pass them up as `Err(Response)`; boxing
@@ -12,118 +12,27 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use super::{Pairs, bad_request, neutron_body, page, pairs};
 use crate::Shared;
 use crate::envelope::neutron_error;
 use crate::model::{Network, Port, Subnet};
-use crate::util::{encode_query, iso_seconds, json, last, values};
-
-pub(crate) type Pairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
-
-/// Extensions announced by `GET /v2.0/extensions`; CPO enables routes on `extraroute`.
-const EXTENSIONS: &[(&str, &str)] = &[
-    ("agent", "agent"),
-    ("allowed-address-pairs", "Allowed Address Pairs"),
-    ("binding", "Port Binding"),
-    ("external-net", "Neutron external network"),
-    ("extraroute", "Neutron Extra Route"),
-    ("extraroute-atomic", "Atomically add/remove extra routes"),
-    ("network-ip-availability", "Network IP Availability"),
-    ("port-security", "Port Security"),
-    ("project-id", "project_id field enabled"),
-    ("router", "Neutron L3 Router"),
-    ("security-group", "security-group"),
-    ("standard-attr-description", "standard-attr-description"),
-    (
-        "standard-attr-tag",
-        "Tag support for resources with standard attribute",
-    ),
-    ("subnet_allocation", "Subnet Allocation"),
-];
+use crate::util::{iso_seconds, json, last, values};
 
 pub(crate) fn routes(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/network", get(versions))
-        .route("/network/", get(versions))
-        .route("/network/v2.0", get(resources))
-        .route("/network/v2.0/", get(resources))
-        .route("/network/v2.0/extensions", get(list_extensions))
-        .route("/network/v2.0/extensions/{alias}", get(show_extension))
         .route("/network/v2.0/ports", get(list_ports))
         .route("/network/v2.0/ports/{id}", get(show_port).put(update_port))
         .route("/network/v2.0/networks", get(list_networks))
         .route("/network/v2.0/networks/{id}", get(show_network))
         .route("/network/v2.0/subnets", get(list_subnets))
         .route("/network/v2.0/subnets/{id}", get(show_subnet))
-        .with_state(shared.clone())
-        .merge(crate::neutron_l3::routes(shared.clone()))
-        .merge(crate::neutron_sg::routes(shared))
-}
-
-async fn versions(State(s): State<Arc<Shared>>) -> Response {
-    let link = json!({"href": format!("{}/network/v2.0/", s.base), "rel": "self"});
-    json(
-        StatusCode::OK,
-        json!({"versions": [{"id": "v2.0", "status": "CURRENT", "links": [link]}]}),
-    )
-}
-
-async fn resources(State(s): State<Arc<Shared>>) -> Response {
-    let list: Vec<Value> = [
-        ("port", "ports"),
-        ("network", "networks"),
-        ("subnet", "subnets"),
-        ("floatingip", "floatingips"),
-        ("router", "routers"),
-        ("security_group", "security-groups"),
-        ("security_group_rule", "security-group-rules"),
-    ]
-    .iter()
-    .map(|(name, collection)| {
-        let href = format!("{}/network/v2.0/{collection}", s.base);
-        json!({"name": name, "collection": collection, "links": [{"href": href, "rel": "self"}]})
-    })
-    .collect();
-    json(StatusCode::OK, json!({ "resources": list }))
-}
-
-fn extension(alias: &str, name: &str) -> Value {
-    json!({"alias": alias, "name": name, "description": name, "updated": "2013-01-01T10:00:00-00:00", "links": []})
-}
-
-async fn list_extensions() -> Response {
-    let list: Vec<Value> = EXTENSIONS
-        .iter()
-        .map(|(alias, name)| extension(alias, name))
-        .collect();
-    json(StatusCode::OK, json!({ "extensions": list }))
-}
-
-async fn show_extension(Path(alias): Path<String>) -> Response {
-    match EXTENSIONS.iter().find(|(a, _)| *a == alias) {
-        Some((a, name)) => json(StatusCode::OK, json!({"extension": extension(a, name)})),
-        None => neutron_error(
-            StatusCode::NOT_FOUND,
-            "ExtensionNotFound",
-            &format!("Extension with alias {alias} does not exist"),
-        ),
-    }
-}
-
-pub(crate) fn bad_request(message: &str) -> Response {
-    neutron_error(StatusCode::BAD_REQUEST, "HTTPBadRequest", message)
-}
-
-pub(crate) fn pairs(query: Pairs) -> Result<Vec<(String, String)>, Response> {
-    query
-        .map(|Query(p)| p)
-        .map_err(|e| bad_request(&format!("Invalid query string: {e}")))
+        .with_state(shared)
 }
 
 /// Whether `field` is one of the filter values (no values = no filter).
@@ -139,55 +48,6 @@ fn parse_bool(field: &str, value: &str) -> Result<bool, Response> {
             "Invalid input for {field}. Reason: '{value}' is not a valid boolean value."
         ))),
     }
-}
-
-/// `limit`/`marker` paging over a list sorted by id, with a `<collection>_links` next link
-/// when the page is full.
-pub(crate) fn page(
-    s: &Shared,
-    collection: &str,
-    pairs: &[(String, String)],
-    items: Vec<(String, Value)>,
-) -> Result<Response, Response> {
-    let limit = match last(pairs, "limit") {
-        None => None,
-        Some(l) => match l.trim().parse::<usize>() {
-            Ok(0) => None,
-            Ok(n) => Some(n),
-            Err(_) => {
-                return Err(bad_request(&format!(
-                    "Invalid input for limit: {l:?} is not an integer"
-                )));
-            }
-        },
-    };
-    let marker = last(pairs, "marker");
-    let mut selected: Vec<(String, Value)> = items
-        .into_iter()
-        .filter(|(id, _)| marker.is_none_or(|m| id.as_str() > m))
-        .collect();
-    let mut body = json!({});
-    if let Some(limit) = limit
-        && selected.len() >= limit
-    {
-        selected.truncate(limit);
-        if let Some((last_id, _)) = selected.last() {
-            let mut next: Vec<(String, String)> = pairs
-                .iter()
-                .filter(|(k, _)| k != "marker")
-                .cloned()
-                .collect();
-            next.push(("marker".to_string(), last_id.clone()));
-            let href = format!(
-                "{}/network/v2.0/{collection}?{}",
-                s.base,
-                encode_query(&next)
-            );
-            body[format!("{collection}_links")] = json!([{"rel": "next", "href": href}]);
-        }
-    }
-    body[collection] = Value::Array(selected.into_iter().map(|(_, v)| v).collect());
-    Ok(json(StatusCode::OK, body))
 }
 
 fn port_json(s: &Shared, port: &Port) -> Value {
@@ -339,7 +199,7 @@ async fn update_port(
     Path(id): Path<String>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
-    let body = match crate::neutron_l3::neutron_body(body, "port") {
+    let body = match neutron_body(body, "port") {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -558,53 +418,9 @@ async fn show_subnet(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Re
 
 #[cfg(test)]
 mod tests {
-    use axum::body::Body;
-
     use super::*;
     use crate::model::ServerSpec;
     use crate::testing::{BASE, Mock};
-
-    #[tokio::test]
-    async fn root_versions_need_no_token() {
-        let m = Mock::seeded(0);
-        let r = m.send("GET", "/network", &[], Body::empty()).await;
-        assert_eq!(r.status, StatusCode::OK);
-        assert_eq!(r.body["versions"][0]["id"], "v2.0");
-        assert_eq!(r.body["versions"][0]["status"], "CURRENT");
-        assert_eq!(
-            r.body["versions"][0]["links"][0]["href"],
-            format!("{BASE}/network/v2.0/")
-        );
-        assert_eq!(
-            m.send("GET", "/network/v2.0/", &[], Body::empty())
-                .await
-                .status,
-            StatusCode::UNAUTHORIZED
-        );
-    }
-
-    #[tokio::test]
-    async fn extensions_include_extraroute() {
-        let m = Mock::seeded(0);
-        let token = m.token().await;
-        let r = m.get("/network/v2.0/extensions", &token).await;
-        let aliases: Vec<&str> = r.body["extensions"]
-            .as_array()
-            .expect("list")
-            .iter()
-            .filter_map(|e| e["alias"].as_str())
-            .collect();
-        assert!(aliases.contains(&"extraroute") && aliases.contains(&"extraroute-atomic"));
-        assert_eq!(
-            m.get("/network/v2.0/extensions/router", &token)
-                .await
-                .status,
-            StatusCode::OK
-        );
-        let r = m.get("/network/v2.0/extensions/nope", &token).await;
-        assert_eq!(r.status, StatusCode::NOT_FOUND);
-        assert_eq!(r.body["NeutronError"]["type"], "ExtensionNotFound");
-    }
 
     /// What openstack-cloud-controller-manager's route support asks at start: the router's
     /// ports (`device_id=<router>`) name the networks it routes on; then the node's port

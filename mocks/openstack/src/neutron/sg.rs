@@ -17,11 +17,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Map, Value, json};
 
+use super::l3_state::parse_cidr;
+use super::{Pairs, bad_request, filtered_list, neutron_body, opt_str};
 use crate::Shared;
 use crate::envelope::neutron_error;
 use crate::model::new_id;
-use crate::neutron::{Pairs, bad_request};
-use crate::neutron_l3::{filtered_list, neutron_body, opt_str, parse_cidr};
 use crate::util::{iso_seconds, json};
 
 #[derive(Debug, Clone)]

@@ -35,8 +35,8 @@ use mock_cloud::{
 use serde_json::Value;
 
 use crate::Shared;
-use crate::lbaas::{Child, ChildProv, Kind, Lbaas, Op, Prov};
 use crate::model::Cloud;
+use crate::octavia::state::{Child, ChildProv, Kind, Lbaas, Op, Prov};
 
 /// How often the reconciler runs when nothing wakes it.
 pub(crate) const RECONCILE_PERIOD: Duration = Duration::from_millis(100);
@@ -402,7 +402,7 @@ mod tests {
         let fip = "127.20.0.99".parse().expect("ip");
         c.l3.floatingips.insert(
             "f1".into(),
-            crate::neutron_l3::FloatingIp {
+            crate::neutron::l3::FloatingIp {
                 id: "f1".into(),
                 address: fip,
                 network_id: String::new(),
