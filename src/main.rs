@@ -984,7 +984,10 @@ async fn serve_mock<M: MockCloud>(args: &MockArgs) -> Result<ExitCode> {
         Err(e) if args.seed.is_some() && M::is_seed_error(&e) => return Ok(bad_seed(e)),
         Err(e) => return Err(e).with_context(|| format!("starting mock {}", M::LABEL)),
     };
-    announce(&serde_json::to_value(mock.ready())?, args.ready_file.as_deref())?;
+    announce(
+        &serde_json::to_value(mock.ready())?,
+        args.ready_file.as_deref(),
+    )?;
     wait_for_signal().await?;
     mock.shutdown().await;
     Ok(ExitCode::SUCCESS)
