@@ -557,6 +557,14 @@ async fn injected_faults_use_vim_envelopes() {
     let faulted: Vec<_> = entries.iter().filter(|j| j.fault.is_some()).collect();
     assert_eq!(faulted.len(), 1);
     assert_eq!(faulted[0].path, "/sdk/FindByIp");
+    // The journal names the SOAP method as `operation` (what the harness reads).
+    assert_eq!(faulted[0].operation.as_deref(), Some("FindByIp"));
+    assert!(
+        entries
+            .iter()
+            .filter(|j| j.service == "vim")
+            .all(|j| j.operation.as_deref() == j.path.strip_prefix("/sdk/"))
+    );
 }
 
 async fn vapi_call(
