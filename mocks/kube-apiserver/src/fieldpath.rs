@@ -5,9 +5,9 @@
 //! `k:` keyed list item, `v:` set item, `i:` index, `.` for "the node itself"), and
 //! reports conflicts with paths printed as `.spec.ports[port=80,protocol="TCP"]`.
 //! This module turns objects into sets of owned paths, encodes and decodes the trie,
-//! and reads or removes the value at a path. It knows the list types (atomic, set,
-//! map with keys) of the kinds we serve; everything else is atomic, as upstream
-//! treats lists without `+listType` (sigs.k8s.io/structured-merge-diff
+//! and reads or removes the value at a path. The list types (atomic, set, map with
+//! keys) of the kinds we serve come from [`crate::schema`]; everything else is atomic,
+//! as upstream treats lists without `+listType` (sigs.k8s.io/structured-merge-diff
 //! fieldpath/serialize.go, fieldpath/element.go, typed/tofieldset.go).
 
 use std::collections::BTreeSet;
@@ -15,7 +15,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::patch::schema::{ListStrategy, list_strategy};
+pub use crate::schema::ListType;
+use crate::schema::list_type;
 
 /// One step of a path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -96,49 +97,6 @@ impl fmt::Display for Element {
 /// A path as upstream prints it in conflict messages.
 pub fn path_string(path: &[Element]) -> String {
     path.iter().map(ToString::to_string).collect()
-}
-
-/// How server-side apply treats a list (`+listType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListType {
-    Atomic,
-    Set,
-    Map(&'static [&'static str]),
-}
-
-/// The SSA list type of the list at `fields` (field names from the root) in `kind`.
-/// Mostly the strategic-merge table; where `+listType` differs from the patch tags
-/// (k8s.io/api core/v1/types.go) it is overridden here.
-pub fn list_type(kind: &str, fields: &[String]) -> ListType {
-    let joined = fields.join(".");
-    let (override_kind, dotted) = match crate::patch::schema::pod_template_path(kind, &joined) {
-        Some(inner) => ("Pod", inner),
-        None => (kind, joined.as_str()),
-    };
-    match (override_kind, dotted) {
-        // `+listType=map +listMapKey=port +listMapKey=protocol`.
-        ("Service", "spec.ports") => return ListType::Map(&["port", "protocol"]),
-        ("Pod", "spec.containers.ports" | "spec.initContainers.ports") => {
-            return ListType::Map(&["containerPort", "protocol"]);
-        }
-        // `+listType=atomic` although strategic merge keys them on `type`.
-        ("Node", "status.addresses") => return ListType::Atomic,
-        _ => {}
-    }
-    match list_strategy(kind, fields) {
-        ListStrategy::Atomic => ListType::Atomic,
-        ListStrategy::MergeSet => ListType::Set,
-        ListStrategy::MergeKey(k) => ListType::Map(match k {
-            "uid" => &["uid"],
-            "type" => &["type"],
-            "name" => &["name"],
-            "mountPath" => &["mountPath"],
-            "ip" => &["ip"],
-            "port" => &["port"],
-            "containerPort" => &["containerPort"],
-            _ => return ListType::Atomic,
-        }),
-    }
 }
 
 /// Key fields that have a default the server fills in (`protocol: TCP`), so an applied

@@ -40,6 +40,7 @@ pub mod protobuf;
 pub mod rbac;
 pub mod resources;
 pub mod review;
+pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod store;

@@ -11,6 +11,7 @@ pub mod aws;
 pub mod openstack;
 pub mod quirks;
 pub mod vsphere;
+pub mod xml;
 
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 

@@ -16,12 +16,11 @@
 //! - strategic merge patch errors are split by `interpretStrategicMergePatchError`.
 //!
 //! Submodules: [`merge`] (RFC 7386 as evanphx/json-patch does it), [`json`] (RFC 6902 with
-//! evanphx/json-patch v4 semantics), [`strategic`] (apimachinery pkg/util/strategicpatch) and
-//! [`schema`] (the per-kind list strategies strategic merge needs).
+//! evanphx/json-patch v4 semantics) and [`strategic`] (apimachinery pkg/util/strategicpatch),
+//! which reads the per-kind list strategies from [`crate::schema`].
 
 pub mod json;
 pub mod merge;
-pub mod schema;
 pub mod strategic;
 
 use serde_json::Value;

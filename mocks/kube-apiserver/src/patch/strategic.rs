@@ -13,7 +13,7 @@
 //! - `{"<key>": v, "$patch": "delete"}` as a list element: drop every element with that key;
 //! - `$deleteFromPrimitiveList/<field>`, `$setElementOrder/<field>`, `$retainKeys`.
 //!
-//! The per-kind list strategies come from [`super::schema`]. The element order of merged lists
+//! The per-kind list strategies come from [`crate::schema`]. The element order of merged lists
 //! follows upstream's `normalizeElementOrder`/`mergeSortedSlice`: patch items keep the patch's
 //! order, server-only items keep their relative live order and are interleaved by live
 //! position; items new to the live list come before remaining server-only items.
@@ -24,8 +24,8 @@
 
 use serde_json::{Map, Value};
 
-use super::schema::{ListStrategy, list_strategy};
 use super::{PatchError, go_json_type};
+use crate::schema::{ListStrategy, list_strategy};
 
 const DIRECTIVE_MARKER: &str = "$patch";
 const DELETE_DIRECTIVE: &str = "delete";

@@ -9,8 +9,9 @@
 //! the SDKs add about 12.5 minutes to a cold build on the 2-core CI machine (DESIGN.md
 //! "Build budget"), and CI pays the cold build on every submission; the CCM uses about
 //! twenty actions of the query protocol, whose wire format is form parameters in and
-//! plain XML out. SigV4 ([`sigv4`]) and an XML reader ([`xml`]) are two small modules on
-//! `ring` (already built for rustls), so the provider adds no crate to the build.
+//! plain XML out. SigV4 ([`sigv4`]) is a small module on `ring` (already built for
+//! rustls) and the XML is read with the providers' shared reader ([`xml`], on quick-xml,
+//! which the vSphere provider needs anyway), so the provider adds no crate to the build.
 
 pub mod client;
 pub mod config;
@@ -19,7 +20,8 @@ pub mod loadbalancer;
 pub mod nlb;
 pub mod routes;
 pub mod sigv4;
-pub mod xml;
+/// The providers' shared XML reader, where the AWS modules have always found it.
+pub use super::xml;
 
 use std::collections::HashMap;
 use std::sync::Mutex;

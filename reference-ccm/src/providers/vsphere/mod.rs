@@ -28,7 +28,7 @@
 pub mod client;
 pub mod config;
 pub mod credentials;
-pub mod xml;
+pub use super::xml;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
