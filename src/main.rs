@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use ccm_harness::{Provider, Settings};
 use clap::{Args, Parser, Subcommand};
+use mock_cloud::{MockCloud, MockOptions};
 
 mod cli_testgrid;
 
@@ -951,91 +952,12 @@ async fn mock(args: MockArgs) -> Result<ExitCode> {
     }
     // Mocks exist independently of the providers the suites can run, so this matches on
     // the cloud name itself.
-    let (listen, nodes) = (args.listen, args.nodes);
     match args.cloud.as_str() {
-        "openstack" => {
-            serve_mock(
-                &args,
-                "OpenStack",
-                mock_openstack::SeedFile::load,
-                |seed| {
-                    mock_openstack::OpenStackMock::start(mock_openstack::Config {
-                        listen,
-                        nodes,
-                        tls: args.tls,
-                        seed,
-                        ..Default::default()
-                    })
-                },
-                |e| {
-                    matches!(
-                        e,
-                        mock_openstack::Error::Seed { .. }
-                            | mock_openstack::Error::SeedFile(_)
-                            | mock_openstack::Error::SeedFaults(_)
-                    )
-                },
-                |m| serde_json::to_value(m.ready_info()),
-                |m| m.shutdown(),
-            )
-            .await
-        }
-        "aws" => {
-            serve_mock(
-                &args,
-                "AWS",
-                mock_aws::SeedFile::load,
-                |seed| {
-                    mock_aws::MockAws::start(mock_aws::Config {
-                        listen,
-                        nodes,
-                        seed,
-                        imds: args.imds,
-                        ..Default::default()
-                    })
-                },
-                |e| {
-                    matches!(
-                        e,
-                        mock_aws::Error::Seed { .. }
-                            | mock_aws::Error::SeedFile(_)
-                            | mock_aws::Error::SeedFaults(_)
-                            | mock_aws::Error::SeedLifecycleIds(_)
-                    )
-                },
-                |m| serde_json::to_value(m.ready_info()),
-                |m| m.shutdown(),
-            )
-            .await
-        }
+        "openstack" => serve_mock::<mock_openstack::OpenStackMock>(&args).await,
+        "aws" => serve_mock::<mock_aws::MockAws>(&args).await,
         // vSphere is always HTTPS (pyvmomi and govc expect it); the ready file names the
         // generated CA in `ca_file`.
-        "vsphere" => {
-            serve_mock(
-                &args,
-                "vSphere",
-                mock_vsphere::SeedFile::load,
-                |seed| {
-                    mock_vsphere::VsphereMock::start(mock_vsphere::Config {
-                        listen,
-                        nodes,
-                        seed,
-                        ..Default::default()
-                    })
-                },
-                |e| {
-                    matches!(
-                        e,
-                        mock_vsphere::Error::Seed { .. }
-                            | mock_vsphere::Error::SeedFile(_)
-                            | mock_vsphere::Error::SeedFaults(_)
-                    )
-                },
-                |m| serde_json::to_value(m.ready_info()),
-                |m| m.shutdown(),
-            )
-            .await
-        }
+        "vsphere" => serve_mock::<mock_vsphere::VsphereMock>(&args).await,
         other => bail!("unknown cloud {other:?} (mocks: openstack, aws, vsphere)"),
     }
 }
@@ -1043,37 +965,31 @@ async fn mock(args: MockArgs) -> Result<ExitCode> {
 /// Starts one mock with the `--seed` file (the default state without one), writes its
 /// ready object and serves until SIGINT/SIGTERM. A seed file that does not load, or whose
 /// content does not fit the cloud (address in use, unknown zone...), exits with status 2.
-async fn serve_mock<Seed, LoadError, Mock, Error, Started, Stopped>(
-    args: &MockArgs,
-    label: &str,
-    load_seed: impl FnOnce(&Path) -> Result<Seed, LoadError>,
-    start: impl FnOnce(Seed) -> Started,
-    is_seed_problem: impl Fn(&Error) -> bool,
-    ready: impl Fn(&Mock) -> serde_json::Result<serde_json::Value>,
-    shutdown: impl FnOnce(Mock) -> Stopped,
-) -> Result<ExitCode>
-where
-    Seed: Default,
-    LoadError: std::fmt::Display,
-    Error: std::error::Error + Send + Sync + 'static,
-    Started: std::future::Future<Output = Result<Mock, Error>>,
-    Stopped: std::future::Future<Output = ()>,
-{
+async fn serve_mock<M: MockCloud>(args: &MockArgs) -> Result<ExitCode> {
     let seed = match &args.seed {
-        Some(path) => match load_seed(path) {
+        Some(path) => match M::load_seed(path) {
             Ok(seed) => seed,
             Err(e) => return Ok(bad_seed(e)),
         },
-        None => Seed::default(),
+        None => M::Seed::default(),
     };
-    let mock = match start(seed).await {
+    let options = MockOptions {
+        listen: args.listen,
+        nodes: args.nodes,
+        tls: args.tls,
+        imds: args.imds,
+    };
+    let mock = match M::start(M::config(&options, seed)).await {
         Ok(mock) => mock,
-        Err(e) if args.seed.is_some() && is_seed_problem(&e) => return Ok(bad_seed(e)),
-        Err(e) => return Err(e).with_context(|| format!("starting mock {label}")),
+        Err(e) if args.seed.is_some() && M::is_seed_error(&e) => return Ok(bad_seed(e)),
+        Err(e) => return Err(e).with_context(|| format!("starting mock {}", M::LABEL)),
     };
-    announce(&ready(&mock)?, args.ready_file.as_deref())?;
+    announce(
+        &serde_json::to_value(mock.ready())?,
+        args.ready_file.as_deref(),
+    )?;
     wait_for_signal().await?;
-    shutdown(mock).await;
+    mock.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -501,14 +501,11 @@ impl Backend for Aws {
                 (None, format!("^/({actions})(/|$)"), status, count)
             }
         };
-        self.mock.admin().faults().add(mock_cloud::FaultRule {
-            service: service.map(str::to_string),
-            method: None,
-            path: Some(path),
-            status,
-            message: Some("injected by ccm-conformance".into()),
-            count,
-            latency_ms: None,
+        let rule = mock_cloud::Fault::error(status).path(path).count(count);
+        let rule = rule.message("injected by ccm-conformance");
+        self.mock.admin().faults().add(match service {
+            Some(service) => rule.service(service),
+            None => rule,
         })
     }
 
@@ -598,15 +595,8 @@ impl Backend for Aws {
     /// Holds `CreateLoadBalancer` of ELB and ELBv2 with the mock's latency fault.
     fn hold_load_balancer_creates(&self, latency: Duration) -> Option<CreateHold> {
         let faults = self.admin().faults();
-        let rule = faults.add(mock_cloud::FaultRule {
-            service: None,
-            method: None,
-            path: Some("^/CreateLoadBalancer(/|$)".into()),
-            status: 0,
-            message: None,
-            count: None,
-            latency_ms: Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)),
-        });
+        let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+        let rule = faults.add(mock_cloud::Fault::latency(ms).path("^/CreateLoadBalancer(/|$)"));
         Some(CreateHold::new(faults, rule))
     }
 

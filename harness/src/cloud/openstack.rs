@@ -66,15 +66,13 @@ impl OpenStack {
         status: u16,
         count: Option<u32>,
     ) -> u64 {
-        self.admin().faults().add(mock_cloud::FaultRule {
-            service: Some(service.into()),
-            method: Some(method.into()),
-            path: Some(path),
-            status,
-            message: Some("injected by ccm-conformance".into()),
-            count,
-            latency_ms: None,
-        })
+        let rule = mock_cloud::Fault::error(status)
+            .service(service)
+            .method(method);
+        let rule = rule.path(path).count(count);
+        self.admin()
+            .faults()
+            .add(rule.message("injected by ccm-conformance"))
     }
 }
 

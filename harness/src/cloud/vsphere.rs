@@ -505,14 +505,14 @@ impl VsphereCloud {
                 ("^/sdk/NoLoadBalancers$".to_string(), None, status, count)
             }
         };
-        self.mock.admin().faults().add(mock_cloud::Fault {
-            service: Some("vim".into()),
-            path: Some(path),
-            resource,
-            status,
-            count,
-            message: Some("injected by ccm-conformance".into()),
-            ..Default::default()
+        let rule = mock_cloud::Fault::error(status)
+            .service("vim")
+            .path(path)
+            .count(count);
+        let rule = rule.message("injected by ccm-conformance");
+        self.mock.admin().faults().add(match resource {
+            Some(resource) => rule.resource(resource),
+            None => rule,
         })
     }
 
@@ -523,10 +523,10 @@ impl VsphereCloud {
     fn widen_faults_of(&self, moref: &str) {
         let faults = self.mock.admin().faults();
         for f in faults.list() {
-            if f.rule.resource.as_deref() == Some(moref) {
+            if f.rule.when().resource.as_deref() == Some(moref) {
                 let _ = faults.remove(f.id);
                 let mut rule = f.rule.clone();
-                rule.resource = None;
+                rule.when_mut().resource = None;
                 let _ = faults.try_add(rule);
             }
         }
@@ -868,12 +868,15 @@ mod tests {
         });
         let rules = c.mock.admin().faults().list();
         assert_eq!(rules.len(), 1);
-        assert_eq!(rules[0].rule.resource.as_deref(), Some(moref.as_str()));
+        assert_eq!(
+            rules[0].rule.when().resource.as_deref(),
+            Some(moref.as_str())
+        );
         c.delete_instance(&a.id).unwrap();
         let rules = c.mock.admin().faults().list();
         assert_eq!(rules.len(), 1);
-        assert_eq!(rules[0].rule.resource, None);
-        assert_eq!(rules[0].rule.count, Some(4));
+        assert_eq!(rules[0].rule.when().resource, None);
+        assert_eq!(rules[0].rule.when().count, Some(4));
         assert!(c.instances().is_empty());
         assert!(c.leaks().is_empty(), "{:?}", c.leaks());
     }

@@ -2,17 +2,22 @@
 //! the same parameters in the query string) arrives at `/`, is checked (size, form,
 //! SigV4), may be answered by an injected fault, then goes to EC2, ELB or ELBv2 by its
 //! `Version` (ELB and ELBv2 share the SigV4 service name, so moto dispatches the same way:
-//! `moto:moto/elb/urls.py`), and is journaled. One function, so no action can skip a step.
+//! `moto:moto/elb/urls.py`), and is journaled. The steps are the shared request gate's
+//! ([`mock_cloud::gate`]), so no action can skip one; this module says what AWS's
+//! requests are to it.
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::State;
+use axum::Extension;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
-use mock_cloud::{FaultAction, RequestInfo};
+use mock_cloud::gate::{Call, Classified, Gate, Wake};
+use mock_cloud::{Faults, FiredFault, Journal, Throttle};
 
 use crate::Shared;
 use crate::error::{AwsError, Service, fault_error};
@@ -155,98 +160,200 @@ fn success(service: Service, action: &str, request_id: &str, body: &str) -> Resp
         .into_response()
 }
 
+/// What the gate worked out for the handler (in the request's extensions) and for
+/// rendering answers.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared {
+    pub request_id: String,
+    pub service: Service,
+    /// Empty until the `Action` is read.
+    pub action: String,
+    pub params: Arc<Params>,
+}
+
+/// AWS's side of the shared request gate ([`mock_cloud::gate`]).
+///
+/// Journal entries and fault rules see: service = `ec2`, `elb` or `elbv2` (by `Version`;
+/// before it is read, by the SigV4 scope); method and path = the HTTP ones; query = the
+/// form parameters as a query string (secrets left out, [`Params::journal_query`]);
+/// operation = the `Action` (e.g. `CreateLoadBalancer`; `None` when the request was
+/// refused before it was read); resource = [`fault_resource`]. Fault rules' `path` is
+/// searched in [`fault_target`] and a `Describe*` call is a `GET` to them. Requests the
+/// mock cannot read (size, form, `Version`, SigV4, `Action`) are answered before fault
+/// rules, and journaled. Every call but `Describe*` wakes the data plane (a lifecycle a
+/// read completes is picked up by its periodic pass). Every answer carries
+/// `x-amzn-requestid`.
+impl Gate for Shared {
+    type Extra = Prepared;
+
+    fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    fn wake(&self) -> Option<&Wake> {
+        Some(&self.wake)
+    }
+
+    async fn classify(&self, req: Request) -> Classified<Prepared> {
+        let (mut parts, body) = req.into_parts();
+        let service = service_from_scope(&parts.headers);
+        let mut call = Call {
+            service: service.name().to_string(),
+            method: parts.method.to_string(),
+            path: parts.uri.path().to_string(),
+            query: parts.uri.query().unwrap_or("").to_string(),
+            gated: true,
+            wakes: true,
+            extra: Prepared {
+                request_id: model::request_id(),
+                service,
+                action: String::new(),
+                params: Arc::default(),
+            },
+            operation: None,
+            resource: None,
+            fault_method: None,
+            fault_path: None,
+        };
+        let body = Bytes::from_request(Request::from_parts(parts.clone(), body), &()).await;
+        let prepared = prepare(self, &parts, body, &mut call);
+        call.service = call.extra.service.name().to_string();
+        match prepared {
+            Ok(bytes) => {
+                parts.extensions.insert(call.extra.clone());
+                Classified::Pass(call, Request::from_parts(parts, Body::from(bytes)))
+            }
+            Err(e) => {
+                tracing::debug!(service = %call.service, code = %e.code, "refused");
+                let response = e.render(call.extra.service, &call.extra.request_id);
+                Classified::Answer(call, response)
+            }
+        }
+    }
+
+    fn throttle(service: &str) -> Throttle {
+        throttle_preset(service)
+    }
+
+    fn render_error(
+        &self,
+        call: &Call<Prepared>,
+        status: u16,
+        code: Option<&str>,
+        message: Option<&str>,
+    ) -> Response {
+        let p = &call.extra;
+        let mut e = fault_error(p.service, status, message);
+        if let Some(code) = code {
+            e.code = code.to_string();
+        }
+        e.render(p.service, &p.request_id)
+    }
+
+    fn render_not_found(&self, call: &Call<Prepared>, _fired: &FiredFault) -> Response {
+        let p = &call.extra;
+        not_found_error(
+            p.service,
+            &p.action,
+            call.resource.as_deref().unwrap_or_default(),
+        )
+        .render(p.service, &p.request_id)
+    }
+
+    fn finish(&self, call: &Call<Prepared>, response: &mut Response) {
+        if let Ok(v) = HeaderValue::from_str(&call.extra.request_id) {
+            response.headers_mut().insert("x-amzn-requestid", v);
+        }
+    }
+}
+
+/// The AWS services' own throttling answers: EC2 `RequestLimitExceeded` is a 503
+/// (docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html); ELB `Throttling`
+/// a 400 (aws-sdk-go-v2 `aws/retry/throttle_error.go` codes).
+pub(crate) fn throttle_preset(service: &str) -> Throttle {
+    match service {
+        "ec2" => Throttle {
+            status: 503,
+            code: Some("RequestLimitExceeded"),
+            message: "Request limit exceeded.",
+        },
+        "elb" | "elbv2" => Throttle {
+            status: 400,
+            code: Some("Throttling"),
+            message: "Rate exceeded",
+        },
+        _ => Throttle::TOO_MANY_REQUESTS,
+    }
+}
+
+/// Reads and checks a request (size, form, `Version`, SigV4, `Action`) into `call`;
+/// gives back the body for the handler.
+fn prepare(
+    shared: &Shared,
+    parts: &Parts,
+    body: Result<Bytes, BytesRejection>,
+    call: &mut Call<Prepared>,
+) -> Result<Bytes, AwsError> {
+    let body = body.map_err(|e| {
+        let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            "RequestEntityTooLarge"
+        } else {
+            "MalformedQueryString"
+        };
+        AwsError::new(e.status(), code, e.body_text())
+    })?;
+    let (method, uri) = (&parts.method, &parts.uri);
+    let form: &[u8] = match *method {
+        Method::POST => &body,
+        Method::GET => uri.query().unwrap_or("").as_bytes(),
+        _ => {
+            return Err(AwsError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "UnsupportedProtocol",
+                format!("{method} is not supported; use POST"),
+            ));
+        }
+    };
+    let params = Params::parse(form)?;
+    call.query = params.journal_query();
+    call.extra.service = service_of(&params)?;
+    if shared.config.verify_signatures {
+        check_signature(
+            shared,
+            call.extra.service,
+            method,
+            uri,
+            &parts.headers,
+            &body,
+        )?;
+    }
+    let action = params.action()?.to_string();
+    let read = action.starts_with("Describe");
+    call.wakes = !read;
+    call.fault_path = Some(fault_target(&action, &params));
+    call.resource = fault_resource(&params);
+    // The query protocol POSTs every call; the engine's notion of a read (GET, which
+    // `not_found_after_create` acts on) is a Describe* call here.
+    if read {
+        call.fault_method = Some("GET".to_string());
+    }
+    call.operation = Some(action.clone());
+    call.extra.action = action;
+    call.extra.params = Arc::new(params);
+    Ok(body)
+}
+
+/// `/`: runs the call the gate prepared.
 pub(crate) async fn endpoint(
     State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Extension(p): Extension<Prepared>,
 ) -> Response {
-    let request_id = model::request_id();
-    let mut service = service_from_scope(&headers);
-    let mut journal_query = uri.query().unwrap_or("").to_string();
-    let mut fault = None;
-    let mut reset = false;
-    // Describe* changes nothing the data plane serves (a lifecycle a read completes is
-    // picked up by its periodic pass), so only other calls wake it.
-    let mut read_only = false;
-
-    let result: Result<(String, String), AwsError> = async {
-        let body = body.map_err(|e| {
-            let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                "RequestEntityTooLarge"
-            } else {
-                "MalformedQueryString"
-            };
-            AwsError::new(e.status(), code, e.body_text())
-        })?;
-        let form: &[u8] = match method {
-            Method::POST => &body,
-            Method::GET => uri.query().unwrap_or("").as_bytes(),
-            _ => {
-                return Err(AwsError::new(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "UnsupportedProtocol",
-                    format!("{method} is not supported; use POST"),
-                ));
-            }
-        };
-        let params = Params::parse(form)?;
-        journal_query = params.journal_query();
-        service = service_of(&params)?;
-        if shared.config.verify_signatures {
-            check_signature(&shared, service, &method, &uri, &headers, &body)?;
-        }
-        let action = params.action()?.to_string();
-        read_only = action.starts_with("Describe");
-        let target = fault_target(&action, &params);
-        let resource = fault_resource(&params);
-        // The query protocol POSTs every call; the engine's notion of a read (GET, which
-        // `not_found_after_create` acts on) is a Describe* call here.
-        let engine_method = if action.starts_with("Describe") {
-            "GET"
-        } else {
-            method.as_str()
-        };
-        let fired = shared.faults.check_request(&RequestInfo {
-            service: service.name(),
-            method: engine_method,
-            path: &target,
-            operation: Some(&action),
-            resource: resource.as_deref(),
-        });
-        if let Some(fired) = fired {
-            fault = Some(fired.rule_id);
-            if let Some(delay) = fired.latency {
-                tokio::time::sleep(delay).await;
-            }
-            match fired.action {
-                FaultAction::Serve => {}
-                FaultAction::Reset => {
-                    reset = true;
-                    return Err(AwsError::new(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "InternalError",
-                        "connection reset",
-                    ));
-                }
-                FaultAction::NotFound => {
-                    return Err(not_found_error(
-                        service,
-                        &action,
-                        resource.as_deref().unwrap_or_default(),
-                    ));
-                }
-                FaultAction::Error => {
-                    let status = fired.status.unwrap_or(500);
-                    let mut e = fault_error(service, status, fired.message.as_deref());
-                    if let Some(code) = fired.code {
-                        e.code = code;
-                    }
-                    return Err(e);
-                }
-            }
-        }
+    let (service, action, params) = (p.service, p.action.as_str(), &*p.params);
+    let result: Result<String, AwsError> = (|| {
         let mut cloud = shared.cloud();
         let before: Vec<String> = if action == "RunInstances" {
             cloud.instances.iter().map(|i| i.id.clone()).collect()
@@ -254,9 +361,9 @@ pub(crate) async fn endpoint(
             Vec::new()
         };
         let body = match service {
-            Service::Ec2 => ec2::handle(&mut cloud, &action, &params)?,
-            Service::Elb => elb::handle(&mut cloud, &action, &params)?,
-            Service::Elbv2 => elbv2::handle(&mut cloud, &action, &params)?,
+            Service::Ec2 => ec2::handle(&mut cloud, action, params)?,
+            Service::Elb => elb::handle(&mut cloud, action, params)?,
+            Service::Elbv2 => elbv2::handle(&mut cloud, action, params)?,
         };
         // What was just created, for the engine's not-found-after-create window.
         if action == "RunInstances" {
@@ -268,35 +375,15 @@ pub(crate) async fn endpoint(
         {
             shared.faults.note_created(name);
         }
-        Ok((action, body))
+        Ok(body)
+    })();
+    match result {
+        Ok(body) => success(service, action, &p.request_id, &body),
+        Err(e) => {
+            tracing::debug!(service = service.name(), code = %e.code, "refused");
+            e.render(service, &p.request_id)
+        }
     }
-    .await;
-
-    let mut response = match &result {
-        _ if reset => mock_cloud::connection_reset(),
-        Ok((action, body)) => success(service, action, &request_id, body),
-        Err(e) => e.render(service, &request_id),
-    };
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert("x-amzn-requestid", v);
-    }
-    // A dropped connection has no status; the journal says 0 (as mock-openstack's).
-    let status = if reset { 0 } else { response.status().as_u16() };
-    if !read_only {
-        shared.dataplane_wake.notify_one();
-    }
-    shared.journal.record(
-        service.name(),
-        method.as_str(),
-        uri.path(),
-        &journal_query,
-        status,
-        fault,
-    );
-    if let Err(e) = &result {
-        tracing::debug!(service = service.name(), code = %e.code, status, "refused");
-    }
-    response
 }
 
 /// What a fault rule's `path` regex is searched in: `/{Action}`, then `/{value}` for each
@@ -360,4 +447,21 @@ pub(crate) async fn not_found(uri: Uri) -> Response {
         format!("nothing is served at {}", uri.path()),
     )
     .render(Service::Ec2, &model::request_id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::throttle_preset;
+
+    /// Moved from mock-cloud's fault tests when the presets moved here.
+    #[test]
+    fn throttle_presets_follow_the_service() {
+        let ec2 = throttle_preset("ec2");
+        assert_eq!((ec2.status, ec2.code), (503, Some("RequestLimitExceeded")));
+        for elb in ["elb", "elbv2"] {
+            let t = throttle_preset(elb);
+            assert_eq!((t.status, t.code), (400, Some("Throttling")), "{elb}");
+        }
+        assert_eq!(throttle_preset("other").status, 429);
+    }
 }

@@ -17,19 +17,19 @@
 //! target group are TCP or HTTP(S) on the health-check port, never UDP (AWS rule: ELBv2
 //! CreateTargetGroup `HealthCheckProtocol`).
 //!
-//! A reconciler task reads the model after every request and every
-//! [`RECONCILE_PERIOD`], starts, updates and stops proxies to match. Approximations: the
+//! The shared reconciler ([`mock_cloud::reconcile`]) asks [`plan`] after every request
+//! (but `Describe*`) and every [`RECONCILE_PERIOD`], and starts, updates and stops proxies
+//! to match. Approximations: the
 //! probe interval is fixed and short (not the configured 5–300 s), SSL/HTTPS listeners are
 //! served as plain TCP.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mock_cloud::{Backend, Cidr, ExpectedCodes, HealthCheck, Probe, Protocol, Proxy, ProxyConfig};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use mock_cloud::{
+    Backend, Cidr, ExpectedCodes, HealthCheck, Planner, Probe, Protocol, ProxyConfig, Reconciler,
+};
 
 use crate::Shared;
 use crate::elb::ClassicLb;
@@ -216,113 +216,48 @@ pub(crate) fn plan(cloud: &mut Cloud) -> Vec<ListenerPlan> {
     out
 }
 
-struct Running {
-    plan: ListenerPlan,
-    proxy: Proxy,
-}
-
-/// The reconciler task; stopping (or dropping) it stops every proxy.
-pub(crate) struct DataPlane {
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-}
-
-impl DataPlane {
-    pub fn start(shared: Arc<Shared>) -> DataPlane {
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(run(shared, stopped));
-        DataPlane {
-            stop: Some(stop),
-            task: Some(task),
-        }
-    }
-
-    /// Stops the reconciler and every proxy; their sockets are closed when this returns.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for DataPlane {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
 /// Proxies are keyed by address and protocol: a TCP_UDP listener has two on one port.
 type Key = (SocketAddr, Protocol);
 
-async fn run(shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
-    let mut running: HashMap<Key, Running> = HashMap::new();
-    let mut failures: HashMap<Key, String> = HashMap::new();
-    let mut tick = tokio::time::interval(RECONCILE_PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = &mut stopped => break,
-            _ = tick.tick() => {}
-            _ = shared.dataplane_wake.notified() => {}
-        }
-        let wanted: HashMap<Key, ListenerPlan> = plan(&mut shared.cloud())
-            .into_iter()
-            .map(|p| ((p.listen, p.protocol), p))
-            .collect();
-        let gone: Vec<Key> = running
-            .keys()
-            .filter(|k| !wanted.contains_key(*k))
-            .copied()
-            .collect();
-        for k in gone {
-            if let Some(r) = running.remove(&k) {
-                tracing::info!(listen = %k.0, protocol = ?k.1, "elb data plane: listener stopped");
-                r.proxy.stop().await;
-            }
-        }
-        failures.retain(|k, _| wanted.contains_key(k));
-        for (k, p) in wanted {
-            match running.get_mut(&k) {
-                Some(r) if r.plan == p => {}
-                Some(r) => {
-                    r.proxy.update(&p.backends, &p.allowed);
-                    r.proxy.set_health_check(p.health.clone());
-                    r.plan = p;
-                }
-                None => {
-                    let config = ProxyConfig {
-                        protocol: p.protocol,
-                        listen: p.listen,
-                        backends: p.backends.clone(),
-                        allowed_cidrs: p.allowed.clone(),
-                        health: p.health.clone(),
-                    };
-                    match Proxy::start(config).await {
-                        Ok(proxy) => {
-                            tracing::info!(listen = %k.0, protocol = ?k.1, "elb data plane: listener serving");
-                            failures.remove(&k);
-                            running.insert(k, Running { plan: p, proxy });
-                        }
-                        Err(e) => {
-                            let message = e.to_string();
-                            if failures.get(&k) != Some(&message) {
-                                tracing::warn!(listen = %k.0, protocol = ?k.1, error = %message, "elb data plane: cannot serve listener; retrying");
-                                failures.insert(k, message);
-                            }
-                        }
-                    }
-                }
-            }
+impl mock_cloud::Listener for ListenerPlan {
+    type Key = Key;
+
+    fn key(&self) -> Key {
+        (self.listen, self.protocol)
+    }
+
+    fn config(&self) -> ProxyConfig {
+        ProxyConfig {
+            protocol: self.protocol,
+            listen: self.listen,
+            backends: self.backends.clone(),
+            allowed_cidrs: self.allowed.clone(),
+            health: self.health.clone(),
         }
     }
-    for (_, r) in running.drain() {
-        r.proxy.stop().await;
+}
+
+/// The ELB nodes' planner for the shared reconciler ([`mock_cloud::reconcile`]): plans
+/// on every pass.
+struct Nodes {
+    shared: Arc<Shared>,
+}
+
+impl Planner for Nodes {
+    type Listener = ListenerPlan;
+
+    const LABEL: &'static str = "elb data plane";
+
+    fn plan(&mut self, _retrying: bool) -> Option<Vec<ListenerPlan>> {
+        Some(plan(&mut self.shared.cloud()))
     }
+}
+
+/// Starts the reconciler: after every request but `Describe*` and every
+/// [`RECONCILE_PERIOD`].
+pub(crate) fn start(shared: Arc<Shared>) -> Reconciler {
+    let wake = shared.wake.clone();
+    Reconciler::start(Nodes { shared }, wake, RECONCILE_PERIOD)
 }
 
 #[cfg(test)]

@@ -270,7 +270,7 @@ pub(crate) struct Shared {
     /// The instance metadata service's instance and tokens.
     pub(crate) imds: imds::ImdsState,
     /// Wakes the data plane reconciler after a request.
-    pub dataplane_wake: tokio::sync::Notify,
+    pub wake: Arc<mock_cloud::Wake>,
 }
 
 impl Shared {
@@ -578,7 +578,7 @@ pub struct MockAws {
     server: ServerHandle,
     /// The IMDSv2 listener, when [`Config::imds`] is on.
     imds: Option<(ServerHandle, String)>,
-    dataplane: dataplane::DataPlane,
+    dataplane: mock_cloud::Reconciler,
 }
 
 impl MockAws {
@@ -596,7 +596,7 @@ impl MockAws {
             let url = b.base_url();
             (b.serve(imds::router(shared.clone())), url)
         });
-        let dataplane = dataplane::DataPlane::start(shared.clone());
+        let dataplane = dataplane::start(shared.clone());
         tracing::info!(base = %shared.base, "mock AWS serving");
         Ok(MockAws {
             shared,
@@ -685,27 +685,83 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         journal: Journal::new(),
         faults,
         imds: imds::ImdsState::default(),
-        dataplane_wake: tokio::sync::Notify::new(),
+        wake: Arc::new(mock_cloud::Wake::new()),
         base,
         config,
     })
 }
 
 /// The whole HTTP surface.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+impl mock_cloud::MockCloud for MockAws {
+    const LABEL: &'static str = "AWS";
+    type Seed = SeedFile;
+    type Config = Config;
+    type Error = Error;
+    type Ready = ReadyInfo;
+
+    fn load_seed(path: &std::path::Path) -> Result<SeedFile, mock_cloud::SeedError> {
+        SeedFile::load(path)
+    }
+
+    fn config(options: &mock_cloud::MockOptions, seed: SeedFile) -> Config {
+        Config {
+            listen: options.listen,
+            nodes: options.nodes,
+            seed,
+            imds: options.imds,
+            ..Default::default()
+        }
+    }
+
+    fn start(config: Config) -> impl std::future::Future<Output = Result<Self, Error>> + Send {
+        MockAws::start(config)
+    }
+
+    fn is_seed_error(error: &Error) -> bool {
+        matches!(
+            error,
+            Error::Seed { .. }
+                | Error::SeedFile(_)
+                | Error::SeedFaults(_)
+                | Error::SeedLifecycleIds(_)
+        )
+    }
+
+    fn ready(&self) -> ReadyInfo {
+        self.ready_info()
+    }
+
+    fn admin_router(&self) -> Router {
+        admin_routes(self.shared.clone())
+    }
+
+    fn shutdown(self) -> impl std::future::Future<Output = ()> + Send {
+        MockAws::shutdown(self)
+    }
+}
+
+/// The admin routes (`/admin/...` once nested), journaled as service `admin`.
+pub(crate) fn admin_routes(shared: Arc<Shared>) -> Router {
     let admin = Admin {
         shared: shared.clone(),
     };
     let reset_target = admin.clone();
     let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
-    let control = mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
+    mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
         .merge(admin_api::routes(admin))
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             admin_api::journal_admin,
-        ));
+        ))
+}
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let control = admin_routes(shared.clone());
     Router::new()
-        .route("/", any(api::endpoint))
+        .route(
+            "/",
+            any(api::endpoint).layer(mock_cloud::GateLayer::new(shared.clone())),
+        )
         .with_state(shared)
         .nest("/admin", control)
         .fallback(api::not_found)

@@ -7,7 +7,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::BodyExt;
-use mock_cloud::FaultRule;
+use mock_cloud::FaultJson;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -1282,7 +1282,7 @@ async fn faults_and_journal() {
         )
     );
     assert_eq!(m.ec2("DescribeInstances", &[]).await.status, StatusCode::OK);
-    m.admin().faults().add(FaultRule {
+    m.admin().faults().add(FaultJson {
         service: Some("elb".into()),
         status: 400,
         count: Some(1),
@@ -1317,6 +1317,17 @@ async fn faults_and_journal() {
         entries[1]
             .query
             .starts_with("Action=DescribeInstances&Version=2016-11-15")
+    );
+    // The harness reads the Action from `operation`, not from the query.
+    let operations: Vec<Option<&str>> = entries.iter().map(|e| e.operation.as_deref()).collect();
+    assert_eq!(
+        operations,
+        vec![
+            None,
+            Some("DescribeInstances"),
+            Some("DescribeInstances"),
+            Some("DescribeLoadBalancers"),
+        ]
     );
 }
 
@@ -1978,7 +1989,7 @@ async fn classic_data_plane_resolves_proxies_and_filters_sources() {
         address_block: 201,
         ..Config::default()
     });
-    let dataplane = crate::dataplane::DataPlane::start(m.shared.clone());
+    let dataplane = crate::dataplane::start(m.shared.clone());
     let admin = m.admin();
     let node = admin
         .create_instance(crate::InstanceSpec {
@@ -2091,7 +2102,7 @@ async fn faults_can_target_one_instance_and_admin_routes() {
     let m = Mock::seeded(2);
     let admin = m.admin();
     let [a, b]: [crate::InstanceInfo; 2] = admin.instances().try_into().expect("two");
-    admin.faults().add(mock_cloud::FaultRule {
+    admin.faults().add(mock_cloud::FaultJson {
         service: Some("ec2".into()),
         path: Some(format!(
             "^/DescribeInstances/(.*/)?({}|{})(/|$)",
@@ -2510,7 +2521,7 @@ async fn nlb_udp_listeners_proxy_datagrams_to_targets() {
         address_block: 202,
         ..Config::default()
     });
-    let dataplane = crate::dataplane::DataPlane::start(m.shared.clone());
+    let dataplane = crate::dataplane::start(m.shared.clone());
     let node = m.admin().instances()[0].clone();
     let (subnet, vpc) = {
         let c = m.shared.cloud();

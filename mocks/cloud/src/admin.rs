@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::faults::{Fault, FaultError, Faults};
+use crate::faults::{FaultError, FaultJson, Faults};
 use crate::journal::Journal;
 
 /// What `POST <admin>/reset` does beyond clearing the journal and the fault rules
@@ -75,7 +75,7 @@ struct SinceQuery {
 /// Routes, relative to where the cloud mounts them (e.g. `Router::nest("/admin", ..)`):
 /// - `GET /journal[?since=SEQ]` -> `{"entries": [JournalEntry...]}`; `DELETE /journal` -> 204
 /// - `GET /faults` -> `{"faults": [FaultStatus...], "seed": N}`; `POST /faults` (a
-///   [`Fault`](crate::faults::Fault), JSON in the `faults` module docs) -> 201 `{"id": N}`;
+///   [`FaultJson`](crate::faults::FaultJson), JSON in the `faults` module docs) -> 201 `{"id": N}`;
 ///   `DELETE /faults` -> 204; `DELETE /faults/{id}` -> 204 or 404;
 ///   `PUT /faults/seed` `{"seed": N}` -> 204 (reseeds the engine's RNG)
 /// - `POST /reset` -> 204: clears journal and faults, then calls `reset`.
@@ -137,7 +137,7 @@ async fn add_fault(
     State(s): State<AdminState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AdminRejection> {
-    let rule: Fault = parse_admin_json(body)?;
+    let rule: FaultJson = parse_admin_json(body)?;
     let id = s
         .faults
         .try_add(rule)
@@ -186,6 +186,7 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
+    use crate::faults::Fault;
 
     fn setup() -> (Router, Journal, Faults, Arc<AtomicUsize>) {
         let journal = Journal::new();
@@ -289,10 +290,7 @@ mod tests {
         let (status, _) = call(&router, "DELETE", "/admin/faults/x", "").await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
 
-        faults.add(Fault {
-            status: 500,
-            ..Default::default()
-        });
+        faults.add(Fault::error(500));
         let (status, _) = call(&router, "DELETE", "/admin/faults", "").await;
         assert_eq!(status, StatusCode::NO_CONTENT);
         assert!(faults.list().is_empty());
@@ -302,10 +300,7 @@ mod tests {
     async fn reset_clears_and_calls_back() {
         let (router, journal, faults, resets) = setup();
         journal.record("compute", "GET", "/a", "", 200, None);
-        faults.add(Fault {
-            status: 500,
-            ..Default::default()
-        });
+        faults.add(Fault::error(500));
         let (status, _) = call(&router, "POST", "/admin/reset", "").await;
         assert_eq!(status, StatusCode::NO_CONTENT);
         assert!(journal.is_empty());

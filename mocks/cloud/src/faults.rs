@@ -6,8 +6,12 @@
 //!
 //! # Rules
 //!
-//! A rule ([`Fault`], JSON on `POST <admin>/faults` or in a seed file's `faults`) has
-//! matchers (all optional; an absent one matches anything) and an effect:
+//! A rule has matchers (all optional; an absent one matches anything) and an effect. In
+//! Rust it is a [`Fault`]: one variant per kind holding only what that kind uses, with the
+//! shared [`Matcher`] and [`Delay`]; short constructors ([`Fault::error`],
+//! [`Fault::latency`], ...) and builder methods ([`Fault::service`], [`Fault::path`], ...)
+//! make one line per rule. On the wire (`POST <admin>/faults`, a seed file's `faults`, the
+//! `GET <admin>/faults` listing) it is the flat [`FaultJson`]:
 //!
 //! ```json
 //! {
@@ -28,9 +32,9 @@
 //!   rule fires before it is removed.
 //! - `kind` (default: `error` if `status` is set, else `latency`):
 //!   - `error`: answer `status` (400..=599) with `code`/`message` in the cloud's envelope;
-//!   - `throttle`: the cloud's own throttling answer ([`throttle_preset`]: EC2
-//!     `RequestLimitExceeded` 503, ELB `Throttling` 400, OpenStack 429 + `Retry-After`,
-//!     vSphere `NotAuthenticated`); `status`/`code`/`message` override the preset;
+//!   - `throttle`: the cloud's own throttling answer (each mock's [`crate::Gate::throttle`]
+//!     preset: EC2 `RequestLimitExceeded` 503, ELB `Throttling` 400, OpenStack 429 +
+//!     `Retry-After`, vSphere `NotAuthenticated`); `status`/`code`/`message` override it;
 //!   - `latency`: delay, then serve normally;
 //!   - `reset`: drop the connection without any response;
 //!   - `not_found_after_create`: eventual consistency — a `GET` of a resource created less
@@ -43,8 +47,8 @@
 //! `{"seed": 42}`, a seed file's `fault_seed`; default 0), so the same seed and the same
 //! request sequence fire the same faults.
 //!
-//! The older, smaller [`FaultRule`] (service, method, path, status, message, count,
-//! latency) is still accepted everywhere a [`Fault`] is.
+//! A [`FaultJson`] is checked when it becomes a [`Fault`] ([`Faults::try_add`], or
+//! `TryFrom`); the listing shows each rule as it was written (with the `count` left).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -56,34 +60,7 @@ use serde::{Deserialize, Serialize};
 /// How long a creation is remembered for `not_found_after_create` at most.
 const CREATED_MEMORY: Duration = Duration::from_secs(600);
 
-/// The original rule shape, kept so existing callers compile; converts into a [`Fault`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FaultRule {
-    /// The mock's service name (`"compute"`, `"network"`, ...), compared exactly.
-    #[serde(default)]
-    pub service: Option<String>,
-    /// HTTP method, compared case-insensitively.
-    #[serde(default)]
-    pub method: Option<String>,
-    /// A regex searched (unanchored) in the full request path, without the query.
-    #[serde(default)]
-    pub path: Option<String>,
-    /// The error status to answer (400..=599). 0 means "no error": a latency-only rule.
-    #[serde(default)]
-    pub status: u16,
-    /// Text for the error envelope; the cloud picks a default when `None`.
-    #[serde(default)]
-    pub message: Option<String>,
-    /// How many times the rule fires before it is removed; `None` = until removed.
-    #[serde(default)]
-    pub count: Option<u32>,
-    /// Delay before answering (the error, or the normal answer for a latency-only rule).
-    #[serde(default)]
-    pub latency_ms: Option<u64>,
-}
-
-/// What a rule does when it fires.
+/// What a rule does when it fires (the JSON `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
@@ -94,10 +71,11 @@ pub enum FaultKind {
     NotFoundAfterCreate,
 }
 
-/// A fault rule (see the module docs for the JSON).
+/// A fault rule as JSON has it (see the module docs): flat, every field optional, not yet
+/// checked. [`Faults::try_add`] and `Fault::try_from` check it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Fault {
+pub struct FaultJson {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud: Option<String>,
     #[serde(default)]
@@ -132,22 +110,7 @@ pub struct Fault {
     pub window_reads: Option<u32>,
 }
 
-impl From<FaultRule> for Fault {
-    fn from(r: FaultRule) -> Self {
-        Fault {
-            service: r.service,
-            method: r.method,
-            path: r.path,
-            status: r.status,
-            message: r.message,
-            count: r.count,
-            latency_ms: r.latency_ms,
-            ..Default::default()
-        }
-    }
-}
-
-impl Fault {
+impl FaultJson {
     /// The kind, with the default applied (`error` when a status is set, else `latency`).
     pub fn effective_kind(&self) -> FaultKind {
         self.kind.unwrap_or(if self.status != 0 {
@@ -155,6 +118,482 @@ impl Fault {
         } else {
             FaultKind::Latency
         })
+    }
+}
+
+/// Which requests a rule applies to, and how often it fires. Absent matchers match
+/// anything; see the module docs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Matcher {
+    pub cloud: Option<String>,
+    pub service: Option<String>,
+    /// Compared case-insensitively.
+    pub method: Option<String>,
+    /// A regex searched (unanchored) in the request path.
+    pub path: Option<String>,
+    /// Compared case-insensitively.
+    pub operation: Option<String>,
+    pub resource: Option<String>,
+    /// 0..=1, rolled on the engine's seeded RNG each time the rule matches.
+    pub probability: Option<f64>,
+    /// Fires left before the rule is removed; `None` = until removed.
+    pub count: Option<u32>,
+}
+
+/// The delay before answering: `latency_ms` plus a uniform `0..=jitter_ms`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delay {
+    pub latency_ms: Option<u64>,
+    pub jitter_ms: Option<u64>,
+}
+
+/// A fault rule: one variant per kind (see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "FaultJson", into = "FaultJson")]
+pub enum Fault {
+    /// Answer `status` (400..=599) in the cloud's envelope.
+    Error {
+        when: Matcher,
+        delay: Delay,
+        status: u16,
+        code: Option<String>,
+        message: Option<String>,
+    },
+    /// The cloud's throttling answer; `status`/`code`/`message` override its preset.
+    Throttle {
+        when: Matcher,
+        delay: Delay,
+        status: Option<u16>,
+        code: Option<String>,
+        message: Option<String>,
+    },
+    /// Delay, then serve normally.
+    Latency { when: Matcher, delay: Delay },
+    /// Drop the connection without a response.
+    Reset { when: Matcher, delay: Delay },
+    /// A read of a resource created less than `window_ms` ago, or read fewer than
+    /// `window_reads` times since, answers the cloud's 404.
+    NotFoundAfterCreate {
+        when: Matcher,
+        delay: Delay,
+        window_ms: Option<u64>,
+        window_reads: Option<u32>,
+        code: Option<String>,
+        message: Option<String>,
+    },
+}
+
+impl Fault {
+    /// An `error` rule answering `status`.
+    pub fn error(status: u16) -> Fault {
+        Fault::Error {
+            when: Matcher::default(),
+            delay: Delay::default(),
+            status,
+            code: None,
+            message: None,
+        }
+    }
+
+    /// A `throttle` rule with the cloud's preset answer.
+    pub fn throttle() -> Fault {
+        Fault::Throttle {
+            when: Matcher::default(),
+            delay: Delay::default(),
+            status: None,
+            code: None,
+            message: None,
+        }
+    }
+
+    /// A `latency` rule: `ms` before serving normally.
+    pub fn latency(ms: u64) -> Fault {
+        Fault::Latency {
+            when: Matcher::default(),
+            delay: Delay {
+                latency_ms: Some(ms),
+                jitter_ms: None,
+            },
+        }
+    }
+
+    /// A `reset` rule.
+    pub fn reset() -> Fault {
+        Fault::Reset {
+            when: Matcher::default(),
+            delay: Delay::default(),
+        }
+    }
+
+    /// A `not_found_after_create` rule with the given windows.
+    pub fn not_found_after_create(window_ms: Option<u64>, window_reads: Option<u32>) -> Fault {
+        Fault::NotFoundAfterCreate {
+            when: Matcher::default(),
+            delay: Delay::default(),
+            window_ms,
+            window_reads,
+            code: None,
+            message: None,
+        }
+    }
+
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Fault::Error { .. } => FaultKind::Error,
+            Fault::Throttle { .. } => FaultKind::Throttle,
+            Fault::Latency { .. } => FaultKind::Latency,
+            Fault::Reset { .. } => FaultKind::Reset,
+            Fault::NotFoundAfterCreate { .. } => FaultKind::NotFoundAfterCreate,
+        }
+    }
+
+    /// Kept for callers of the flat shape: the kind ([`Fault::kind`]).
+    pub fn effective_kind(&self) -> FaultKind {
+        self.kind()
+    }
+
+    pub fn when(&self) -> &Matcher {
+        match self {
+            Fault::Error { when, .. }
+            | Fault::Throttle { when, .. }
+            | Fault::Latency { when, .. }
+            | Fault::Reset { when, .. }
+            | Fault::NotFoundAfterCreate { when, .. } => when,
+        }
+    }
+
+    pub fn when_mut(&mut self) -> &mut Matcher {
+        match self {
+            Fault::Error { when, .. }
+            | Fault::Throttle { when, .. }
+            | Fault::Latency { when, .. }
+            | Fault::Reset { when, .. }
+            | Fault::NotFoundAfterCreate { when, .. } => when,
+        }
+    }
+
+    pub fn delay(&self) -> &Delay {
+        match self {
+            Fault::Error { delay, .. }
+            | Fault::Throttle { delay, .. }
+            | Fault::Latency { delay, .. }
+            | Fault::Reset { delay, .. }
+            | Fault::NotFoundAfterCreate { delay, .. } => delay,
+        }
+    }
+
+    pub fn delay_mut(&mut self) -> &mut Delay {
+        match self {
+            Fault::Error { delay, .. }
+            | Fault::Throttle { delay, .. }
+            | Fault::Latency { delay, .. }
+            | Fault::Reset { delay, .. }
+            | Fault::NotFoundAfterCreate { delay, .. } => delay,
+        }
+    }
+
+    /// The rule's message, for the kinds that answer one.
+    pub fn message_text(&self) -> Option<&str> {
+        match self {
+            Fault::Error { message, .. }
+            | Fault::Throttle { message, .. }
+            | Fault::NotFoundAfterCreate { message, .. } => message.as_deref(),
+            Fault::Latency { .. } | Fault::Reset { .. } => None,
+        }
+    }
+
+    /// The rule's error code, for the kinds that answer one.
+    pub fn code_text(&self) -> Option<&str> {
+        match self {
+            Fault::Error { code, .. }
+            | Fault::Throttle { code, .. }
+            | Fault::NotFoundAfterCreate { code, .. } => code.as_deref(),
+            Fault::Latency { .. } | Fault::Reset { .. } => None,
+        }
+    }
+
+    /// Matches only this cloud's engine ([`Faults::for_cloud`]).
+    pub fn cloud(mut self, cloud: &str) -> Fault {
+        self.when_mut().cloud = Some(cloud.to_string());
+        self
+    }
+
+    /// Matches only this service.
+    pub fn service(mut self, service: &str) -> Fault {
+        self.when_mut().service = Some(service.to_string());
+        self
+    }
+
+    /// Matches only this HTTP method.
+    pub fn method(mut self, method: &str) -> Fault {
+        self.when_mut().method = Some(method.to_string());
+        self
+    }
+
+    /// Matches only paths this regex is found in.
+    pub fn path(mut self, regex: impl Into<String>) -> Fault {
+        self.when_mut().path = Some(regex.into());
+        self
+    }
+
+    /// Matches only this operation.
+    pub fn operation(mut self, operation: &str) -> Fault {
+        self.when_mut().operation = Some(operation.to_string());
+        self
+    }
+
+    /// Matches only this resource.
+    pub fn resource(mut self, resource: impl Into<String>) -> Fault {
+        self.when_mut().resource = Some(resource.into());
+        self
+    }
+
+    /// Fires with this probability.
+    pub fn probability(mut self, p: f64) -> Fault {
+        self.when_mut().probability = Some(p);
+        self
+    }
+
+    /// Fires this many times (`None`: until removed).
+    pub fn count(mut self, count: Option<u32>) -> Fault {
+        self.when_mut().count = count;
+        self
+    }
+
+    /// Waits `latency_ms` (plus the jitter) before answering.
+    pub fn after_ms(mut self, latency_ms: u64) -> Fault {
+        self.delay_mut().latency_ms = Some(latency_ms);
+        self
+    }
+
+    /// Adds a uniform `0..=jitter_ms` to the delay.
+    pub fn jitter_ms(mut self, jitter_ms: u64) -> Fault {
+        self.delay_mut().jitter_ms = Some(jitter_ms);
+        self
+    }
+
+    /// The message of the answer (error, throttle and not-found kinds; ignored otherwise).
+    pub fn message(mut self, text: impl Into<String>) -> Fault {
+        if let Fault::Error { message, .. }
+        | Fault::Throttle { message, .. }
+        | Fault::NotFoundAfterCreate { message, .. } = &mut self
+        {
+            *message = Some(text.into());
+        }
+        self
+    }
+
+    /// The cloud error code of the answer (error, throttle and not-found kinds).
+    pub fn code(mut self, text: impl Into<String>) -> Fault {
+        if let Fault::Error { code, .. }
+        | Fault::Throttle { code, .. }
+        | Fault::NotFoundAfterCreate { code, .. } = &mut self
+        {
+            *code = Some(text.into());
+        }
+        self
+    }
+}
+
+impl From<Fault> for FaultJson {
+    fn from(f: Fault) -> FaultJson {
+        let kind = f.kind();
+        let (when, delay) = (f.when().clone(), *f.delay());
+        let mut json = FaultJson {
+            cloud: when.cloud,
+            service: when.service,
+            method: when.method,
+            path: when.path,
+            operation: when.operation,
+            resource: when.resource,
+            probability: when.probability,
+            count: when.count,
+            latency_ms: delay.latency_ms,
+            jitter_ms: delay.jitter_ms,
+            ..Default::default()
+        };
+        match f {
+            Fault::Error {
+                status,
+                code,
+                message,
+                ..
+            } => {
+                json.status = status;
+                json.code = code;
+                json.message = message;
+            }
+            Fault::Throttle {
+                status,
+                code,
+                message,
+                ..
+            } => {
+                json.status = status.unwrap_or(0);
+                json.code = code;
+                json.message = message;
+            }
+            Fault::Latency { .. } | Fault::Reset { .. } => {}
+            Fault::NotFoundAfterCreate {
+                window_ms,
+                window_reads,
+                code,
+                message,
+                ..
+            } => {
+                json.window_ms = window_ms;
+                json.window_reads = window_reads;
+                json.code = code;
+                json.message = message;
+            }
+        }
+        // The kind is written only where the default would not give it back.
+        if json.effective_kind() != kind {
+            json.kind = Some(kind);
+        }
+        json
+    }
+}
+
+impl TryFrom<FaultJson> for Fault {
+    type Error = FaultError;
+
+    /// Checks the rule (the errors, in this order: count, probability, status, effect,
+    /// window fields, path regex).
+    fn try_from(json: FaultJson) -> Result<Fault, FaultError> {
+        let kind = json.effective_kind();
+        check_when(json.count, json.probability)?;
+        if matches!(
+            kind,
+            FaultKind::Latency | FaultKind::Reset | FaultKind::NotFoundAfterCreate
+        ) && json.status != 0
+        {
+            return Err(FaultError::Unused {
+                kind,
+                field: "a status",
+            });
+        }
+        let when = Matcher {
+            cloud: json.cloud,
+            service: json.service,
+            method: json.method,
+            path: json.path,
+            operation: json.operation,
+            resource: json.resource,
+            probability: json.probability,
+            count: json.count,
+        };
+        let delay = Delay {
+            latency_ms: json.latency_ms,
+            jitter_ms: json.jitter_ms,
+        };
+        let (window_ms, window_reads) = (json.window_ms, json.window_reads);
+        let fault = match kind {
+            FaultKind::Error => Fault::Error {
+                when,
+                delay,
+                status: json.status,
+                code: json.code,
+                message: json.message,
+            },
+            FaultKind::Throttle => Fault::Throttle {
+                when,
+                delay,
+                status: (json.status != 0).then_some(json.status),
+                code: json.code,
+                message: json.message,
+            },
+            FaultKind::Latency => Fault::Latency { when, delay },
+            FaultKind::Reset => Fault::Reset { when, delay },
+            FaultKind::NotFoundAfterCreate => Fault::NotFoundAfterCreate {
+                when,
+                delay,
+                window_ms,
+                window_reads,
+                code: json.code,
+                message: json.message,
+            },
+        };
+        check_effect(&fault)?;
+        if kind != FaultKind::NotFoundAfterCreate && (window_ms.is_some() || window_reads.is_some())
+        {
+            return Err(FaultError::Unused {
+                kind,
+                field: "window_ms/window_reads",
+            });
+        }
+        compile_path(&fault)?;
+        Ok(fault)
+    }
+}
+
+/// What [`Faults::try_add`] takes: a [`Fault`] or its JSON.
+pub trait IntoFault {
+    /// The checked rule and the JSON the listing shows for it.
+    fn into_fault(self) -> Result<(Fault, FaultJson), FaultError>;
+}
+
+impl IntoFault for Fault {
+    fn into_fault(self) -> Result<(Fault, FaultJson), FaultError> {
+        check_when(self.when().count, self.when().probability)?;
+        check_effect(&self)?;
+        compile_path(&self)?;
+        let json = FaultJson::from(self.clone());
+        Ok((self, json))
+    }
+}
+
+impl IntoFault for FaultJson {
+    fn into_fault(self) -> Result<(Fault, FaultJson), FaultError> {
+        let fault = Fault::try_from(self.clone())?;
+        Ok((fault, self))
+    }
+}
+
+fn check_when(count: Option<u32>, probability: Option<f64>) -> Result<(), FaultError> {
+    if count == Some(0) {
+        return Err(FaultError::ZeroCount);
+    }
+    if let Some(p) = probability
+        && !(0.0..=1.0).contains(&p)
+    {
+        return Err(FaultError::BadProbability(p));
+    }
+    Ok(())
+}
+
+fn check_effect(fault: &Fault) -> Result<(), FaultError> {
+    match fault {
+        Fault::Error { status, .. } if !(400..=599).contains(status) => {
+            Err(FaultError::BadStatus(*status))
+        }
+        Fault::Throttle {
+            status: Some(status),
+            ..
+        } if !(400..=599).contains(status) => Err(FaultError::BadStatus(*status)),
+        Fault::Latency { delay, .. } if delay.latency_ms.is_none() && delay.jitter_ms.is_none() => {
+            Err(FaultError::NoEffect)
+        }
+        Fault::NotFoundAfterCreate {
+            window_ms,
+            window_reads,
+            ..
+        } if window_ms.unwrap_or(0) == 0 && window_reads.unwrap_or(0) == 0 => {
+            Err(FaultError::NoWindow)
+        }
+        _ => Ok(()),
+    }
+}
+
+fn compile_path(fault: &Fault) -> Result<Option<Regex>, FaultError> {
+    match &fault.when().path {
+        Some(p) => Ok(Some(Regex::new(p).map_err(|source| {
+            FaultError::BadPath {
+                pattern: p.clone(),
+                source,
+            }
+        })?)),
+        None => Ok(None),
     }
 }
 
@@ -190,14 +629,41 @@ pub enum FaultError {
     },
 }
 
-/// A rule with its id and how often it fired, as listed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A rule with its id and how often it fired, as listed: `{"id": N, ...the rule's JSON as
+/// written, with the count left..., "fired": N}`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct FaultStatus {
     pub id: u64,
-    #[serde(flatten)]
+    /// The rule; its `when().count` is what is left.
     pub rule: Fault,
-    /// Times fired so far. `rule.count` is what is left.
+    /// Times fired so far.
     pub fired: u64,
+    json: FaultJson,
+}
+
+impl FaultStatus {
+    /// The rule as it was written (with the count left), as the listing shows it.
+    pub fn json(&self) -> &FaultJson {
+        &self.json
+    }
+}
+
+impl Serialize for FaultStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Listed<'a> {
+            id: u64,
+            #[serde(flatten)]
+            rule: &'a FaultJson,
+            fired: u64,
+        }
+        Listed {
+            id: self.id,
+            rule: &self.json,
+            fired: self.fired,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// What the cloud must do for one request.
@@ -238,38 +704,40 @@ pub struct RequestInfo<'a> {
     pub resource: Option<&'a str>,
 }
 
-/// A cloud's own throttling answer: `(status, code, message)`, by cloud name when known,
-/// else by service name. Sources: EC2 `RequestLimitExceeded` is a 503
-/// (docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html); ELB `Throttling`
-/// a 400 (aws-sdk-go-v2 `aws/retry/throttle_error.go` codes); OpenStack services answer
-/// 429 with `Retry-After`; vSphere answers an expired or throttled session with the
-/// `NotAuthenticated` SOAP fault (HTTP 500).
-pub fn throttle_preset(
-    cloud: Option<&str>,
-    service: &str,
-) -> (u16, Option<&'static str>, &'static str) {
-    match (cloud, service) {
-        (Some("vsphere"), _) => (
-            500,
-            Some("NotAuthenticated"),
-            "The session is not authenticated.",
-        ),
-        (_, "ec2") => (503, Some("RequestLimitExceeded"), "Request limit exceeded."),
-        (_, "elb" | "elbv2") => (400, Some("Throttling"), "Rate exceeded"),
-        _ => (429, None, "Rate limit exceeded, retry later."),
-    }
+/// A cloud's own throttling answer for a service: status, error code, default message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttle {
+    pub status: u16,
+    pub code: Option<&'static str>,
+    pub message: &'static str,
+}
+
+impl Throttle {
+    /// HTTP's own answer (429), used when a cloud names no preset (OpenStack services
+    /// answer so, with `Retry-After`).
+    pub const TOO_MANY_REQUESTS: Throttle = Throttle {
+        status: 429,
+        code: None,
+        message: "Rate limit exceeded, retry later.",
+    };
+}
+
+/// How a cloud throttles, by service name (each mock supplies its own).
+pub type ThrottlePreset = fn(&str) -> Throttle;
+
+fn default_throttle(_service: &str) -> Throttle {
+    Throttle::TOO_MANY_REQUESTS
 }
 
 #[derive(Debug)]
 struct Active {
     status: FaultStatus,
-    kind: FaultKind,
     path: Option<Regex>,
 }
 
 impl Active {
     fn matches(&self, cloud: Option<&str>, req: &RequestInfo<'_>) -> bool {
-        let rule = &self.status.rule;
+        let when = self.status.rule.when();
         fn same(want: &Option<String>, got: Option<&str>) -> bool {
             want.as_deref().is_none_or(|w| got == Some(w))
         }
@@ -277,11 +745,11 @@ impl Active {
             want.as_deref()
                 .is_none_or(|w| got.is_some_and(|g| g.eq_ignore_ascii_case(w)))
         }
-        same(&rule.cloud, cloud)
-            && same(&rule.service, Some(req.service))
-            && same_ci(&rule.method, Some(req.method))
-            && same_ci(&rule.operation, req.operation)
-            && same(&rule.resource, req.resource)
+        same(&when.cloud, cloud)
+            && same(&when.service, Some(req.service))
+            && same_ci(&when.method, Some(req.method))
+            && same_ci(&when.operation, req.operation)
+            && same(&when.resource, req.resource)
             && self.path.as_ref().is_none_or(|re| re.is_match(req.path))
     }
 }
@@ -321,65 +789,13 @@ pub struct Faults {
     inner: Arc<Mutex<Inner>>,
 }
 
-fn validate(rule: &Fault) -> Result<(FaultKind, Option<Regex>), FaultError> {
-    let kind = rule.effective_kind();
-    if rule.count == Some(0) {
-        return Err(FaultError::ZeroCount);
-    }
-    if let Some(p) = rule.probability
-        && !(0.0..=1.0).contains(&p)
-    {
-        return Err(FaultError::BadProbability(p));
-    }
-    let error_status = rule.status == 0 || (400..=599).contains(&rule.status);
-    match kind {
-        FaultKind::Error if !(400..=599).contains(&rule.status) => {
-            return Err(FaultError::BadStatus(rule.status));
-        }
-        FaultKind::Throttle if !error_status => return Err(FaultError::BadStatus(rule.status)),
-        FaultKind::Latency | FaultKind::Reset | FaultKind::NotFoundAfterCreate
-            if rule.status != 0 =>
-        {
-            return Err(FaultError::Unused {
-                kind,
-                field: "a status",
-            });
-        }
-        FaultKind::Latency if rule.latency_ms.is_none() && rule.jitter_ms.is_none() => {
-            return Err(FaultError::NoEffect);
-        }
-        FaultKind::NotFoundAfterCreate
-            if rule.window_ms.unwrap_or(0) == 0 && rule.window_reads.unwrap_or(0) == 0 =>
-        {
-            return Err(FaultError::NoWindow);
-        }
-        _ => {}
-    }
-    if kind != FaultKind::NotFoundAfterCreate
-        && (rule.window_ms.is_some() || rule.window_reads.is_some())
-    {
-        return Err(FaultError::Unused {
-            kind,
-            field: "window_ms/window_reads",
-        });
-    }
-    let path = match &rule.path {
-        Some(p) => Some(Regex::new(p).map_err(|source| FaultError::BadPath {
-            pattern: p.clone(),
-            source,
-        })?),
-        None => None,
-    };
-    Ok((kind, path))
-}
-
 impl Faults {
     pub fn new() -> Self {
         Self::default()
     }
 
     /// An engine for one cloud (`"openstack"`, `"aws"`, `"vsphere"`): rules with a `cloud`
-    /// matcher compare against it, and throttling presets follow it.
+    /// matcher compare against it.
     pub fn for_cloud(cloud: &str) -> Self {
         let faults = Self::default();
         faults.lock().cloud = Some(cloud.to_string());
@@ -397,35 +813,37 @@ impl Faults {
     /// # Panics
     /// If the rule is invalid (see [`Faults::try_add`]); that is a bug in the calling
     /// test. Rules that come from outside the process go through `try_add`.
-    pub fn add(&self, rule: impl Into<Fault>) -> u64 {
+    pub fn add(&self, rule: impl IntoFault) -> u64 {
         match self.try_add(rule) {
             Ok(id) => id,
             Err(e) => panic!("invalid fault rule: {e}"),
         }
     }
 
-    /// Validates and adds a rule; returns its id (ids start at 1 and are never reused).
-    pub fn try_add(&self, rule: impl Into<Fault>) -> Result<u64, FaultError> {
-        let rule = rule.into();
-        let (kind, path) = validate(&rule)?;
+    /// Checks and adds a rule; returns its id (ids start at 1 and are never reused).
+    pub fn try_add(&self, rule: impl IntoFault) -> Result<u64, FaultError> {
+        let (rule, json) = rule.into_fault()?;
+        let path = compile_path(&rule)?;
         let mut inner = self.lock();
-        Ok(push(&mut inner, rule, kind, path))
+        Ok(push(&mut inner, rule, json, path))
     }
 
-    /// Validates every rule first, then adds them all (or none); returns their ids.
-    pub fn try_add_all(&self, rules: Vec<Fault>) -> Result<Vec<u64>, FaultError> {
+    /// Checks every rule first, then adds them all (or none); returns their ids.
+    pub fn try_add_all<R: IntoFault>(&self, rules: Vec<R>) -> Result<Vec<u64>, FaultError> {
         let mut checked = Vec::with_capacity(rules.len());
         for (index, rule) in rules.into_iter().enumerate() {
-            let (kind, path) = validate(&rule).map_err(|e| FaultError::InList {
+            let in_list = |e| FaultError::InList {
                 index,
                 source: Box::new(e),
-            })?;
-            checked.push((rule, kind, path));
+            };
+            let (rule, json) = rule.into_fault().map_err(in_list)?;
+            let path = compile_path(&rule).map_err(in_list)?;
+            checked.push((rule, json, path));
         }
         let mut inner = self.lock();
         Ok(checked
             .into_iter()
-            .map(|(rule, kind, path)| push(&mut inner, rule, kind, path))
+            .map(|(rule, json, path)| push(&mut inner, rule, json, path))
             .collect())
     }
 
@@ -470,7 +888,7 @@ impl Faults {
         self.lock()
             .rules
             .iter()
-            .any(|a| a.kind == FaultKind::NotFoundAfterCreate)
+            .any(|a| a.status.rule.kind() == FaultKind::NotFoundAfterCreate)
     }
 
     /// The mock created resource `id` just now.
@@ -496,9 +914,19 @@ impl Faults {
         })
     }
 
-    /// The first (oldest) matching rule that fires decides: its count goes down by one
-    /// and a rule with nothing left is removed.
+    /// [`Faults::check_throttled`] with HTTP's own throttling answer.
     pub fn check_request(&self, req: &RequestInfo<'_>) -> Option<FiredFault> {
+        self.check_throttled(req, default_throttle)
+    }
+
+    /// The first (oldest) matching rule that fires decides: its count goes down by one
+    /// and a rule with nothing left is removed. `throttle` is the cloud's preset for
+    /// `throttle` rules (each mock has its own, see [`crate::Gate::throttle`]).
+    pub fn check_throttled(
+        &self,
+        req: &RequestInfo<'_>,
+        throttle: ThrottlePreset,
+    ) -> Option<FiredFault> {
         let now = Instant::now();
         let mut guard = self.lock();
         let inner = &mut *guard;
@@ -508,12 +936,16 @@ impl Faults {
             if !active.matches(cloud.as_deref(), req) {
                 continue;
             }
-            if active.kind == FaultKind::NotFoundAfterCreate
-                && !in_window(&active.status.rule, &inner.created, req, now)
+            if let Fault::NotFoundAfterCreate {
+                window_ms,
+                window_reads,
+                ..
+            } = &active.status.rule
+                && !in_window(*window_ms, *window_reads, &inner.created, req, now)
             {
                 continue;
             }
-            if let Some(p) = active.status.rule.probability
+            if let Some(p) = active.status.rule.when().probability
                 && inner.rng.f64() >= p
             {
                 continue;
@@ -524,8 +956,10 @@ impl Faults {
         let index = chosen?;
         let active = &mut inner.rules[index];
         active.status.fired += 1;
-        let rule = &mut active.status.rule;
-        let latency = match (rule.latency_ms, rule.jitter_ms) {
+        let rule_id = active.status.id;
+        let rule = &active.status.rule;
+        let delay = *rule.delay();
+        let latency = match (delay.latency_ms, delay.jitter_ms) {
             (None, None) => None,
             (base, jitter) => {
                 let extra = jitter.map_or(0, |j| inner.rng.u64(0..=j));
@@ -534,64 +968,64 @@ impl Faults {
                 ))
             }
         };
-        let message = rule.message.clone();
-        let fired = match active.kind {
-            FaultKind::Error => FiredFault {
-                rule_id: active.status.id,
-                status: Some(rule.status),
+        let message = rule.message_text().map(str::to_string);
+        let code = rule.code_text().map(str::to_string);
+        let fired = match rule {
+            Fault::Error { status, .. } => FiredFault {
+                rule_id,
+                status: Some(*status),
                 message,
                 latency,
-                code: rule.code.clone(),
+                code,
                 action: FaultAction::Error,
             },
-            FaultKind::Throttle => {
-                let (status, code, default) = throttle_preset(cloud.as_deref(), req.service);
+            Fault::Throttle { status, .. } => {
+                let preset = throttle(req.service);
                 FiredFault {
-                    rule_id: active.status.id,
-                    status: Some(if rule.status != 0 {
-                        rule.status
-                    } else {
-                        status
-                    }),
-                    message: message.or_else(|| Some(default.to_string())),
+                    rule_id,
+                    status: Some(status.unwrap_or(preset.status)),
+                    message: message.or_else(|| Some(preset.message.to_string())),
                     latency,
-                    code: rule.code.clone().or(code.map(str::to_string)),
+                    code: code.or(preset.code.map(str::to_string)),
                     action: FaultAction::Error,
                 }
             }
-            FaultKind::Latency => FiredFault {
-                rule_id: active.status.id,
+            Fault::Latency { .. } => FiredFault {
+                rule_id,
                 status: None,
                 message,
                 latency,
                 code: None,
                 action: FaultAction::Serve,
             },
-            FaultKind::Reset => FiredFault {
-                rule_id: active.status.id,
+            Fault::Reset { .. } => FiredFault {
+                rule_id,
                 status: None,
                 message,
                 latency,
                 code: None,
                 action: FaultAction::Reset,
             },
-            FaultKind::NotFoundAfterCreate => {
+            Fault::NotFoundAfterCreate { .. } => {
                 if let Some(c) = req.resource.and_then(|r| inner.created.get_mut(r)) {
                     c.reads += 1;
                 }
                 FiredFault {
-                    rule_id: active.status.id,
+                    rule_id,
                     status: Some(404),
                     message,
                     latency,
-                    code: rule.code.clone(),
+                    code,
                     action: FaultAction::NotFound,
                 }
             }
         };
-        if let Some(left) = rule.count.as_mut() {
+        let active = &mut inner.rules[index];
+        if let Some(left) = active.status.rule.when_mut().count.as_mut() {
             *left = left.saturating_sub(1);
-            if *left == 0 {
+            let left = *left;
+            active.status.json.count = Some(left);
+            if left == 0 {
                 inner.rules.remove(index);
             }
         }
@@ -599,12 +1033,16 @@ impl Faults {
     }
 }
 
-fn push(inner: &mut Inner, rule: Fault, kind: FaultKind, path: Option<Regex>) -> u64 {
+fn push(inner: &mut Inner, rule: Fault, json: FaultJson, path: Option<Regex>) -> u64 {
     inner.next_id += 1;
     let id = inner.next_id;
     inner.rules.push(Active {
-        status: FaultStatus { id, rule, fired: 0 },
-        kind,
+        status: FaultStatus {
+            id,
+            rule,
+            fired: 0,
+            json,
+        },
         path,
     });
     id
@@ -612,7 +1050,8 @@ fn push(inner: &mut Inner, rule: Fault, kind: FaultKind, path: Option<Regex>) ->
 
 /// Whether `req` reads a resource still inside the rule's not-found window.
 fn in_window(
-    rule: &Fault,
+    window_ms: Option<u64>,
+    window_reads: Option<u32>,
     created: &HashMap<String, Created>,
     req: &RequestInfo<'_>,
     now: Instant,
@@ -623,10 +1062,9 @@ fn in_window(
     let Some(c) = req.resource.and_then(|r| created.get(r)) else {
         return false;
     };
-    let by_time = rule
-        .window_ms
-        .is_none_or(|ms| now.saturating_duration_since(c.at) < Duration::from_millis(ms));
-    let by_reads = rule.window_reads.is_none_or(|n| c.reads < n);
+    let by_time =
+        window_ms.is_none_or(|ms| now.saturating_duration_since(c.at) < Duration::from_millis(ms));
+    let by_reads = window_reads.is_none_or(|n| c.reads < n);
     by_time && by_reads
 }
 
@@ -634,8 +1072,8 @@ fn in_window(
 mod tests {
     use super::*;
 
-    fn rule(path: &str, status: u16, count: Option<u32>) -> FaultRule {
-        FaultRule {
+    fn rule(path: &str, status: u16, count: Option<u32>) -> FaultJson {
+        FaultJson {
             path: Some(path.into()),
             status,
             count,
@@ -663,7 +1101,7 @@ mod tests {
             Some(id)
         );
         assert_eq!(f.list()[0].fired, 1);
-        assert_eq!(f.list()[0].rule.count, Some(1));
+        assert_eq!(f.list()[0].rule.when().count, Some(1));
         assert!(
             f.check("compute", "GET", "/compute/v2.1/servers/abc")
                 .is_some()
@@ -678,7 +1116,7 @@ mod tests {
     #[test]
     fn matchers_filter_service_method_and_path() {
         let f = Faults::new();
-        f.add(FaultRule {
+        f.add(FaultJson {
             service: Some("network".into()),
             method: Some("get".into()),
             path: Some("/ports$".into()),
@@ -699,12 +1137,12 @@ mod tests {
     #[test]
     fn cloud_operation_and_resource_matchers() {
         let f = Faults::for_cloud("openstack");
-        f.add(Fault {
+        f.add(FaultJson {
             cloud: Some("aws".into()),
             status: 500,
             ..Default::default()
         });
-        f.add(Fault {
+        f.add(FaultJson {
             cloud: Some("openstack".into()),
             operation: Some("get SERVERS".into()),
             resource: Some("abc".into()),
@@ -720,7 +1158,7 @@ mod tests {
     #[test]
     fn latency_only_rule_has_no_status() {
         let f = Faults::new();
-        f.add(FaultRule {
+        f.add(FaultJson {
             latency_ms: Some(5),
             ..Default::default()
         });
@@ -736,7 +1174,7 @@ mod tests {
         let run = |seed: u64| {
             let f = Faults::new();
             f.set_seed(seed);
-            f.add(Fault {
+            f.add(FaultJson {
                 latency_ms: Some(10),
                 jitter_ms: Some(20),
                 ..Default::default()
@@ -761,7 +1199,7 @@ mod tests {
         let run = |seed: u64| {
             let f = Faults::new();
             f.set_seed(seed);
-            f.add(Fault {
+            f.add(FaultJson {
                 status: 500,
                 probability: Some(0.3),
                 ..Default::default()
@@ -780,7 +1218,7 @@ mod tests {
     #[test]
     fn a_rule_that_rolls_no_lets_the_next_one_fire() {
         let f = Faults::new();
-        f.add(Fault {
+        f.add(FaultJson {
             status: 500,
             probability: Some(0.0),
             ..Default::default()
@@ -794,35 +1232,107 @@ mod tests {
     }
 
     #[test]
-    fn throttle_presets_follow_the_cloud() {
-        let throttle = Fault {
-            kind: Some(FaultKind::Throttle),
-            ..Default::default()
-        };
+    fn throttle_answers_follow_the_mocks_preset() {
+        fn preset(service: &str) -> Throttle {
+            match service {
+                "ec2" => Throttle {
+                    status: 503,
+                    code: Some("RequestLimitExceeded"),
+                    message: "Request limit exceeded.",
+                },
+                _ => Throttle::TOO_MANY_REQUESTS,
+            }
+        }
         let f = Faults::new();
-        f.add(throttle.clone());
-        let ec2 = f.check("ec2", "POST", "/DescribeInstances").expect("ec2");
+        f.add(Fault::throttle());
+        let req = |service| RequestInfo {
+            service,
+            method: "POST",
+            path: "/",
+            operation: None,
+            resource: None,
+        };
+        let ec2 = f.check_throttled(&req("ec2"), preset).expect("ec2");
         assert_eq!(
-            (ec2.status, ec2.code.as_deref()),
-            (Some(503), Some("RequestLimitExceeded"))
+            (ec2.status, ec2.code.as_deref(), ec2.message.as_deref()),
+            (
+                Some(503),
+                Some("RequestLimitExceeded"),
+                Some("Request limit exceeded.")
+            )
         );
-        let elb = f.check("elbv2", "POST", "/x").expect("elb");
+        let os = f.check_throttled(&req("compute"), preset).expect("os");
+        assert_eq!((os.status, os.code), (Some(429), None));
+        // Without a preset: HTTP's 429; the rule's own status, code and message win.
+        let plain = Faults::new();
+        plain.add(Fault::throttle().code("SlowDown").message("later"));
+        let hit = plain.check("sdk", "POST", "/sdk").expect("fires");
         assert_eq!(
-            (elb.status, elb.code.as_deref()),
-            (Some(400), Some("Throttling"))
+            (hit.status, hit.code.as_deref(), hit.message.as_deref()),
+            (Some(429), Some("SlowDown"), Some("later"))
         );
-        let os = f.check("compute", "GET", "/x").expect("os");
-        assert_eq!(os.status, Some(429));
-        let v = Faults::for_cloud("vsphere");
-        v.add(throttle);
-        let vs = v.check("sdk", "POST", "/sdk").expect("vsphere");
-        assert_eq!(vs.code.as_deref(), Some("NotAuthenticated"));
+        let own = Faults::new();
+        own.add(FaultJson {
+            kind: Some(FaultKind::Throttle),
+            status: 500,
+            ..Default::default()
+        });
+        assert_eq!(
+            own.check_throttled(&req("ec2"), preset)
+                .and_then(|h| h.status),
+            Some(500)
+        );
+    }
+
+    #[test]
+    fn listing_shows_the_rule_as_written_with_the_count_left() {
+        let f = Faults::new();
+        let written = r#"{"kind":"error","status":503,"count":2,"message":null}"#;
+        let json: FaultJson = serde_json::from_str(written).expect("parse");
+        f.add(json);
+        f.add(Fault::latency(5).service("compute"));
+        f.check("x", "GET", "/");
+        let listed = serde_json::to_value(f.list()).expect("json");
+        assert_eq!(
+            listed,
+            serde_json::json!([
+                {"id": 1, "service": null, "method": null, "path": null, "count": 1,
+                 "kind": "error", "status": 503, "message": null, "latency_ms": null, "fired": 1},
+                {"id": 2, "service": "compute", "method": null, "path": null, "count": null,
+                 "status": 0, "message": null, "latency_ms": 5, "fired": 0},
+            ])
+        );
+    }
+
+    #[test]
+    fn constructors_round_trip_through_json() {
+        let rules = [
+            Fault::error(503)
+                .service("compute")
+                .method("GET")
+                .path("/servers/")
+                .message("m")
+                .count(Some(2)),
+            Fault::throttle()
+                .operation("DescribeVpcs")
+                .resource("vpc-1")
+                .probability(0.5),
+            Fault::latency(10).jitter_ms(5).cloud("aws"),
+            Fault::reset().after_ms(3),
+            Fault::not_found_after_create(None, Some(2)).code("NotFound"),
+        ];
+        for rule in rules {
+            let json = serde_json::to_string(&rule).expect("json");
+            let back: Fault = serde_json::from_str(&json).expect("parse");
+            assert_eq!(back, rule, "{json}");
+        }
+        assert!(serde_json::from_str::<Fault>(r#"{"status":200}"#).is_err());
     }
 
     #[test]
     fn reset_rule_asks_for_a_dropped_connection() {
         let f = Faults::new();
-        f.add(Fault {
+        f.add(FaultJson {
             kind: Some(FaultKind::Reset),
             count: Some(1),
             ..Default::default()
@@ -835,7 +1345,7 @@ mod tests {
     #[test]
     fn not_found_window_by_reads_covers_only_new_resources_and_gets() {
         let f = Faults::new();
-        f.add(Fault {
+        f.add(FaultJson {
             kind: Some(FaultKind::NotFoundAfterCreate),
             window_reads: Some(2),
             ..Default::default()
@@ -861,7 +1371,7 @@ mod tests {
     #[test]
     fn not_found_window_by_time_ends() {
         let f = Faults::new();
-        f.add(Fault {
+        f.add(FaultJson {
             kind: Some(FaultKind::NotFoundAfterCreate),
             window_ms: Some(30),
             ..Default::default()
@@ -895,36 +1405,36 @@ mod tests {
             Err(FaultError::ZeroCount)
         ));
         let bad = [
-            Fault {
+            FaultJson {
                 status: 500,
                 probability: Some(1.5),
                 ..Default::default()
             },
-            Fault {
+            FaultJson {
                 status: 500,
                 probability: Some(f64::NAN),
                 ..Default::default()
             },
-            Fault {
+            FaultJson {
                 kind: Some(FaultKind::Reset),
                 status: 500,
                 ..Default::default()
             },
-            Fault {
+            FaultJson {
                 kind: Some(FaultKind::NotFoundAfterCreate),
                 ..Default::default()
             },
-            Fault {
+            FaultJson {
                 status: 500,
                 window_ms: Some(5),
                 ..Default::default()
             },
-            Fault {
+            FaultJson {
                 kind: Some(FaultKind::Throttle),
                 status: 302,
                 ..Default::default()
             },
-            Fault {
+            FaultJson {
                 kind: Some(FaultKind::Error),
                 ..Default::default()
             },
@@ -938,11 +1448,11 @@ mod tests {
     #[test]
     fn add_all_is_all_or_nothing() {
         let f = Faults::new();
-        let good = Fault {
+        let good = FaultJson {
             status: 500,
             ..Default::default()
         };
-        let bad = Fault {
+        let bad = FaultJson {
             status: 200,
             ..Default::default()
         };

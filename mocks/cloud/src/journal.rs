@@ -27,6 +27,29 @@ pub struct JournalEntry {
     pub status: u16,
     /// The id of the fault rule that produced (or delayed) the answer.
     pub fault: Option<u64>,
+    /// The operation the request gate computed, in the cloud's terms (what fault rules'
+    /// `operation` matches; each mock documents it: OpenStack `"POST lbaas/loadbalancers"`,
+    /// AWS the `Action`, vSphere the SOAP method or vAPI operation). `None` when the mock
+    /// could not tell (a request refused before it was understood); absent in JSON written
+    /// before this field existed.
+    #[serde(default)]
+    pub operation: Option<String>,
+    /// The resource the request is about (an id, a name, a MoRef), when there is one.
+    #[serde(default)]
+    pub resource: Option<String>,
+}
+
+/// What a journal entry says about one request (all but the sequence number and time).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub service: &'a str,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: &'a str,
+    pub status: u16,
+    pub fault: Option<u64>,
+    pub operation: Option<&'a str>,
+    pub resource: Option<&'a str>,
 }
 
 #[derive(Debug)]
@@ -72,7 +95,7 @@ impl Journal {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Appends an entry stamped with the current time; returns its sequence number.
+    /// Appends an entry with no operation or resource; returns its sequence number.
     pub fn record(
         &self,
         service: &str,
@@ -82,6 +105,20 @@ impl Journal {
         status: u16,
         fault: Option<u64>,
     ) -> u64 {
+        self.append(Record {
+            service,
+            method,
+            path,
+            query,
+            status,
+            fault,
+            operation: None,
+            resource: None,
+        })
+    }
+
+    /// Appends an entry stamped with the current time; returns its sequence number.
+    pub fn append(&self, r: Record<'_>) -> u64 {
         let time = jiff::Timestamp::now();
         let mut inner = self.lock();
         let seq = inner.next_seq;
@@ -92,12 +129,14 @@ impl Journal {
         inner.entries.push_back(JournalEntry {
             seq,
             time,
-            service: service.to_string(),
-            method: method.to_string(),
-            path: path.to_string(),
-            query: query.to_string(),
-            status,
-            fault,
+            service: r.service.to_string(),
+            method: r.method.to_string(),
+            path: r.path.to_string(),
+            query: r.query.to_string(),
+            status: r.status,
+            fault: r.fault,
+            operation: r.operation.map(str::to_string),
+            resource: r.resource.map(str::to_string),
         });
         seq
     }
@@ -171,6 +210,27 @@ mod tests {
         j.clear();
         assert!(j.is_empty());
         assert_eq!(j.record("compute", "GET", "/", "", 200, None), 6);
+    }
+
+    #[test]
+    fn operation_and_resource_are_kept_and_optional_in_json() {
+        let j = Journal::new();
+        j.append(Record {
+            service: "elbv2",
+            method: "POST",
+            path: "/",
+            operation: Some("CreateLoadBalancer"),
+            resource: Some("lb-1"),
+            status: 200,
+            ..Default::default()
+        });
+        let e = &j.entries()[0];
+        assert_eq!(e.operation.as_deref(), Some("CreateLoadBalancer"));
+        assert_eq!(e.resource.as_deref(), Some("lb-1"));
+        let old = r#"{"seq":1,"time":"2026-01-01T00:00:00Z","service":"compute","method":"GET",
+            "path":"/","query":"","status":200,"fault":null}"#;
+        let e: JournalEntry = serde_json::from_str(old).expect("old entries still parse");
+        assert_eq!((e.operation, e.resource), (None, None));
     }
 
     #[test]

@@ -6,6 +6,12 @@
 //! ephemeral port with graceful shutdown, and the load balancers' data plane (a TCP/UDP
 //! proxy with health checks, so cases can send real traffic through a mock LB).
 //!
+//! Every mock mounts the same request gate (`gate`: classify, fault rules, latency, the
+//! fault's action, the handlers, the journal entry, the data plane's wake-up), runs the
+//! same data plane reconciler (`reconcile`) and is driven through the same [`MockCloud`]
+//! trait; each supplies only its cloud's notions (how to classify a request and render an
+//! error, what listeners to serve).
+//!
 //! Also: seed files (`seed`: initial state, fault rules and lifecycle modes in one JSON
 //! document, for `ccm-conformance mock <cloud> --seed FILE`), and a throwaway CA with HTTPS
 //! serving (`tls`) for clients that insist on it. The fault rule JSON, with an example, is
@@ -15,8 +21,11 @@
 pub mod admin;
 pub mod dataplane;
 pub mod faults;
+pub mod gate;
 pub mod journal;
 pub mod lifecycle;
+pub mod mock;
+pub mod reconcile;
 pub mod seed;
 pub mod serve;
 pub mod tls;
@@ -27,10 +36,13 @@ pub use dataplane::{
     Proxy, ProxyConfig,
 };
 pub use faults::{
-    Fault, FaultAction, FaultError, FaultKind, FaultRule, FaultStatus, Faults, FiredFault,
-    RequestInfo, throttle_preset,
+    Delay, Fault, FaultAction, FaultError, FaultJson, FaultKind, FaultStatus, Faults, FiredFault,
+    IntoFault, Matcher, RequestInfo, Throttle, ThrottlePreset,
 };
-pub use journal::{DEFAULT_JOURNAL_CAPACITY, Journal, JournalEntry};
+pub use gate::{Call, Classified, Gate, GateLayer, GateService, Wake};
+pub use journal::{DEFAULT_JOURNAL_CAPACITY, Journal, JournalEntry, Record};
 pub use lifecycle::{Lifecycle, LifecycleError, Mode, Phase, Policies};
+pub use mock::{MockCloud, MockOptions};
+pub use reconcile::{Listener, Planner, Reconciler};
 pub use seed::{LifecycleSeed, SeedError, SeedFile};
 pub use serve::{BoundListener, ServeError, ServerHandle, bind, connection_reset, serve};

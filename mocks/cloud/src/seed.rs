@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::faults::{Fault, FaultError, Faults};
+use crate::faults::{FaultError, FaultJson, Faults};
 use crate::lifecycle::{LifecycleError, Mode, Policies};
 
 /// Why a seed file was refused.
@@ -118,7 +118,8 @@ pub struct SeedFile<S = serde_json::Value> {
     #[serde(default)]
     pub state: S,
     #[serde(default)]
-    pub faults: Vec<Fault>,
+    /// Checked by [`SeedFile::parse`] (errors name the rule's index).
+    pub faults: Vec<FaultJson>,
     #[serde(default)]
     pub fault_seed: Option<u64>,
     #[serde(default)]

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use mock_cloud::{Fault, FaultKind, Faults, RequestInfo, SeedFile};
+use mock_cloud::{Fault, FaultJson, FaultKind, Faults, RequestInfo, SeedFile};
 use proptest::prelude::*;
 
 fn json_fragment() -> impl Strategy<Value = String> {
@@ -71,7 +71,7 @@ fn kind() -> impl Strategy<Value = Option<FaultKind>> {
     ]))
 }
 
-fn fault() -> impl Strategy<Value = Fault> {
+fn fault() -> impl Strategy<Value = FaultJson> {
     (
         prop::option::of("[a-z(\\[*+?.]{0,6}"),
         prop::option::of(prop::num::f64::ANY),
@@ -95,7 +95,7 @@ fn fault() -> impl Strategy<Value = Fault> {
                 window_ms,
                 window_reads,
             )| {
-                Fault {
+                FaultJson {
                     path,
                     probability,
                     count,

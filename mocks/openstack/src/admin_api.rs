@@ -375,7 +375,7 @@ mod tests {
                 ..Default::default()
             })
             .expect("create");
-        m.admin().faults().add(mock_cloud::FaultRule {
+        m.admin().faults().add(mock_cloud::FaultJson {
             status: 500,
             ..Default::default()
         });

@@ -1,15 +1,14 @@
 //! What happens to every request before it reaches a service: token check (what
 //! keystonemiddleware does in front of Nova and Neutron), fault injection, and the journal
-//! entry once the answer is known. Keeping it in one layer means no handler can forget it.
+//! entry once the answer is known. The steps are the shared gate's
+//! ([`mock_cloud::gate`]); this module says what OpenStack's requests are to it.
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::HeaderValue;
-use axum::middleware::Next;
 use axum::response::Response;
 
-use mock_cloud::{FaultAction, RequestInfo};
+use mock_cloud::gate::{Call, Classified, Gate, Wake};
+use mock_cloud::{Faults, Journal, Throttle};
 
 use crate::Shared;
 use crate::envelope::{self, Service};
@@ -84,85 +83,99 @@ async fn note_created(shared: &Shared, response: Response) -> Response {
     }
 }
 
-pub(crate) async fn gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
-    let path = req.uri().path().to_string();
-    let query = req.uri().query().unwrap_or("").to_string();
-    let method = req.method().clone();
-    let service = Service::of(&path);
-    let mut fault_id = None;
-    let mut reset = false;
+/// OpenStack's side of the shared request gate ([`mock_cloud::gate`]).
+///
+/// Journal entries and fault rules see: service = the API (`identity`, `compute`,
+/// `network`, `load-balancer`, `admin`, `other`); operation = [`operation_and_resource`]'s
+/// `"METHOD collection/{id}/..."` (e.g. `"POST lbaas/loadbalancers"`, `"GET servers/{id}"`,
+/// `"GET "` for a service's version document); resource = the last UUID in the path.
+/// Admin routes are never faulted and have neither (journaled as service `admin`). A missing or invalid token on
+/// Nova/Neutron/Octavia is answered 401 before fault rules (and journaled). Every request
+/// other than a GET wakes the data plane.
+impl Gate for Shared {
+    type Extra = Service;
 
-    let response = 'answer: {
+    fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    fn wake(&self) -> Option<&Wake> {
+        Some(&self.wake)
+    }
+
+    async fn classify(&self, req: Request) -> Classified<Service> {
+        let path = req.uri().path().to_string();
+        let method = req.method().clone();
+        let service = Service::of(&path);
+        let gated = service != Service::Admin;
+        let (operation, resource) = if gated {
+            let (operation, resource) = operation_and_resource(method.as_str(), &path);
+            (Some(operation), resource)
+        } else {
+            (None, None)
+        };
+        let call = Call {
+            service: service.name().to_string(),
+            method: method.to_string(),
+            query: req.uri().query().unwrap_or("").to_string(),
+            operation,
+            resource,
+            gated,
+            wakes: method != axum::http::Method::GET,
+            fault_method: None,
+            fault_path: None,
+            extra: service,
+            path,
+        };
         let needs_token = matches!(
             service,
             Service::Compute | Service::Network | Service::LoadBalancer
-        ) && !is_public_discovery(&path);
+        ) && !is_public_discovery(&call.path);
         if needs_token {
             let token = req
                 .headers()
                 .get("x-auth-token")
                 .and_then(|v| v.to_str().ok());
-            if !token.is_some_and(|t| shared.token_valid(t)) {
+            if !token.is_some_and(|t| self.token_valid(t)) {
                 let mut response = envelope::unauthorized();
                 // keystonemiddleware points clients at Keystone this way.
-                let challenge = format!("Keystone uri=\"{}/identity\"", shared.base);
+                let challenge = format!("Keystone uri=\"{}/identity\"", self.base);
                 if let Ok(value) = HeaderValue::from_str(&challenge) {
                     response.headers_mut().insert("www-authenticate", value);
                 }
-                break 'answer response;
+                return Classified::Answer(call, response);
             }
         }
-        if service != Service::Admin {
-            let (operation, resource) = operation_and_resource(method.as_str(), &path);
-            let fired = shared.faults.check_request(&RequestInfo {
-                service: service.name(),
-                method: method.as_str(),
-                path: &path,
-                operation: Some(&operation),
-                resource: resource.as_deref(),
-            });
-            if let Some(fired) = fired {
-                fault_id = Some(fired.rule_id);
-                if let Some(delay) = fired.latency {
-                    tokio::time::sleep(delay).await;
-                }
-                match fired.action {
-                    FaultAction::Serve => {}
-                    FaultAction::Reset => {
-                        reset = true;
-                        break 'answer mock_cloud::connection_reset();
-                    }
-                    FaultAction::Error | FaultAction::NotFound => {
-                        let status = fired.status.unwrap_or(500);
-                        break 'answer envelope::fault(service, status, fired.message.as_deref());
-                    }
-                }
-            }
-        }
-        let is_create = method == axum::http::Method::POST;
-        let response = next.run(req).await;
-        if is_create {
-            note_created(&shared, response).await
+        Classified::Pass(call, req)
+    }
+
+    /// OpenStack services answer throttling with 429 and `Retry-After` (the envelope adds
+    /// the header).
+    fn throttle(_service: &str) -> Throttle {
+        Throttle::TOO_MANY_REQUESTS
+    }
+
+    fn render_error(
+        &self,
+        call: &Call<Service>,
+        status: u16,
+        _code: Option<&str>,
+        message: Option<&str>,
+    ) -> Response {
+        envelope::fault(call.extra, status, message)
+    }
+
+    async fn served(&self, call: &Call<Service>, response: Response) -> Response {
+        if call.method == "POST" {
+            note_created(self, response).await
         } else {
             response
         }
-    };
-
-    // A dropped connection has no status; the journal says 0.
-    let status = if reset { 0 } else { response.status().as_u16() };
-    if method != axum::http::Method::GET {
-        shared.model_changed();
     }
-    shared.journal.record(
-        service.name(),
-        method.as_str(),
-        &path,
-        &query,
-        status,
-        fault_id,
-    );
-    tracing::debug!(service = service.name(), %method, %path, status, "request");
-    response
 }
 
 #[cfg(test)]
@@ -171,7 +184,7 @@ mod tests {
 
     use axum::body::Body;
     use axum::http::StatusCode;
-    use mock_cloud::FaultRule;
+    use mock_cloud::FaultJson;
 
     use crate::testing::Mock;
 
@@ -218,11 +231,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn journal_carries_operation_and_resource() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let id = m.admin().server_by_name("node-0").expect("seeded").id;
+        m.get(&format!("/compute/v2.1/servers/{id}"), &token).await;
+        m.send("GET", "/admin/servers", &[], Body::empty()).await;
+        let entries = m.shared.journal.entries();
+        let ops: Vec<(&str, Option<&str>, Option<&str>)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e.service.as_str(),
+                    e.operation.as_deref(),
+                    e.resource.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            vec![
+                ("identity", Some("POST auth/tokens"), None),
+                ("compute", Some("GET servers/{id}"), Some(id.as_str())),
+                ("admin", None, None),
+            ]
+        );
+    }
+
+    #[tokio::test]
     async fn compute_fault_fires_exactly_count_times_in_nova_envelope() {
         let m = Mock::seeded(1);
         let token = m.token().await;
         let id = m.admin().server_by_name("node-0").expect("seeded").id;
-        let rule = m.admin().faults().add(FaultRule {
+        let rule = m.admin().faults().add(FaultJson {
             service: Some("compute".into()),
             method: Some("GET".into()),
             path: Some("/servers/".into()),
@@ -230,6 +271,7 @@ mod tests {
             message: Some("injected".into()),
             count: Some(2),
             latency_ms: None,
+            ..Default::default()
         });
         let uri = format!("/compute/v2.1/servers/{id}");
         for _ in 0..2 {
@@ -248,23 +290,23 @@ mod tests {
     async fn faults_use_each_services_envelope() {
         let m = Mock::seeded(1);
         let token = m.token().await;
-        m.admin().faults().add(FaultRule {
+        m.admin().faults().add(FaultJson {
             service: Some("compute".into()),
             status: 404,
             ..Default::default()
         });
-        m.admin().faults().add(FaultRule {
+        m.admin().faults().add(FaultJson {
             service: Some("compute".into()),
             status: 429,
             ..Default::default()
         });
-        m.admin().faults().add(FaultRule {
+        m.admin().faults().add(FaultJson {
             service: Some("network".into()),
             status: 503,
             count: Some(1),
             ..Default::default()
         });
-        m.admin().faults().add(FaultRule {
+        m.admin().faults().add(FaultJson {
             service: Some("identity".into()),
             status: 500,
             count: Some(1),
@@ -296,7 +338,7 @@ mod tests {
     async fn latency_rule_delays_then_serves() {
         let m = Mock::seeded(1);
         let token = m.token().await;
-        m.admin().faults().add(FaultRule {
+        m.admin().faults().add(FaultJson {
             path: Some("/flavors$".into()),
             latency_ms: Some(50),
             count: Some(1),
@@ -317,7 +359,7 @@ mod tests {
     #[tokio::test]
     async fn admin_requests_are_never_faulted() {
         let m = Mock::seeded(1);
-        m.admin().faults().add(FaultRule {
+        m.admin().faults().add(FaultJson {
             status: 500,
             ..Default::default()
         });
@@ -362,7 +404,7 @@ mod tests {
         let token = m.token().await;
         let a = m.admin().server_by_name("node-0").expect("seeded").id;
         let b = m.admin().server_by_name("node-1").expect("seeded").id;
-        m.admin().faults().add(mock_cloud::Fault {
+        m.admin().faults().add(mock_cloud::FaultJson {
             operation: Some("GET servers/{id}".into()),
             resource: Some(a.clone()),
             status: 503,
@@ -378,7 +420,7 @@ mod tests {
     async fn throttle_preset_is_429_with_retry_after() {
         let m = Mock::seeded(1);
         let token = m.token().await;
-        m.admin().faults().add(mock_cloud::Fault {
+        m.admin().faults().add(mock_cloud::FaultJson {
             kind: Some(mock_cloud::FaultKind::Throttle),
             count: Some(1),
             ..Default::default()
@@ -393,7 +435,7 @@ mod tests {
     async fn just_created_load_balancer_is_not_found_for_two_reads() {
         let m = Mock::seeded(1);
         let token = m.token().await;
-        m.admin().faults().add(mock_cloud::Fault {
+        m.admin().faults().add(mock_cloud::FaultJson {
             service: Some("load-balancer".into()),
             kind: Some(mock_cloud::FaultKind::NotFoundAfterCreate),
             window_reads: Some(2),

@@ -226,20 +226,17 @@ pub(crate) struct Shared {
     tokens: Mutex<HashMap<String, Token>>,
     pub journal: Journal,
     pub faults: Faults,
-    /// Wakes the data plane's reconciler after a write.
-    pub dataplane_wake: tokio::sync::Notify,
-    /// Bumped after every write (and reset), so the reconciler can tell that nothing
-    /// changed since its last plan; see [`Shared::model_changed`].
-    pub dataplane_rev: std::sync::atomic::AtomicU64,
+    /// Wakes the data plane's reconciler after a write; its revision is bumped after every
+    /// write (and reset), so the reconciler can tell that nothing changed since its last
+    /// plan; see [`Shared::model_changed`].
+    pub wake: Arc<mock_cloud::Wake>,
 }
 
 impl Shared {
     /// Tells the data plane that the model changed: call after the change is made (and
     /// its lock released), so a plan made before it is never taken as current.
     pub fn model_changed(&self) {
-        self.dataplane_rev
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.dataplane_wake.notify_one();
+        self.wake.changed();
     }
 
     /// The cloud state. Callers hold it briefly and never across an await.
@@ -606,7 +603,7 @@ impl Admin {
 pub struct OpenStackMock {
     shared: Arc<Shared>,
     server: ServerHandle,
-    dataplane: octavia::DataPlane,
+    dataplane: mock_cloud::Reconciler,
     /// The CA file written for TLS (removed at shutdown).
     ca_file: Option<PathBuf>,
 }
@@ -651,7 +648,7 @@ impl OpenStackMock {
             ),
             None => (bound.serve(router(shared.clone())), None),
         };
-        let dataplane = octavia::DataPlane::start(shared.clone());
+        let dataplane = octavia::start_data_plane(shared.clone());
         tracing::info!(base = %shared.base, "mock OpenStack serving");
         Ok(OpenStackMock {
             shared,
@@ -740,22 +737,93 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         tokens: Mutex::new(HashMap::new()),
         journal: Journal::new(),
         faults,
-        dataplane_wake: tokio::sync::Notify::new(),
-        dataplane_rev: std::sync::atomic::AtomicU64::new(0),
+        wake: Arc::new(mock_cloud::Wake::new()),
         base,
         config,
     })
 }
 
-/// The whole HTTP surface.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+/// The admin routes (`/admin/...` once nested); [`router`] journals them through the
+/// gate (service `admin`).
+fn admin_routes(shared: Arc<Shared>) -> Router {
     let admin = Admin {
         shared: shared.clone(),
     };
     let reset_target = admin.clone();
     let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
-    let control = mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
-        .merge(admin_api::routes(admin));
+    mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
+        .merge(admin_api::routes(admin))
+}
+
+/// The admin routes on their own, journaled as the gate journals them (service `admin`,
+/// path with `/admin`).
+async fn journal_admin(
+    axum::extract::State(shared): axum::extract::State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let method = req.method().to_string();
+    let path = format!("/admin{}", req.uri().path());
+    let query = req.uri().query().unwrap_or("").to_string();
+    let response = next.run(req).await;
+    let status = response.status().as_u16();
+    shared
+        .journal
+        .record("admin", &method, &path, &query, status, None);
+    response
+}
+
+impl mock_cloud::MockCloud for OpenStackMock {
+    const LABEL: &'static str = "OpenStack";
+    type Seed = SeedFile;
+    type Config = Config;
+    type Error = Error;
+    type Ready = ReadyInfo;
+
+    fn load_seed(path: &std::path::Path) -> Result<SeedFile, mock_cloud::SeedError> {
+        SeedFile::load(path)
+    }
+
+    fn config(options: &mock_cloud::MockOptions, seed: SeedFile) -> Config {
+        Config {
+            listen: options.listen,
+            nodes: options.nodes,
+            tls: options.tls,
+            seed,
+            ..Default::default()
+        }
+    }
+
+    fn start(config: Config) -> impl std::future::Future<Output = Result<Self, Error>> + Send {
+        OpenStackMock::start(config)
+    }
+
+    fn is_seed_error(error: &Error) -> bool {
+        matches!(
+            error,
+            Error::Seed { .. } | Error::SeedFile(_) | Error::SeedFaults(_)
+        )
+    }
+
+    fn ready(&self) -> ReadyInfo {
+        self.ready_info()
+    }
+
+    fn admin_router(&self) -> Router {
+        admin_routes(self.shared.clone()).layer(axum::middleware::from_fn_with_state(
+            self.shared.clone(),
+            journal_admin,
+        ))
+    }
+
+    fn shutdown(self) -> impl std::future::Future<Output = ()> + Send {
+        OpenStackMock::shutdown(self)
+    }
+}
+
+/// The whole HTTP surface.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let control = admin_routes(shared.clone());
     Router::new()
         .merge(keystone::routes(shared.clone()))
         .merge(nova::routes(shared.clone()))
@@ -764,7 +832,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .nest("/admin", control)
         .fallback(envelope::not_found)
         .method_not_allowed_fallback(envelope::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(shared, gate::gate))
+        .layer(mock_cloud::GateLayer::new(shared))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
 }
 

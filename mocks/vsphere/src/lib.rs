@@ -15,7 +15,7 @@
 //! Journal and faults speak vSphere terms: a SOAP call is journaled with service `vim`,
 //! method `POST` and path `/sdk/<Method>` (e.g. `/sdk/FindByUuid`), so a fault rule
 //! `{"service":"vim","path":"FindByUuid","status":404}` fails that method only. For the
-//! fault engine (`Faults::for_cloud("vsphere")`) a call's `operation` is the SOAP method
+//! fault engine (`Faults::for_cloud("vsphere")`, through the shared request gate) a call's `operation` is the SOAP method
 //! and its `resource` the MoRef id it is about (`_this`, or for the PropertyCollector the
 //! first `obj` of the spec). A fired rule answers a vim25 fault (HTTP 500, as vCenter
 //! does): a `code` naming `NotAuthenticated`, `ManagedObjectNotFound`, `InvalidArgument` or
@@ -25,7 +25,9 @@
 //! status 0); `not_found_after_create` answers `ManagedObjectNotFound` for reads of a VM
 //! made by [`Admin::create_vm`] within the window. vAPI calls are journaled as service
 //! `vapi` with their real path, and a fired rule answers the vAPI error envelope with the
-//! rule's status.
+//! rule's status. Journal entries carry the same `operation` (the SOAP method; for vAPI
+//! `"METHOD path"`) and `resource` (the MoRef id) the fault engine saw; admin entries
+//! carry neither.
 //!
 //! [`Config::seed`] (`ccm-conformance mock vsphere --seed FILE`) adds VMs, tag categories,
 //! tags and attachments ([`VsphereState`]), fault rules and power-task lifecycle modes
@@ -54,7 +56,7 @@
 //! let vm = admin.vm_by_name("node-0").expect("seeded");
 //! admin.update_vm(&vm.id, mock_vsphere::VmPatch { ips: Some(vec!["198.18.0.99".into()]), ..Default::default() })
 //!     .expect("patch");
-//! admin.faults().add(mock_cloud::FaultRule { service: Some("vim".into()), path: Some("FindByUuid".into()), status: 401, count: Some(1), ..Default::default() });
+//! admin.faults().add(mock_cloud::Fault::error(401).service("vim").path("FindByUuid").count(Some(1)));
 //! println!("{}", serde_json::to_string(&mock.ready_info()).expect("json"));
 //! # Ok(()) }
 //! ```
@@ -75,8 +77,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use mock_cloud::lifecycle::Policies;
@@ -604,65 +605,137 @@ fn seed_zones(inv: &mut Inventory, z: &ZoneSeed) -> Result<(), AdminError> {
     Ok(())
 }
 
-/// Journals vAPI calls (service `vapi`) and applies fault rules to them.
-async fn vapi_gate(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
-    let method = req.method().to_string();
-    let path = req.uri().path().to_string();
-    let query = req.uri().query().unwrap_or("").to_string();
-    let fired = shared.faults.check("vapi", &method, &path);
-    let mut response = None;
-    if let Some(f) = &fired {
-        if let Some(d) = f.latency {
-            tokio::time::sleep(d).await;
-        }
-        if f.action == mock_cloud::FaultAction::Reset {
-            // A dropped connection has no status; the journal says 0.
-            shared
-                .journal
-                .record("vapi", &method, &path, &query, 0, Some(f.rule_id));
-            return mock_cloud::connection_reset();
-        }
-        if let Some(status) = f.status {
-            let status = axum::http::StatusCode::from_u16(status)
-                .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
-            let msg = f.message.clone().unwrap_or_else(|| "injected fault".into());
-            response = Some((status, axum::Json(serde_json::json!({"type": "com.vmware.vapi.std.errors.service_unavailable", "value": {"messages": [{"default_message": msg}]}}))).into_response());
-        }
+/// vSphere's vAPI (REST) side of the shared request gate ([`mock_cloud::gate`]).
+///
+/// Journal entries and fault rules see: service `vapi`, the HTTP method, path and query,
+/// operation = `"METHOD path"` (e.g. `"GET /api/vcenter/vm"`, as the journal path has it),
+/// no resource. Injected errors answer vAPI's error JSON.
+struct VapiGate {
+    shared: Arc<Shared>,
+}
+
+impl mock_cloud::Gate for VapiGate {
+    type Extra = ();
+
+    fn faults(&self) -> &Faults {
+        &self.shared.faults
     }
-    let response = match response {
-        Some(r) => r,
-        None => next.run(req).await,
-    };
-    shared.journal.record(
-        "vapi",
-        &method,
-        &path,
-        &query,
-        response.status().as_u16(),
-        fired.map(|f| f.rule_id),
-    );
-    response
+
+    fn journal(&self) -> &Journal {
+        &self.shared.journal
+    }
+
+    async fn classify(&self, req: Request) -> mock_cloud::Classified<()> {
+        let method = req.method().to_string();
+        let path = req.uri().path().to_string();
+        let call = mock_cloud::Call {
+            service: "vapi".to_string(),
+            operation: Some(format!("{method} {path}")),
+            query: req.uri().query().unwrap_or("").to_string(),
+            resource: None,
+            gated: true,
+            fault_method: None,
+            fault_path: None,
+            wakes: false,
+            extra: (),
+            method,
+            path,
+        };
+        mock_cloud::Classified::Pass(call, req)
+    }
+
+    fn throttle(_service: &str) -> mock_cloud::Throttle {
+        soap::throttle_preset()
+    }
+
+    fn render_error(
+        &self,
+        _call: &mock_cloud::Call,
+        status: u16,
+        _code: Option<&str>,
+        message: Option<&str>,
+    ) -> Response {
+        let status = axum::http::StatusCode::from_u16(status)
+            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        let msg = message.unwrap_or("injected fault");
+        (status, axum::Json(serde_json::json!({"type": "com.vmware.vapi.std.errors.service_unavailable", "value": {"messages": [{"default_message": msg}]}}))).into_response()
+    }
 }
 
 /// The whole HTTP surface.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+impl mock_cloud::MockCloud for VsphereMock {
+    const LABEL: &'static str = "vSphere";
+    type Seed = SeedFile;
+    type Config = Config;
+    type Error = Error;
+    type Ready = ReadyInfo;
+
+    fn load_seed(path: &std::path::Path) -> Result<SeedFile, mock_cloud::SeedError> {
+        SeedFile::load(path)
+    }
+
+    fn config(options: &mock_cloud::MockOptions, seed: SeedFile) -> Config {
+        Config {
+            listen: options.listen,
+            nodes: options.nodes,
+            seed,
+            ..Default::default()
+        }
+    }
+
+    fn start(config: Config) -> impl std::future::Future<Output = Result<Self, Error>> + Send {
+        VsphereMock::start(config)
+    }
+
+    fn is_seed_error(error: &Error) -> bool {
+        matches!(
+            error,
+            Error::Seed { .. } | Error::SeedFile(_) | Error::SeedFaults(_)
+        )
+    }
+
+    fn ready(&self) -> ReadyInfo {
+        self.ready_info()
+    }
+
+    fn admin_router(&self) -> Router {
+        admin_routes(self.shared.clone())
+    }
+
+    fn shutdown(self) -> impl std::future::Future<Output = ()> + Send {
+        VsphereMock::shutdown(self)
+    }
+}
+
+/// The admin routes (`/admin/...` once nested), journaled as service `admin`.
+pub(crate) fn admin_routes(shared: Arc<Shared>) -> Router {
     let admin = Admin {
         shared: shared.clone(),
     };
     let reset_target = admin.clone();
     let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
-    let control = mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
+    mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
         .merge(admin_api::routes(admin))
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             admin_api::journal_admin,
-        ));
-    let vapi = vapi::routes(shared.clone()).layer(axum::middleware::from_fn_with_state(
-        shared.clone(),
-        vapi_gate,
-    ));
+        ))
+}
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let control = admin_routes(shared.clone());
+    let vapi = vapi::routes(shared.clone()).layer(mock_cloud::GateLayer::new(Arc::new(VapiGate {
+        shared: shared.clone(),
+    })));
     Router::new()
-        .route("/sdk", post(soap::endpoint))
+        .route(
+            "/sdk",
+            post(soap::endpoint).route_layer(mock_cloud::GateLayer::new(Arc::new(
+                soap::SoapGate {
+                    shared: shared.clone(),
+                },
+            ))),
+        )
         .route("/sdk/vimServiceVersions.xml", get(soap::service_versions))
         .route("/sdk/vimService.wsdl", get(soap::wsdl))
         .with_state(shared)

@@ -535,7 +535,7 @@ async fn idle_sessions_expire() {
 async fn injected_faults_use_vim_envelopes() {
     let e = env();
     let key = e.login().await;
-    e.shared.faults.add(mock_cloud::FaultRule {
+    e.shared.faults.add(mock_cloud::FaultJson {
         service: Some("vim".into()),
         path: Some("FindByIp".into()),
         status: 404,
@@ -557,6 +557,14 @@ async fn injected_faults_use_vim_envelopes() {
     let faulted: Vec<_> = entries.iter().filter(|j| j.fault.is_some()).collect();
     assert_eq!(faulted.len(), 1);
     assert_eq!(faulted[0].path, "/sdk/FindByIp");
+    // The journal names the SOAP method as `operation` (what the harness reads).
+    assert_eq!(faulted[0].operation.as_deref(), Some("FindByIp"));
+    assert!(
+        entries
+            .iter()
+            .filter(|j| j.service == "vim")
+            .all(|j| j.operation.as_deref() == j.path.strip_prefix("/sdk/"))
+    );
 }
 
 async fn vapi_call(
@@ -877,7 +885,7 @@ mod fuzz {
 mod round4 {
     //! Fault kinds, seed files, the task lifecycle and the WSDL.
     use super::*;
-    use mock_cloud::{Fault as Rule, FaultKind, Mode};
+    use mock_cloud::{FaultJson as Rule, FaultKind, Mode};
 
     fn admin(e: &Env) -> Admin {
         Admin {

@@ -6,9 +6,10 @@
 //! `operating_status`, which the API then shows (members, pools, load balancers and the
 //! `/status` tree); listener `allowed_cidrs` filter clients.
 //!
-//! The Octavia model stays synchronous and HTTP-free: a reconciler task reads it (without
-//! counting reads, so lifecycle modes are unaffected), works out the wanted listeners,
-//! starts, updates and stops proxies to match, and writes member health back. It runs
+//! The Octavia model stays synchronous and HTTP-free: the shared reconciler
+//! ([`mock_cloud::reconcile`]) asks [`plan`] for the wanted listeners (reading the model
+//! without counting reads, so lifecycle modes are unaffected), starts, updates and stops
+//! proxies to match, and this module writes member health back. It runs
 //! after every write request and every [`RECONCILE_PERIOD`] (time-based lifecycles).
 //!
 //! What is served: load balancers that are ACTIVE or PENDING_UPDATE (an amphora keeps its
@@ -28,11 +29,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mock_cloud::{
-    Backend, Cidr, ExpectedCodes, HealthCheck, MemberStatus, Probe, Protocol, Proxy, ProxyConfig,
+    Backend, Cidr, ExpectedCodes, HealthCheck, MemberStatus, Planner, Probe, Protocol, Proxy,
+    ProxyConfig, Reconciler,
 };
 use serde_json::Value;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::Shared;
 use crate::model::Cloud;
@@ -243,50 +243,23 @@ pub(crate) fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
     plans
 }
 
-/// A running proxy and the plan it was last given.
-struct Running {
-    plan: ListenerPlan,
-    proxy: Proxy,
-}
-
 /// Proxies keyed by (listener, listen address, protocol).
 type Key = (String, SocketAddr, Protocol);
 
-fn key(plan: &ListenerPlan) -> Key {
-    (plan.listener_id.clone(), plan.listen, plan.protocol)
-}
+impl mock_cloud::Listener for ListenerPlan {
+    type Key = Key;
 
-/// The reconciler task; stopping it (or dropping it) stops every proxy.
-pub(crate) struct DataPlane {
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-}
-
-impl DataPlane {
-    pub fn start(shared: Arc<Shared>) -> DataPlane {
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(run(shared, stopped));
-        DataPlane {
-            stop: Some(stop),
-            task: Some(task),
-        }
+    fn key(&self) -> Key {
+        (self.listener_id.clone(), self.listen, self.protocol)
     }
 
-    /// Stops the reconciler and every proxy; when this returns their sockets are closed.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for DataPlane {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
+    fn config(&self) -> ProxyConfig {
+        ProxyConfig {
+            protocol: self.protocol,
+            listen: self.listen,
+            backends: self.members.iter().map(|(_, b)| *b).collect(),
+            allowed_cidrs: self.allowed.clone(),
+            health: self.health.clone(),
         }
     }
 }
@@ -295,130 +268,57 @@ impl Drop for DataPlane {
 /// completed. Equal stamps mean the plan still holds.
 type Stamp = (u64, u64);
 
-async fn run(shared: Arc<Shared>, mut stopped: oneshot::Receiver<()>) {
-    let mut running: HashMap<Key, Running> = HashMap::new();
-    // Last bind error per key, so a port held by someone else is logged once, not per tick.
-    let mut failures: HashMap<Key, String> = HashMap::new();
-    let mut planned: Option<Stamp> = None;
-    let mut tick = tokio::time::interval(RECONCILE_PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = &mut stopped => break,
-            _ = tick.tick() => {}
-            _ = shared.dataplane_wake.notified() => {}
-        }
-        reconcile(&shared, &mut running, &mut failures, &mut planned).await;
-    }
-    for (_, r) in running.drain() {
-        r.proxy.stop().await;
-    }
+/// Octavia's planner for the shared reconciler ([`mock_cloud::reconcile`]).
+struct Amphorae {
+    shared: Arc<Shared>,
+    planned: Option<Stamp>,
 }
 
-/// One pass: re-plan if the model changed since `planned` (or a bind is still failing),
-/// then write member health back.
-///
-/// Why the stamp: with 100 load balancers of 50 members a plan walks 5,000 members under
-/// the cloud lock, and most passes (the periodic tick, reads) change nothing; planning
-/// them anyway held up the API requests of the CCM under test (`bench lb`).
-async fn reconcile(
-    shared: &Shared,
-    running: &mut HashMap<Key, Running>,
-    failures: &mut HashMap<Key, String>,
-    planned: &mut Option<Stamp>,
-) {
-    let plans: Option<Vec<ListenerPlan>> = {
-        let mut cloud = shared.cloud();
+impl Planner for Amphorae {
+    type Listener = ListenerPlan;
+
+    /// Re-plans only if the model changed since the last plan (or a bind is still
+    /// failing).
+    ///
+    /// Why the stamp: with 100 load balancers of 50 members a plan walks 5,000 members
+    /// under the cloud lock, and most passes (the periodic tick, reads) change nothing;
+    /// planning them anyway held up the API requests of the CCM under test (`bench lb`).
+    fn plan(&mut self, retrying: bool) -> Option<Vec<ListenerPlan>> {
+        let mut cloud = self.shared.cloud();
         cloud.settle_all_lbs(false);
         // Read under the lock: a write bumps the counter after releasing it, so a plan
         // made here either includes the write or is followed by another pass.
-        let stamp = (
-            shared
-                .dataplane_rev
-                .load(std::sync::atomic::Ordering::SeqCst),
-            cloud.lbaas.transitions,
-        );
-        let stale = *planned != Some(stamp) || !failures.is_empty();
-        *planned = Some(stamp);
+        let stamp = (self.shared.wake.rev(), cloud.lbaas.transitions);
+        let stale = self.planned != Some(stamp) || retrying;
+        self.planned = Some(stamp);
         stale.then(|| plan(&cloud))
-    };
-    if let Some(plans) = plans {
-        apply(plans, running, failures).await;
     }
-    write_health(shared, running);
+
+    fn observe(&mut self, running: &[(&ListenerPlan, &Proxy)]) {
+        write_health(&self.shared, running);
+    }
 }
 
-/// Starts, updates and stops proxies to match `plans`.
-async fn apply(
-    plans: Vec<ListenerPlan>,
-    running: &mut HashMap<Key, Running>,
-    failures: &mut HashMap<Key, String>,
-) {
-    let wanted: HashMap<Key, ListenerPlan> = plans.into_iter().map(|p| (key(&p), p)).collect();
-
-    let gone: Vec<Key> = running
-        .keys()
-        .filter(|k| !wanted.contains_key(*k))
-        .cloned()
-        .collect();
-    for k in gone {
-        if let Some(r) = running.remove(&k) {
-            tracing::info!(listener = %k.0, listen = %k.1, "data plane: listener stopped");
-            r.proxy.stop().await;
-        }
-    }
-    failures.retain(|k, _| wanted.contains_key(k));
-
-    for (k, plan) in &wanted {
-        let backends = || -> Vec<Backend> { plan.members.iter().map(|(_, b)| *b).collect() };
-        match running.get_mut(k) {
-            Some(r) => {
-                if r.plan != *plan {
-                    r.proxy.update(&backends(), &plan.allowed);
-                    r.proxy.set_health_check(plan.health.clone());
-                    r.plan = plan.clone();
-                }
-            }
-            None => {
-                let config = ProxyConfig {
-                    protocol: plan.protocol,
-                    listen: plan.listen,
-                    backends: backends(),
-                    allowed_cidrs: plan.allowed.clone(),
-                    health: plan.health.clone(),
-                };
-                match Proxy::start(config).await {
-                    Ok(proxy) => {
-                        tracing::info!(listener = %plan.listener_id, listen = %plan.listen, "data plane: listener serving");
-                        failures.remove(k);
-                        running.insert(
-                            k.clone(),
-                            Running {
-                                plan: plan.clone(),
-                                proxy,
-                            },
-                        );
-                    }
-                    Err(e) => {
-                        let message = e.to_string();
-                        if failures.get(k) != Some(&message) {
-                            tracing::warn!(listener = %plan.listener_id, error = %message, "data plane: cannot serve listener; retrying");
-                            failures.insert(k.clone(), message);
-                        }
-                    }
-                }
-            }
-        }
-    }
+/// Starts the reconciler: after every write request and every [`RECONCILE_PERIOD`].
+pub(crate) fn start(shared: Arc<Shared>) -> Reconciler {
+    let wake = shared.wake.clone();
+    Reconciler::start(
+        Amphorae {
+            shared,
+            planned: None,
+        },
+        wake,
+        RECONCILE_PERIOD,
+    )
 }
 
 /// Member health: the worst status any of the member's proxies reports, kept only for
 /// members not ONLINE (the API shows ONLINE for the rest).
-fn write_health(shared: &Shared, running: &HashMap<Key, Running>) {
+fn write_health(shared: &Shared, running: &[(&ListenerPlan, &Proxy)]) {
     let mut health: HashMap<&str, MemberStatus> = HashMap::new();
-    for r in running.values() {
-        let statuses: HashMap<SocketAddr, MemberStatus> = r.proxy.statuses().into_iter().collect();
-        for (member_id, backend) in &r.plan.members {
+    for (plan, proxy) in running {
+        let statuses: HashMap<SocketAddr, MemberStatus> = proxy.statuses().into_iter().collect();
+        for (member_id, backend) in &plan.members {
             let Some(&status) = statuses.get(&backend.address) else {
                 continue;
             };

@@ -15,4 +15,4 @@ pub(crate) mod state;
 mod views;
 
 pub(crate) use api::routes;
-pub(crate) use dataplane::DataPlane;
+pub(crate) use dataplane::start as start_data_plane;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use mock_cloud::{Fault, FaultKind, Mode};
+use mock_cloud::{FaultJson, FaultKind, Mode};
 use mock_openstack::{Config, OpenStackMock, SeedFile};
 use serde_json::{Value, json};
 
@@ -140,7 +140,7 @@ async fn seed_servers_faults_and_lifecycle_apply_and_survive_reset() {
     assert!(admin.faults().list().is_empty());
 
     // Reset puts the seed back, rules included.
-    admin.faults().add(Fault {
+    admin.faults().add(FaultJson {
         status: 500,
         ..Default::default()
     });
@@ -156,7 +156,7 @@ async fn seed_servers_faults_and_lifecycle_apply_and_survive_reset() {
     assert!(admin.server_by_name("seeded-a").is_some());
     let rules = admin.faults().list();
     assert_eq!(rules.len(), 1);
-    assert_eq!(rules[0].rule.kind, Some(FaultKind::Throttle));
+    assert_eq!(rules[0].rule.kind(), FaultKind::Throttle);
     mock.shutdown().await;
 }
 
@@ -187,7 +187,7 @@ async fn reset_rule_drops_the_connection() {
     .expect("start");
     let client = client_trusting(None);
     let token = token(&client, &mock).await;
-    let rule = mock.admin().faults().add(Fault {
+    let rule = mock.admin().faults().add(FaultJson {
         service: Some("compute".into()),
         kind: Some(FaultKind::Reset),
         count: Some(1),

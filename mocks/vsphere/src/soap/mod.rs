@@ -24,12 +24,14 @@ mod tasks;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
-use mock_cloud::{FaultAction, RequestInfo};
+use mock_cloud::gate::{Call as GateCall, Classified, Gate};
+use mock_cloud::{Faults, FiredFault, Journal, Throttle};
 
 use crate::Shared;
 use crate::model::Inventory;
@@ -110,86 +112,188 @@ pub(crate) async fn wsdl(State(shared): State<Arc<Shared>>) -> Response {
     xml_response(StatusCode::OK, body)
 }
 
-/// `POST /sdk`.
-pub(crate) async fn endpoint(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let bytes = match axum::body::to_bytes(body, crate::BODY_LIMIT).await {
-        Ok(b) => b,
-        Err(_) => {
-            let f = Fault::invalid_request(format!(
+/// What the gate read from a SOAP call, for the handler and for rendering faults.
+#[derive(Debug, Clone)]
+pub(crate) struct SoapCall {
+    doc: Arc<Element>,
+    /// The call's `_this` as `(type, id)`.
+    this: (String, String),
+    /// The managed object the call is about ([`resource_of`]).
+    resource: Option<(String, String)>,
+}
+
+/// vSphere's SOAP side of the shared request gate ([`mock_cloud::gate`]).
+///
+/// Journal entries and fault rules see: service `vim`, method `POST`, path
+/// `/sdk/<Method>` (`/sdk/-` for a call that cannot be read), operation = the SOAP method
+/// (e.g. `RetrievePropertiesEx`; `None` when unreadable), resource = the MoRef id the call
+/// is about ([`resource_of`]). A body that is too large, a foreign `SOAPAction`, XML that
+/// does not parse or an envelope without one call are answered `InvalidRequest` before
+/// fault rules (and journaled).
+pub(crate) struct SoapGate {
+    pub shared: Arc<Shared>,
+}
+
+impl Gate for SoapGate {
+    type Extra = Option<SoapCall>;
+
+    fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+
+    fn journal(&self) -> &Journal {
+        &self.shared.journal
+    }
+
+    async fn classify(&self, req: Request) -> Classified<Option<SoapCall>> {
+        let (mut parts, body) = req.into_parts();
+        let mut call = GateCall {
+            service: "vim".to_string(),
+            method: "POST".to_string(),
+            path: "/sdk/-".to_string(),
+            query: String::new(),
+            operation: None,
+            resource: None,
+            gated: true,
+            fault_method: None,
+            fault_path: None,
+            wakes: false,
+            extra: None,
+        };
+        let refused = match read_soap(&self.shared, &parts.headers, body).await {
+            Ok(soap) => {
+                let doc = soap.doc.clone();
+                match read_call(&doc) {
+                    Ok(c) => {
+                        call.path = format!("/sdk/{}", c.method);
+                        call.operation = Some(c.method.to_string());
+                        call.resource = soap.resource.as_ref().map(|r| r.1.clone());
+                        call.extra = Some(soap);
+                        parts.extensions.insert(call.extra.clone());
+                        return Classified::Pass(call, Request::from_parts(parts, Body::empty()));
+                    }
+                    Err(f) => f,
+                }
+            }
+            Err(f) => f,
+        };
+        Classified::Answer(call, refused.response())
+    }
+
+    fn throttle(_service: &str) -> Throttle {
+        throttle_preset()
+    }
+
+    /// Every call is a `POST /sdk/<Method>` on the wire and is matched so; a read that
+    /// nothing fired for is asked once more as `GET`, only while a
+    /// `not_found_after_create` rule exists, so that rule's window (reads only) applies.
+    fn check_faults(&self, call: &GateCall<Option<SoapCall>>) -> Option<FiredFault> {
+        let method = call.operation.as_deref().unwrap_or_default();
+        let faults = &self.shared.faults;
+        let ask = |verb: &str| {
+            let mut req = call.request_info();
+            req.method = verb;
+            faults.check_throttled(&req, Self::throttle)
+        };
+        ask("POST").or_else(|| {
+            (READS.contains(&method) && faults.wants_created())
+                .then(|| ask("GET"))
+                .flatten()
+        })
+    }
+
+    fn render_error(
+        &self,
+        call: &GateCall<Option<SoapCall>>,
+        status: u16,
+        code: Option<&str>,
+        message: Option<&str>,
+    ) -> Response {
+        let this = this_of(call);
+        injected(status, code, message, (this.0, this.1)).response()
+    }
+
+    fn render_not_found(&self, call: &GateCall<Option<SoapCall>>, _fired: &FiredFault) -> Response {
+        let method = call.operation.as_deref().unwrap_or_default();
+        // A search for an object not visible yet finds nothing (no fault).
+        if method.starts_with("Find") {
+            return ok(method, String::new());
+        }
+        let (ty, id) = call
+            .extra
+            .as_ref()
+            .and_then(|s| s.resource.as_ref())
+            .map(|(t, i)| (t.as_str(), i.as_str()))
+            .unwrap_or_else(|| this_of(call));
+        Fault::not_found(ty, id).response()
+    }
+}
+
+fn this_of(call: &GateCall<Option<SoapCall>>) -> (&str, &str) {
+    call.extra
+        .as_ref()
+        .map_or(("", ""), |s| (s.this.0.as_str(), s.this.1.as_str()))
+}
+
+/// vSphere answers an expired or throttled session with the `NotAuthenticated` SOAP fault
+/// (HTTP 500); so do `throttle` rules, on SOAP and vAPI alike.
+pub(crate) fn throttle_preset() -> Throttle {
+    Throttle {
+        status: 500,
+        code: Some("NotAuthenticated"),
+        message: "The session is not authenticated.",
+    }
+}
+
+/// Reads a SOAP request up to its call: body size, `SOAPAction`, XML, one call.
+async fn read_soap(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<SoapCall, Fault> {
+    let bytes = axum::body::to_bytes(body, crate::BODY_LIMIT)
+        .await
+        .map_err(|_| {
+            Fault::invalid_request(format!(
                 "The request body is larger than {} bytes",
                 crate::BODY_LIMIT
-            ));
-            return finish(&shared, "-", f.response(), None);
-        }
-    };
+            ))
+        })?;
     if let Some(action) = headers.get("soapaction") {
         let action = action.to_str().unwrap_or("").trim_matches('"');
         let ok = action
             .strip_prefix("urn:vim25/")
             .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'));
         if !ok && !action.is_empty() {
-            let f = Fault::invalid_request(format!("Unsupported SOAPAction {action:?}"));
-            return finish(&shared, "-", f.response(), None);
+            return Err(Fault::invalid_request(format!(
+                "Unsupported SOAPAction {action:?}"
+            )));
         }
     }
-    let doc = match Element::parse(&bytes) {
-        Ok(d) => d,
-        Err(e) => {
-            return finish(
-                &shared,
-                "-",
-                Fault::invalid_request(e.to_string()).response(),
-                None,
-            );
-        }
+    let doc = Element::parse(&bytes).map_err(|e| Fault::invalid_request(e.to_string()))?;
+    let call = read_call(&doc)?;
+    let this = (call.this.0.to_string(), call.this.1.to_string());
+    let resource = resource_of(shared, &call);
+    Ok(SoapCall {
+        doc: Arc::new(doc),
+        this,
+        resource,
+    })
+}
+
+/// `POST /sdk`: runs the call the gate read.
+pub(crate) async fn endpoint(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Extension(soap): Extension<Option<SoapCall>>,
+) -> Response {
+    let Some(soap) = soap else {
+        return Fault::invalid_request("The SOAP Envelope has no Body").response();
     };
-    let call = match read_call(&doc) {
+    let call = match read_call(&soap.doc) {
         Ok(c) => c,
-        Err(f) => return finish(&shared, "-", f.response(), None),
+        Err(f) => return f.response(),
     };
-    let method = call.method.to_string();
-    let resource = resource_of(&shared, &call);
-    let resource = resource.as_ref().map(|(t, i)| (t.as_str(), i.as_str()));
-    let fired = check_faults(&shared, &method, resource);
-    if let Some(f) = &fired {
-        if let Some(d) = f.latency {
-            tokio::time::sleep(d).await;
-        }
-        let answer = match f.action {
-            FaultAction::Serve => None,
-            FaultAction::Reset => {
-                // A dropped connection has no status; the journal says 0 (as mock-openstack).
-                record(&shared, &method, 0, Some(f.rule_id));
-                return mock_cloud::connection_reset();
-            }
-            // A search for an object not visible yet finds nothing (no fault).
-            FaultAction::NotFound if method.starts_with("Find") => {
-                return finish(
-                    &shared,
-                    &method,
-                    ok(&method, String::new()),
-                    Some(f.rule_id),
-                );
-            }
-            FaultAction::NotFound => {
-                let (ty, id) = resource.unwrap_or(call.this);
-                Some(Fault::not_found(ty, id))
-            }
-            FaultAction::Error => Some(injected(
-                f.status.unwrap_or(500),
-                f.code.as_deref(),
-                f.message.as_deref(),
-                call.this,
-            )),
-        };
-        if let Some(fault) = answer {
-            return finish(&shared, &method, fault.response(), Some(f.rule_id));
-        }
-    }
+    let resource = soap
+        .resource
+        .as_ref()
+        .map(|(t, i)| (t.as_str(), i.as_str()));
     let cookie = session_cookie(&headers);
     let task_read = resource.filter(|r| r.0 == "Task").map(|r| r.1);
     shared.inventory().settle_tasks(task_read.as_slice());
@@ -198,11 +302,10 @@ pub(crate) async fn endpoint(
     } else {
         handle(&shared, &call, cookie.as_deref())
     };
-    let response = match result {
+    match result {
         Ok(resp) => resp,
         Err(f) => f.response(),
-    };
-    finish(&shared, &method, response, fired.map(|f| f.rule_id))
+    }
 }
 
 /// SOAP methods that only read; the fault engine sees them as `GET` for
@@ -220,32 +323,6 @@ const READS: &[&str] = &[
     "WaitForUpdates",
     "WaitForUpdatesEx",
 ];
-
-/// Asks the fault engine about one call: operation = the SOAP method, resource = the MoRef
-/// id the call is about. Every call is a `POST /sdk/<Method>` on the wire and is matched
-/// so; a read that nothing fired for is asked once more as `GET`, only while a
-/// `not_found_after_create` rule exists, so that rule's window (reads only) applies.
-fn check_faults(
-    shared: &Shared,
-    method: &str,
-    resource: Option<(&str, &str)>,
-) -> Option<mock_cloud::FiredFault> {
-    let path = format!("/sdk/{method}");
-    let ask = |verb: &str| {
-        shared.faults.check_request(&RequestInfo {
-            service: "vim",
-            method: verb,
-            path: &path,
-            operation: Some(method),
-            resource: resource.map(|r| r.1),
-        })
-    };
-    ask("POST").or_else(|| {
-        (READS.contains(&method) && shared.faults.wants_created())
-            .then(|| ask("GET"))
-            .flatten()
-    })
-}
 
 /// The managed object a call is about, as `(type, id)`: `_this`; for the property
 /// collector the first object of the (first) filter spec; for a search what it finds
@@ -281,17 +358,6 @@ const SINGLETONS: &[&str] = &[
     "ViewManager",
     "TaskManager",
 ];
-
-fn finish(shared: &Shared, method: &str, response: Response, fault: Option<u64>) -> Response {
-    record(shared, method, response.status().as_u16(), fault);
-    response
-}
-
-fn record(shared: &Shared, method: &str, status: u16, fault: Option<u64>) {
-    shared
-        .journal
-        .record("vim", "POST", &format!("/sdk/{method}"), "", status, fault);
-}
 
 /// A fired rule as the vSphere fault a client would see: a `code` naming a vim25 fault
 /// type we know wins (the `throttle` preset names `NotAuthenticated`); else the status
