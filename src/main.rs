@@ -859,16 +859,10 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
         .unwrap_or_else(|| workdir.path().join("kubeconfig"));
     api.write_kubeconfig(&kubeconfig)?;
     let kubelet_client =
-        ccm_harness::env::client_for(&kubeconfig, ccm_harness::env::KUBELET_USER_AGENT)
-            .await
-            ?;
+        ccm_harness::env::client_for(&kubeconfig, ccm_harness::env::KUBELET_USER_AGENT).await?;
 
     let cloud = match provider {
-        Some(p) => Some(
-            ccm_harness::CloudControl::start(p, 0)
-                .await
-                ?,
-        ),
+        Some(p) => Some(ccm_harness::CloudControl::start(p, 0).await?),
         None => None,
     };
     let mut kubelets = Vec::new();
@@ -876,9 +870,7 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
         let name = format!("node-{i}");
         let mut config = mock_kubelet::KubeletConfig::new(&name);
         if let Some(cloud) = &cloud {
-            let instance = cloud
-                .create_instance(ccm_harness::InstanceSpec::named(&name))
-                ?;
+            let instance = cloud.create_instance(ccm_harness::InstanceSpec::named(&name))?;
             config.node_ip = instance.internal_ips.first().cloned();
             config.system_uuid = instance.system_uuid.clone();
         } else {
@@ -908,12 +900,10 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
             &cloud.ccm_env(),
             &log,
             port,
-        )
-        ?;
+        )?;
         process
             .wait_healthy(std::time::Duration::from_secs(30))
-            .await
-            ?;
+            .await?;
         eprintln!("CCM log: {}", log.display());
         ccm = Some(process);
     }
@@ -1014,9 +1004,8 @@ async fn bench(args: BenchArgs) -> Result<()> {
                 .artifacts
                 .join("bench")
                 .join(format!("node-init-{}-{run}", bench_dir_name(label)));
-            let r = ccm_harness::bench::node_init(provider, settings.clone(), &dir, nodes, &[])
-                .await
-                ?;
+            let r =
+                ccm_harness::bench::node_init(provider, settings.clone(), &dir, nodes, &[]).await?;
             println!(
                 "run {run} [{label}]: {} nodes  p50 {:.3}s  p99 {:.3}s  max {:.3}s  total {:.3}s  (registration {:.3}s)",
                 r.nodes,
@@ -1134,8 +1123,7 @@ async fn bench_lb(args: BenchArgs) -> Result<()> {
                 nodes,
                 &[],
             )
-            .await
-            ?;
+            .await?;
             println!(
                 "run {run} [{label}]: {} services on {} nodes ({}, --concurrent-service-syncs={})  ingress reachable p50 {:.3}s  p99 {:.3}s  max {:.3}s  all {:.3}s  |  per Service {:.1} LB calls ({:.1} cloud calls), {:.1} writes  |  +{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)  -{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)",
                 r.services,
