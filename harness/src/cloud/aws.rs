@@ -131,16 +131,9 @@ impl Aws {
     }
 }
 
-/// The `Action` of a query-API call (the mock journals each call's form).
-fn action_of(query: &str) -> &str {
-    query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("Action="))
-        .unwrap_or_default()
-}
-
+/// Query-API calls by their `Action`, which mock-aws's gate journals as the operation.
 fn classify(e: &JournalEntry) -> CloudCall {
-    let action = action_of(&e.query);
+    let action = e.operation.as_deref().unwrap_or_default();
     let kind = match e.service.as_str() {
         "elb" | "elbv2" => CallKind::LoadBalancer(match action {
             "CreateLoadBalancer" => LbOp::Create,
@@ -159,6 +152,8 @@ fn classify(e: &JournalEntry) -> CloudCall {
         "ec2" if !action.starts_with("DescribeInstance") => CallKind::LoadBalancerSupport,
         _ => CallKind::Other,
     };
+    // The form's values (`LoadBalancerName`, `LoadBalancerArn`, `TargetGroupArn`, ...)
+    // name the load balancer; the mock journals the form as the query.
     CloudCall::of(e, kind, tokens(&e.query))
 }
 
@@ -1010,5 +1005,40 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, CaseError::Failed { .. }), "{err:?}");
         Box::new(cloud).shutdown().await;
+    }
+
+    #[test]
+    fn actions_read_as_calls() {
+        let kind = |service: &str, action: Option<&str>| {
+            let journal = Journal::new();
+            journal.record(service, "POST", "/", "", 200, None);
+            let mut e = journal.entries().remove(0);
+            e.operation = action.map(str::to_string);
+            classify(&e).kind
+        };
+        assert_eq!(
+            kind("elbv2", Some("CreateLoadBalancer")),
+            CallKind::LoadBalancer(LbOp::Create)
+        );
+        assert_eq!(
+            kind("elb", Some("RegisterInstancesWithLoadBalancer")),
+            CallKind::LoadBalancer(LbOp::BackendWrite)
+        );
+        assert_eq!(
+            kind("elb", Some("DescribeLoadBalancers")),
+            CallKind::LoadBalancer(LbOp::Read)
+        );
+        assert_eq!(
+            kind("ec2", Some("DescribeInstances")),
+            CallKind::InstanceLookup
+        );
+        assert_eq!(kind("ec2", Some("CreateRoute")), CallKind::RouteWrite);
+        assert_eq!(
+            kind("ec2", Some("AuthorizeSecurityGroupIngress")),
+            CallKind::LoadBalancerSupport
+        );
+        assert_eq!(kind("ec2", Some("DescribeInstanceTypes")), CallKind::Other);
+        // Refused before its Action was read.
+        assert_eq!(kind("ec2", None), CallKind::LoadBalancerSupport);
     }
 }

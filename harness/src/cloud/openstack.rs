@@ -76,30 +76,30 @@ impl OpenStack {
     }
 }
 
-/// Octavia calls by what they do to a load balancer.
-fn lb_op(e: &JournalEntry) -> LbOp {
-    let path = e.path.trim_end_matches('/');
-    let collection = path.ends_with("/lbaas/loadbalancers");
-    let item = path
-        .rsplit_once("/lbaas/loadbalancers/")
-        .is_some_and(|(_, id)| !id.is_empty() && !id.contains('/'));
-    match e.method.as_str() {
-        "GET" => LbOp::Read,
-        "POST" if collection => LbOp::Create,
-        "DELETE" if item => LbOp::Delete,
-        "PUT" if e.path.ends_with("/members") => LbOp::BackendWrite,
+/// Octavia calls by what they do to a load balancer, from the operation the mock's gate
+/// journals (`"<METHOD> <path after the API version, ids as {id}>"`).
+fn lb_op(method: &str, target: &str) -> LbOp {
+    match (method, target) {
+        ("GET", _) => LbOp::Read,
+        ("POST", "lbaas/loadbalancers") => LbOp::Create,
+        ("DELETE", "lbaas/loadbalancers/{id}") => LbOp::Delete,
+        ("PUT", t) if t.ends_with("/members") => LbOp::BackendWrite,
         _ => LbOp::OtherWrite,
     }
 }
 
 fn classify(e: &JournalEntry) -> CloudCall {
+    let operation = e.operation.as_deref().unwrap_or_default();
+    let (method, target) = operation.split_once(' ').unwrap_or(("", operation));
     let kind = match e.service.as_str() {
-        "compute" if e.method == "GET" && e.path.contains("/servers") => CallKind::InstanceLookup,
-        "network" if e.method != "GET" && e.path.contains("/routers") => CallKind::RouteWrite,
+        "compute" if method == "GET" && target.starts_with("servers") => CallKind::InstanceLookup,
+        "network" if method != "GET" && target.starts_with("routers") => CallKind::RouteWrite,
         "network" => CallKind::LoadBalancerSupport,
-        "load-balancer" => CallKind::LoadBalancer(lb_op(e)),
+        "load-balancer" => CallKind::LoadBalancer(lb_op(method, target)),
         _ => CallKind::Other,
     };
+    // Any id or name in the path or the query may name the load balancer (its own id,
+    // one of its pools, `?name=`).
     CloudCall::of(e, kind, tokens(&format!("{}?{}", e.path, e.query)))
 }
 
@@ -621,51 +621,95 @@ async fn octavia_delete(ready: &serde_json::Value, lb_id: &str) -> Result<(), Ca
 mod tests {
     use super::*;
 
-    fn entry(service: &str, method: &str, path: &str) -> JournalEntry {
+    /// An entry with the operation mock-openstack's gate journals (`"<METHOD> <path after
+    /// the service and API version, ids as {id}>"`).
+    fn entry(service: &str, operation: &str) -> JournalEntry {
         let journal = Journal::new();
-        journal.record(service, method, path, "", 200, None);
-        journal.entries().remove(0)
+        journal.record(service, "", "", "", 200, None);
+        let mut e = journal.entries().remove(0);
+        e.operation = Some(operation.to_string());
+        e
     }
 
     #[test]
     fn octavia_calls_read_as_load_balancer_operations() {
-        let op = |m: &str, p: &str| classify(&entry("load-balancer", m, p)).kind;
+        let kind = |service: &str, op: &str| classify(&entry(service, op)).kind;
+        let lb = |op: &str| kind("load-balancer", op);
         assert_eq!(
-            op("POST", "/load-balancer/v2/lbaas/loadbalancers"),
+            lb("POST lbaas/loadbalancers"),
             CallKind::LoadBalancer(LbOp::Create)
         );
         assert_eq!(
-            op("DELETE", "/load-balancer/v2/lbaas/loadbalancers/abc"),
+            lb("DELETE lbaas/loadbalancers/{id}"),
             CallKind::LoadBalancer(LbOp::Delete)
         );
         assert_eq!(
-            op("PUT", "/load-balancer/v2/lbaas/pools/p/members"),
+            lb("PUT lbaas/pools/{id}/members"),
             CallKind::LoadBalancer(LbOp::BackendWrite)
         );
         assert_eq!(
-            op("POST", "/load-balancer/v2/lbaas/listeners"),
+            lb("DELETE lbaas/pools/{id}/members/{id}"),
             CallKind::LoadBalancer(LbOp::OtherWrite)
         );
         assert_eq!(
-            op("GET", "/load-balancer/v2/lbaas/loadbalancers/abc"),
+            lb("POST lbaas/listeners"),
+            CallKind::LoadBalancer(LbOp::OtherWrite)
+        );
+        assert_eq!(
+            lb("GET lbaas/loadbalancers/{id}"),
             CallKind::LoadBalancer(LbOp::Read)
         );
         assert_eq!(
-            classify(&entry("compute", "GET", "/compute/v2.1/servers/detail")).kind,
+            kind("compute", "GET servers/detail"),
             CallKind::InstanceLookup
         );
         assert_eq!(
-            classify(&entry(
-                "network",
-                "PUT",
-                "/network/v2.0/routers/r/add_extraroutes"
-            ))
-            .kind,
+            kind("compute", "GET servers/{id}"),
+            CallKind::InstanceLookup
+        );
+        assert_eq!(
+            kind("network", "PUT routers/{id}/add_extraroutes"),
             CallKind::RouteWrite
         );
         assert_eq!(
-            classify(&entry("network", "GET", "/network/v2.0/ports")).kind,
+            kind("network", "GET routers/{id}"),
             CallKind::LoadBalancerSupport
         );
+        assert_eq!(
+            kind("network", "POST floatingips"),
+            CallKind::LoadBalancerSupport
+        );
+        assert_eq!(kind("identity", "POST auth/tokens"), CallKind::Other);
+    }
+
+    /// The operations above are the ones the mock journals for real requests.
+    #[tokio::test]
+    async fn the_mock_journals_the_operations_classified_here() {
+        let cloud = OpenStack::start(0, super::super::next_address_block())
+            .await
+            .unwrap();
+        cloud.create_instance(InstanceSpec::named("n1")).unwrap();
+        let ready = cloud.ready_info();
+        let auth = ready["auth_url"].as_str().unwrap().to_string();
+        let http = reqwest::Client::new();
+        // An unauthenticated lookup is still journaled with its operation.
+        let compute = auth.replace("/identity/v3", "/compute/v2.1");
+        let _ = http
+            .get(format!("{compute}/servers/detail"))
+            .send()
+            .await
+            .unwrap();
+        let calls = cloud
+            .journal()
+            .entries()
+            .iter()
+            .map(classify)
+            .collect::<Vec<_>>();
+        assert!(
+            calls.iter().any(|c| c.kind == CallKind::InstanceLookup),
+            "{:?}",
+            cloud.journal().entries()
+        );
+        Box::new(cloud).shutdown().await;
     }
 }

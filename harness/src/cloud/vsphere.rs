@@ -70,12 +70,12 @@ const GUEST_OS_NAME: &str = "linux";
 const MEMORY_MB: u64 = 4096;
 /// SearchIndex methods the CCM looks instances up with.
 const LOOKUPS: &[&str] = &[
-    "/sdk/FindByUuid",
-    "/sdk/FindAllByUuid",
-    "/sdk/FindByDnsName",
-    "/sdk/FindAllByDnsName",
-    "/sdk/FindByIp",
-    "/sdk/FindAllByIp",
+    "FindByUuid",
+    "FindAllByUuid",
+    "FindByDnsName",
+    "FindAllByDnsName",
+    "FindByIp",
+    "FindAllByIp",
 ];
 
 /// The mock vCenter with what the harness keeps beside it.
@@ -546,7 +546,8 @@ impl VsphereCloud {
 
 /// SearchIndex finds are instance lookups; vSphere has no routes or load balancers.
 fn classify(e: &JournalEntry) -> CloudCall {
-    let kind = if e.service == "vim" && LOOKUPS.contains(&e.path.as_str()) {
+    let kind = if e.service == "vim" && e.operation.as_deref().is_some_and(|m| LOOKUPS.contains(&m))
+    {
         CallKind::InstanceLookup
     } else {
         CallKind::Other
@@ -760,11 +761,7 @@ fn in_subnet(ip: IpAddr, net: &str) -> bool {
 
 /// The fault-rule path of every SearchIndex lookup.
 fn lookup_path() -> String {
-    let methods: Vec<&str> = LOOKUPS
-        .iter()
-        .map(|p| p.trim_start_matches("/sdk/"))
-        .collect();
-    format!("^/sdk/({})$", methods.join("|"))
+    format!("^/sdk/({})$", LOOKUPS.join("|"))
 }
 
 #[cfg(test)]
