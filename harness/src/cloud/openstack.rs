@@ -110,7 +110,7 @@ impl Backend for OpenStack {
 
     // Dual-stack routes too: cloud-provider-openstack pkg/openstack/routes.go routes each
     // pod CIDR via the node address of its family, and the mock router takes IPv6
-    // extraroutes via its fd00::/64 interface (mocks/openstack neutron_l3.rs).
+    // extraroutes via its fd00::/64 interface (mocks/openstack neutron/l3.rs).
     fn supports(&self, feature: Feature) -> Result<(), String> {
         match feature {
             // cloud-provider-openstack creates a health monitor only with [LoadBalancer]

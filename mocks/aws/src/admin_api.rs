@@ -8,13 +8,10 @@
 //! exist in no DNS. `PUT /imds {"instance_id": "i-..."}` (or `null`) chooses the instance
 //! the metadata service speaks for.
 
-use std::sync::Arc;
-
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
@@ -22,7 +19,7 @@ use mock_cloud::{AdminRejection, parse_admin_json};
 use serde_json::json;
 
 use crate::model::{AdminError, InstancePatch, InstanceSpec};
-use crate::{Admin, LifecycleMode, Shared};
+use crate::{Admin, LifecycleMode};
 
 pub(crate) fn routes(admin: Admin) -> Router {
     Router::new()
@@ -35,28 +32,6 @@ pub(crate) fn routes(admin: Admin) -> Router {
         .route("/lifecycle/elbv2/{name}", put(set_lb_lifecycle))
         .route("/imds", put(set_imds))
         .with_state(admin)
-}
-
-/// Admin requests are journaled too (service `admin`), never faulted.
-pub(crate) async fn journal_admin(
-    State(shared): State<Arc<Shared>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let method = req.method().to_string();
-    let path = req.uri().path().to_string();
-    let query = req.uri().query().unwrap_or("").to_string();
-    let response = next.run(req).await;
-    let path = format!("/admin{path}");
-    shared.journal.record(
-        "admin",
-        &method,
-        &path,
-        &query,
-        response.status().as_u16(),
-        None,
-    );
-    response
 }
 
 fn rejection(e: AdminError) -> AdminRejection {

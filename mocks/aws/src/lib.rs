@@ -747,12 +747,9 @@ pub(crate) fn admin_routes(shared: Arc<Shared>) -> Router {
     };
     let reset_target = admin.clone();
     let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
-    mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
-        .merge(admin_api::routes(admin))
-        .layer(axum::middleware::from_fn_with_state(
-            shared.clone(),
-            admin_api::journal_admin,
-        ))
+    let routes = mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
+        .merge(admin_api::routes(admin));
+    mock_cloud::journaled_as_admin(routes, shared.journal.clone())
 }
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {

@@ -96,6 +96,27 @@ pub fn admin_router(journal: Journal, faults: Faults, reset: ResetFn) -> Router 
         })
 }
 
+/// `router` (a mock's admin routes, mounted under `/admin`) with every request journaled as
+/// service `admin` with its `/admin…` path and never faulted: what the request gate does for
+/// a mock whose admin routes pass through it, for admin routes served on their own.
+pub fn journaled_as_admin(router: Router, journal: Journal) -> Router {
+    router.layer(axum::middleware::from_fn_with_state(journal, journal_admin))
+}
+
+async fn journal_admin(
+    State(journal): State<Journal>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let method = req.method().to_string();
+    let path = format!("/admin{}", req.uri().path());
+    let query = req.uri().query().unwrap_or("").to_string();
+    let response = next.run(req).await;
+    let status = response.status().as_u16();
+    journal.record("admin", &method, &path, &query, status, None);
+    response
+}
+
 async fn get_journal(
     State(s): State<AdminState>,
     query: Result<Query<SinceQuery>, QueryRejection>,

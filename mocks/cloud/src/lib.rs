@@ -30,7 +30,9 @@ pub mod seed;
 pub mod serve;
 pub mod tls;
 
-pub use admin::{AdminRejection, ResetFn, admin_error, admin_router, parse_admin_json};
+pub use admin::{
+    AdminRejection, ResetFn, admin_error, admin_router, journaled_as_admin, parse_admin_json,
+};
 pub use dataplane::{
     Backend, Cidr, DataplaneError, ExpectedCodes, HealthCheck, MemberStatus, Probe, Protocol,
     Proxy, ProxyConfig,

@@ -755,24 +755,6 @@ fn admin_routes(shared: Arc<Shared>) -> Router {
         .merge(admin_api::routes(admin))
 }
 
-/// The admin routes on their own, journaled as the gate journals them (service `admin`,
-/// path with `/admin`).
-async fn journal_admin(
-    axum::extract::State(shared): axum::extract::State<Arc<Shared>>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let method = req.method().to_string();
-    let path = format!("/admin{}", req.uri().path());
-    let query = req.uri().query().unwrap_or("").to_string();
-    let response = next.run(req).await;
-    let status = response.status().as_u16();
-    shared
-        .journal
-        .record("admin", &method, &path, &query, status, None);
-    response
-}
-
 impl mock_cloud::MockCloud for OpenStackMock {
     const LABEL: &'static str = "OpenStack";
     type Seed = SeedFile;
@@ -810,10 +792,10 @@ impl mock_cloud::MockCloud for OpenStackMock {
     }
 
     fn admin_router(&self) -> Router {
-        admin_routes(self.shared.clone()).layer(axum::middleware::from_fn_with_state(
-            self.shared.clone(),
-            journal_admin,
-        ))
+        mock_cloud::journaled_as_admin(
+            admin_routes(self.shared.clone()),
+            self.shared.journal.clone(),
+        )
     }
 
     fn shutdown(self) -> impl std::future::Future<Output = ()> + Send {

@@ -13,13 +13,10 @@
 //!   `lifecycle` object (`{"default": {...}, "types": {"poweroff": {...}}, "ids": {"vm-9":
 //!   {...}}}`, types [`crate::LIFECYCLE_TYPES`]) replaces them for tasks started later
 
-use std::sync::Arc;
-
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -27,8 +24,8 @@ use mock_cloud::{AdminRejection, parse_admin_json};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::Admin;
 use crate::model::{AdminError, VmPatch, VmSpec};
-use crate::{Admin, Shared};
 
 pub(crate) fn routes(admin: Admin) -> Router {
     Router::new()
@@ -41,27 +38,6 @@ pub(crate) fn routes(admin: Admin) -> Router {
         .route("/sessions/expire", post(expire))
         .route("/lifecycle", get(lifecycle).put(set_lifecycle))
         .with_state(admin)
-}
-
-/// Admin requests are journaled too (service `admin`), never faulted.
-pub(crate) async fn journal_admin(
-    State(shared): State<Arc<Shared>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let method = req.method().to_string();
-    let path = format!("/admin{}", req.uri().path());
-    let query = req.uri().query().unwrap_or("").to_string();
-    let response = next.run(req).await;
-    shared.journal.record(
-        "admin",
-        &method,
-        &path,
-        &query,
-        response.status().as_u16(),
-        None,
-    );
-    response
 }
 
 fn rejection(e: AdminError) -> AdminRejection {
