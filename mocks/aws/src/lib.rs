@@ -767,3 +767,39 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod mock_cloud_tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use mock_cloud::MockCloud;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// The admin router `MockCloud` hands out serves the shared routes over the mock's own
+    /// state and journals each request as service `admin` with its `/admin` path.
+    #[tokio::test]
+    async fn the_admin_router_serves_the_journal_and_journals_itself() {
+        let mock = MockAws::start(Config::default()).await.expect("start");
+        let answer = MockCloud::admin_router(&mock)
+            .oneshot(
+                Request::get("/journal")
+                    .body(Body::empty())
+                    .expect("request"),
+            )
+            .await
+            .expect("infallible");
+        assert_eq!(answer.status(), StatusCode::OK);
+        let last = mock.admin().journal().entries().pop().expect("an entry");
+        assert_eq!(
+            (
+                last.service.as_str(),
+                last.method.as_str(),
+                last.path.as_str()
+            ),
+            ("admin", "GET", "/admin/journal")
+        );
+        MockCloud::shutdown(mock).await;
+    }
+}
