@@ -247,11 +247,6 @@ impl Fault {
         }
     }
 
-    /// Kept for callers of the flat shape: the kind ([`Fault::kind`]).
-    pub fn effective_kind(&self) -> FaultKind {
-        self.kind()
-    }
-
     pub fn when(&self) -> &Matcher {
         match self {
             Fault::Error { when, .. }
@@ -1495,11 +1490,11 @@ mod tests {
     fn old_rule_json_still_parses_as_a_fault() {
         let f: Fault =
             serde_json::from_str(r#"{"service":"compute","status":503,"count":1}"#).expect("parse");
-        assert_eq!(f.effective_kind(), FaultKind::Error);
+        assert_eq!(f.kind(), FaultKind::Error);
         let f: Fault =
             serde_json::from_str(r#"{"kind":"not_found_after_create","window_reads":1}"#)
                 .expect("parse");
-        assert_eq!(f.effective_kind(), FaultKind::NotFoundAfterCreate);
+        assert_eq!(f.kind(), FaultKind::NotFoundAfterCreate);
         assert!(serde_json::from_str::<Fault>(r#"{"kind":"explode"}"#).is_err());
     }
 }
