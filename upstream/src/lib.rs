@@ -599,6 +599,16 @@ mod tests {
         assert!(ccm("gcp").is_none());
     }
 
+    /// Tests that spawn a `go` hold this lock. A fake `go` is a script this process has
+    /// just written; if another test forks while the script's write descriptor is open,
+    /// the child inherits it until it execs and running the script fails with ETXTBSY
+    /// ("Text file busy"), which the builder would report as a missing `go`.
+    static SPAWNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
+        SPAWNS.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn builder_with_go(go: &Path, root: &Path) -> Builder {
         Builder {
             cache_root: root.to_path_buf(),
@@ -608,6 +618,7 @@ mod tests {
 
     #[test]
     fn no_go_is_one_clear_error_and_leaves_nothing() {
+        let _spawns = spawn_lock();
         let root = tempfile::tempdir().unwrap();
         let b = builder_with_go(Path::new("/nonexistent/go"), root.path());
         let err = b.build(ccm("aws").unwrap(), None, &mut |_| {}).unwrap_err();
@@ -635,6 +646,7 @@ mod tests {
     /// carries the log's tail and the cache holds no entry, not even a temporary one.
     #[test]
     fn a_failed_build_leaves_no_cache_entry() {
+        let _spawns = spawn_lock();
         use std::os::unix::fs::PermissionsExt;
         let root = tempfile::tempdir().unwrap();
         let bin = tempfile::tempdir().unwrap();
@@ -666,6 +678,7 @@ mod tests {
 
     #[test]
     fn a_version_the_proxy_does_not_serve_names_the_module() {
+        let _spawns = spawn_lock();
         use std::os::unix::fs::PermissionsExt;
         let root = tempfile::tempdir().unwrap();
         let bin = tempfile::tempdir().unwrap();
