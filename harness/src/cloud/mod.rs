@@ -417,6 +417,11 @@ pub(crate) trait Backend: Send + Sync {
     fn ccm_env(&self) -> Vec<(String, String)> {
         Vec::new()
     }
+    /// Whether load balancers deliver with the frontend address as destination (floating
+    /// IP), so nodes must serve Service ports too (`mock_kubelet::KubeletConfig::floating_ip`).
+    fn load_balancers_use_floating_ip(&self) -> bool {
+        false
+    }
     fn region(&self) -> String;
 
     fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError>;
@@ -543,6 +548,12 @@ impl CloudControl {
     /// Whether this cloud can express `feature`; `Err` says precisely why not.
     pub fn supports(&self, feature: Feature) -> Result<(), String> {
         self.backend.supports(feature)
+    }
+
+    /// Whether the cloud's load balancers deliver packets with the frontend address as
+    /// destination (Azure's floating IP), so the simulated kube-proxy serves Service ports.
+    pub fn load_balancers_use_floating_ip(&self) -> bool {
+        self.backend.load_balancers_use_floating_ip()
     }
 
     /// [`Self::supports`] as a case precondition: a skip with the reason when unsupported.

@@ -83,6 +83,7 @@ impl Environment {
         // Every node runs kube-proxy: load balancers reach it on nodeIP:nodePort.
         config.proxy = true;
         config.services = Some(self.kube_proxy_services());
+        config.floating_ip = self.cloud().load_balancers_use_floating_ip();
         let kubelet = SimKubelet::start(self.kubelet_client.clone(), config)
             .await
             .map_err(|e| CaseError::infra("registering node", e))?;
@@ -119,6 +120,7 @@ impl Environment {
         config.labels = in_tree_labels(&instance);
         config.proxy = true;
         config.services = Some(self.kube_proxy_services());
+        config.floating_ip = self.cloud().load_balancers_use_floating_ip();
         let kubelet = SimKubelet::start(self.kubelet_client.clone(), config)
             .await
             .map_err(|e| CaseError::infra("registering in-tree node", e))?;

@@ -27,6 +27,21 @@
 //! the health port (kube-proxy's terminating-endpoint fallback, KEP-1669, GA in 1.28; what
 //! keeps rolling updates of `Local` Services from dropping traffic).
 //!
+//! # Floating IP
+//!
+//! Azure load-balancing rules default to `enableFloatingIP: true` (cloud-provider-azure
+//! `pkg/provider/azure_loadbalancer.go`: the rule's backend port is the Service port, not
+//! the nodePort): the packet reaches the node with the frontend IP still its destination,
+//! and kube-proxy's rules for the Service's ingress IP take it. In 127/8 a packet cannot be
+//! addressed to one node with another address as destination, so the mock cloud sends it to
+//! the node's IP at the frontend port, and a proxy told [`KubeletConfig::floating_ip`] serves
+//! every LoadBalancer Service's `port`s on its node IP as it serves their nodePorts (same
+//! answers, same `externalTrafficPolicy`). Two Services with the same port share one such
+//! binding (the first one listed answers): on a real node the destination address tells them
+//! apart, here nothing can.
+//!
+//! [`KubeletConfig::floating_ip`]: crate::KubeletConfig::floating_ip
+//!
 //! Ports are unbound when their Service goes away, stops wanting them, or the node IP
 //! changes. A port that cannot be bound (taken, or the IP is not local) is logged and
 //! retried every [`RETRY_PERIOD`].
@@ -165,7 +180,12 @@ struct Binding {
 }
 
 /// The wanted bindings for a node, and what each answers.
-fn wanted(node_name: &str, node_ip: IpAddr, services: &[Arc<Service>]) -> HashMap<Binding, Live> {
+fn wanted(
+    node_name: &str,
+    node_ip: IpAddr,
+    services: &[Arc<Service>],
+    floating_ip: bool,
+) -> HashMap<Binding, Live> {
     let mut out = HashMap::new();
     for svc in services {
         let Some(spec) = &svc.spec else { continue };
@@ -200,6 +220,16 @@ fn wanted(node_name: &str, node_ip: IpAddr, services: &[Arc<Service>]) -> HashMa
                 },
                 serving.clone(),
             );
+            if floating_ip
+                && ty == "LoadBalancer"
+                && let Ok(service_port) = u16::try_from(port.port)
+            {
+                out.entry(Binding {
+                    addr: SocketAddr::new(node_ip, service_port),
+                    role: Role::NodePort { udp },
+                })
+                .or_insert_with(|| serving.clone());
+            }
         }
         let health_port = spec
             .health_check_node_port
@@ -332,6 +362,7 @@ pub(crate) async fn run(
     client: kube::Client,
     node_name: String,
     feed: Option<ServiceFeed>,
+    floating_ip: bool,
     mut stopped: watch::Receiver<bool>,
 ) {
     let feed = feed.unwrap_or_else(|| ServiceFeed::start(client.clone()));
@@ -377,7 +408,15 @@ pub(crate) async fn run(
             // The periodic pass only retries ports that could not be bound.
             _ = retry.tick(), if !failed.is_empty() => {}
         }
-        reconcile(&node_name, &services, &nodes, &mut bound, &mut failed).await;
+        reconcile(
+            &node_name,
+            &services,
+            &nodes,
+            floating_ip,
+            &mut bound,
+            &mut failed,
+        )
+        .await;
     }
     for (_, b) in bound.drain() {
         b.stop().await;
@@ -388,6 +427,7 @@ async fn reconcile(
     node_name: &str,
     services: &Store<Service>,
     nodes: &Store<Node>,
+    floating_ip: bool,
     bound: &mut HashMap<Binding, Bound>,
     failed: &mut HashMap<Binding, String>,
 ) {
@@ -397,7 +437,7 @@ async fn reconcile(
         .find(|n| n.metadata.name.as_deref() == Some(node_name))
         .and_then(|n| node_ip(n));
     let want = match ip {
-        Some(ip) => wanted(node_name, ip, &services.state()),
+        Some(ip) => wanted(node_name, ip, &services.state(), floating_ip),
         None => HashMap::new(),
     };
     let gone: Vec<Binding> = bound
@@ -600,7 +640,7 @@ mod tests {
                     "healthCheckNodePort": 30011, "ports": [{"port": 80, "nodePort": 30006}]}}),
             ),
         ];
-        let w = wanted("n1", ip, &services);
+        let w = wanted("n1", ip, &services, false);
         let port = |p: u16, role: Role| Binding {
             addr: SocketAddr::new(ip, p),
             role,
@@ -623,9 +663,18 @@ mod tests {
             "no SCTP, no ClusterIP, no health port for Cluster: {w:?}"
         );
         assert_eq!(
-            wanted("n2", ip, &services).get(&health).map(|l| l.local),
+            wanted("n2", ip, &services, false)
+                .get(&health)
+                .map(|l| l.local),
             Some(0)
         );
+
+        // Floating IP: the LoadBalancer Services' own ports too (one binding for port 80,
+        // which both share), never those of a NodePort Service.
+        let floating = wanted("n1", ip, &services, true);
+        assert_eq!(floating.len(), 6, "{floating:?}");
+        assert!(floating.contains_key(&port(80, Role::NodePort { udp: false })));
+        assert!(!floating.contains_key(&port(53, Role::NodePort { udp: true })));
     }
 
     #[test]
@@ -645,11 +694,11 @@ mod tests {
             addr: SocketAddr::new(ip, 30005),
             role: Role::NodePort { udp: true },
         };
-        let live = |s| wanted("n2", ip, &[s]).remove(&udp).expect("bound");
+        let live = |s| wanted("n2", ip, &[s], false).remove(&udp).expect("bound");
         // Local: only n2's own endpoint; on a node without one, dropped.
         let local = live(lb("Local", "None"));
         assert_eq!(local.answer("n2", client, 7).as_deref(), Some("p2"));
-        let on_n3 = wanted("n3", ip, &[lb("Local", "None")])
+        let on_n3 = wanted("n3", ip, &[lb("Local", "None")], false)
             .remove(&udp)
             .expect("bound");
         assert_eq!(on_n3.answer("n3", client, 0), None);
@@ -671,7 +720,7 @@ mod tests {
                 name: "u".into(),
             },
         };
-        let on_n1 = wanted("n1", ip, &[lb("Local", "None")]);
+        let on_n1 = wanted("n1", ip, &[lb("Local", "None")], false);
         assert_eq!(on_n1.get(&health).map(|l| l.local), Some(2));
         // Terminating endpoints serve only when no ready one is in scope, and are not
         // counted as healthy.
@@ -684,13 +733,13 @@ mod tests {
                 "ports": [{"port": 53, "protocol": "UDP", "nodePort": 30005}]}}),
             )
         };
-        let old_only = wanted("n1", ip, &[rolling("old@n1/terminating,x@n2")]);
+        let old_only = wanted("n1", ip, &[rolling("old@n1/terminating,x@n2")], false);
         assert_eq!(
             old_only[&udp].answer("n1", client, 0).as_deref(),
             Some("old")
         );
         assert_eq!(old_only.get(&health).map(|l| l.local), Some(0));
-        let both = wanted("n1", ip, &[rolling("old@n1/terminating,new@n1")]);
+        let both = wanted("n1", ip, &[rolling("old@n1/terminating,new@n1")], false);
         assert!((0..5).all(|t| both[&udp].answer("n1", client, t).as_deref() == Some("new")));
         assert!(parse_endpoints("a@n1/gone").is_empty());
         // No annotation: the node name, as before.

@@ -98,6 +98,11 @@ pub struct KubeletConfig {
     pub system_uuid: String,
     /// The cluster's shared Service watch for the kube-proxy; `None`: it watches alone.
     pub services: Option<kube_proxy::ServiceFeed>,
+    /// The cloud's load balancers deliver packets with the frontend address still as their
+    /// destination (Azure's floating IP, direct server return), so the kube-proxy also
+    /// serves each LoadBalancer Service's own ports on the node IP; see
+    /// [`kube_proxy`]'s "Floating IP".
+    pub floating_ip: bool,
 }
 
 impl KubeletConfig {
@@ -116,6 +121,7 @@ impl KubeletConfig {
             cloud_addresses: Vec::new(),
             system_uuid: String::new(),
             services: None,
+            floating_ip: false,
         }
     }
 
@@ -290,6 +296,7 @@ impl SimKubelet {
                 client.clone(),
                 config.node_name.clone(),
                 config.services.clone(),
+                config.floating_ip,
                 stopped.clone(),
             ))
         });
