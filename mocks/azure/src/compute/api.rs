@@ -1,0 +1,171 @@
+//! Compute's ARM surface: `virtualMachines` (GET, list, `$expand=instanceView`,
+//! `…/instanceView`), `virtualMachineScaleSets` (this mock has none: empty lists and
+//! 404s, which is what a `vmType: standard` cluster sees), and the provider registration
+//! documents the CCM reads at start.
+//!
+//! Provider registration: cloud-provider-azure reads
+//! `GET /subscriptions/{sub}/providers/Microsoft.Compute` at start
+//! (`pkg/provider/azure_zones.go` `syncRegionZonesMap`, through `pkg/azclient/providerclient`)
+//! and takes `resourceTypes[resourceType=virtualMachines].zoneMappings[location].zones`
+//! for the region's zones, comparing locations with spaces removed and lowercased.
+
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::Shared;
+use crate::arm::ArmError;
+use crate::arm::path::{self, ArmPath};
+use crate::arm::router::{ArmRequest, method_not_allowed};
+
+/// A display name ARM uses for a location (`eastus` -> `East US`); unknown ones as given.
+fn display_location(location: &str) -> String {
+    match location {
+        "eastus" => "East US".into(),
+        "eastus2" => "East US 2".into(),
+        "westus" => "West US".into(),
+        "westus2" => "West US 2".into(),
+        "westeurope" => "West Europe".into(),
+        "northeurope" => "North Europe".into(),
+        other => other.to_string(),
+    }
+}
+
+/// `GET /subscriptions/{sub}/providers/{namespace}`.
+pub fn provider(s: &Shared, namespace: &str) -> Result<Response, ArmError> {
+    let location = display_location(&s.config.location);
+    let zones = &s.config.zones;
+    let types: &[&str] = if namespace.eq_ignore_ascii_case("Microsoft.Compute") {
+        &["virtualMachines", "virtualMachineScaleSets", "disks", "availabilitySets"]
+    } else if namespace.eq_ignore_ascii_case("Microsoft.Network") {
+        &[
+            "loadBalancers",
+            "publicIPAddresses",
+            "networkInterfaces",
+            "networkSecurityGroups",
+            "routeTables",
+            "virtualNetworks",
+        ]
+    } else {
+        return Err(ArmError::new(
+            StatusCode::NOT_FOUND,
+            "InvalidResourceNamespace",
+            format!("The resource namespace '{namespace}' is invalid."),
+        ));
+    };
+    let canonical = if namespace.eq_ignore_ascii_case("Microsoft.Compute") {
+        "Microsoft.Compute"
+    } else {
+        "Microsoft.Network"
+    };
+    let resource_types: Vec<Value> = types
+        .iter()
+        .map(|t| {
+            let mut rt = json!({
+                "resourceType": t,
+                "locations": [location],
+                "apiVersions": ["2025-05-01", "2025-04-01", "2024-07-01", "2024-03-01", "2023-09-01"],
+                "capabilities": "SupportsTags, SupportsLocation",
+            });
+            if !zones.is_empty() {
+                rt["zoneMappings"] = json!([{"location": location, "zones": zones}]);
+                rt["locationMappings"] = json!([]);
+            }
+            rt
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "id": format!("/subscriptions/{}/providers/{canonical}", s.config.subscription_id),
+        "namespace": canonical,
+        "registrationState": "Registered",
+        "registrationPolicy": "RegistrationRequired",
+        "resourceTypes": resource_types,
+    }))
+    .into_response())
+}
+
+/// Compute resources.
+pub fn handle(s: &Shared, key: &str, req: &ArmRequest) -> Result<Response, ArmError> {
+    let ArmPath::Resource { types, rg, .. } = &req.path else {
+        return Err(ArmError::bad_request("InvalidRequestUri", "Not a resource path."));
+    };
+    let not_vmss = |name: &str| {
+        ArmError::not_found("Microsoft.Compute/virtualMachineScaleSets", name, rg)
+    };
+    match key {
+        path::VM => {
+            if req.method != Method::GET {
+                return Err(ArmError::new(
+                    StatusCode::CONFLICT,
+                    "OperationNotAllowed",
+                    format!(
+                        "{} on virtual machines is not served by this mock: VMs are made and changed through its admin API.",
+                        req.method
+                    ),
+                ));
+            }
+            let expand = req.expand_instance_view();
+            let cloud = s.cloud();
+            match types.first().and_then(|(_, n)| n.as_deref()) {
+                None => {
+                    let mut vms: Vec<_> = cloud.vms.values().collect();
+                    vms.sort_by_key(|v| v.seq);
+                    let items = vms
+                        .iter()
+                        .map(|vm| vm.to_json(&cloud.ctx.location, expand))
+                        .collect();
+                    let page = crate::arm::page(
+                        items,
+                        &req.query,
+                        &format!("{}{}", s.base, req.raw_path),
+                        s.config.page_size,
+                    )?;
+                    Ok(axum::Json(page).into_response())
+                }
+                Some(name) => {
+                    let vm = cloud
+                        .vms
+                        .get(&name.to_ascii_lowercase())
+                        .ok_or_else(|| ArmError::not_found("Microsoft.Compute/virtualMachines", name, rg))?;
+                    Ok(axum::Json(vm.to_json(&cloud.ctx.location, expand)).into_response())
+                }
+            }
+        }
+        "microsoft.compute/virtualmachines/instanceview" => {
+            if req.method != Method::GET {
+                return Err(method_not_allowed(&req.method));
+            }
+            let name = types.first().and_then(|(_, n)| n.as_deref()).unwrap_or_default();
+            let cloud = s.cloud();
+            let vm = cloud
+                .vms
+                .get(&name.to_ascii_lowercase())
+                .ok_or_else(|| ArmError::not_found("Microsoft.Compute/virtualMachines", name, rg))?;
+            Ok(axum::Json(vm.instance_view()).into_response())
+        }
+        // No scale sets: lists are empty, anything named is not found. VMSS-backed
+        // clusters (`vmType: vmss`) are not served by this mock yet.
+        path::VMSS if req.method == Method::GET => match types.first().and_then(|(_, n)| n.as_deref()) {
+            None => Ok(axum::Json(json!({"value": []})).into_response()),
+            Some(name) => Err(not_vmss(name)),
+        },
+        k if k.starts_with("microsoft.compute/virtualmachinescalesets/") => {
+            let name = types.first().and_then(|(_, n)| n.as_deref()).unwrap_or_default();
+            Err(not_vmss(name))
+        }
+        path::VMSS => Err(ArmError::new(
+            StatusCode::CONFLICT,
+            "OperationNotAllowed",
+            "Virtual machine scale sets are not served by this mock.",
+        )),
+        other => Err(ArmError::new(
+            StatusCode::NOT_FOUND,
+            "InvalidResourceType",
+            format!(
+                "The resource type '{}' could not be found in the namespace 'Microsoft.Compute' for api version '{}'.",
+                other.split_once('/').map_or(other, |(_, t)| t),
+                req.api_version
+            ),
+        )),
+    }
+}

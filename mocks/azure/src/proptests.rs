@@ -1,0 +1,3 @@
+//! Property tests: every parser of outside input (ARM paths, api-versions, token
+//! forms, paging tokens, request bodies) answers without panicking, and round trips
+//! hold.
