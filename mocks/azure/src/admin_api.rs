@@ -23,9 +23,9 @@ use axum::{Json, Router};
 use mock_cloud::{AdminRejection, admin_error, parse_admin_json};
 use serde::Deserialize;
 
+use crate::LifecycleMode;
 use crate::compute::state::{VmPatch, VmSpec};
 use crate::control::{Admin, AdminError, LifecycleTarget};
-use crate::LifecycleMode;
 
 fn refuse(e: AdminError) -> Response {
     let status = match e {
@@ -120,8 +120,11 @@ async fn put_lifecycle(State(a): State<Admin>, body: Result<Bytes, BytesRejectio
     };
     let need_name = |what: &str| -> Result<String, Response> {
         body.name.clone().ok_or_else(|| {
-            AdminRejection::new(StatusCode::BAD_REQUEST, format!("target {what} needs a name"))
-                .into_response()
+            AdminRejection::new(
+                StatusCode::BAD_REQUEST,
+                format!("target {what} needs a name"),
+            )
+            .into_response()
         })
     };
     let target = match body.target.as_str() {

@@ -55,7 +55,10 @@ pub struct Token {
 }
 
 fn norm_audience(a: &str) -> String {
-    a.trim().trim_end_matches("/.default").trim_end_matches('/').to_ascii_lowercase()
+    a.trim()
+        .trim_end_matches("/.default")
+        .trim_end_matches('/')
+        .to_ascii_lowercase()
 }
 
 /// Whether ARM accepts tokens for this audience.
@@ -85,8 +88,11 @@ impl Shared {
             "exp": expires.as_second(),
         });
         let header = json!({"typ": "JWT", "alg": "RS256", "kid": "mock-azure"});
-        let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(format!("{}{}", uuid::Uuid::new_v4(), uuid::Uuid::new_v4()));
+        let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(
+            "{}{}",
+            uuid::Uuid::new_v4(),
+            uuid::Uuid::new_v4()
+        ));
         let token = format!("{}.{}.{signature}", b64(&header), b64(&claims));
         let info = Token {
             audience: audience.to_string(),
@@ -161,7 +167,10 @@ pub fn routes(shared: Arc<Shared>) -> Router {
         .route("/msi/token", get(msi_token))
         .route("/adfs/.well-known/openid-configuration", get(adfs_openid))
         .route("/adfs/oauth2/token", post(adfs_token))
-        .route("/{tenant}/v2.0/.well-known/openid-configuration", get(openid_v2))
+        .route(
+            "/{tenant}/v2.0/.well-known/openid-configuration",
+            get(openid_v2),
+        )
         .route("/{tenant}/.well-known/openid-configuration", get(openid_v1))
         .route("/{tenant}/oauth2/v2.0/token", post(token_v2))
         .route("/{tenant}/oauth2/token", post(token_v1))
@@ -300,14 +309,22 @@ enum Flavour {
     Adfs,
 }
 
-async fn token_v2(State(s): State<Arc<Shared>>, Path(tenant): Path<String>, body: Bytes) -> Response {
+async fn token_v2(
+    State(s): State<Arc<Shared>>,
+    Path(tenant): Path<String>,
+    body: Bytes,
+) -> Response {
     if !known_tenant(&s, &tenant) {
         return unknown_tenant(&tenant);
     }
     client_credentials(&s, Flavour::V2, &body)
 }
 
-async fn token_v1(State(s): State<Arc<Shared>>, Path(tenant): Path<String>, body: Bytes) -> Response {
+async fn token_v1(
+    State(s): State<Arc<Shared>>,
+    Path(tenant): Path<String>,
+    body: Bytes,
+) -> Response {
     if !known_tenant(&s, &tenant) {
         return unknown_tenant(&tenant);
     }
@@ -399,11 +416,19 @@ async fn msi_token(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let header = headers.get("x-identity-header").and_then(|v| v.to_str().ok());
+    let header = headers
+        .get("x-identity-header")
+        .and_then(|v| v.to_str().ok());
     if header != Some(s.config.identity_header.as_str()) {
         let (status, message) = match header {
-            None => (StatusCode::BAD_REQUEST, "Required header X-IDENTITY-HEADER is missing."),
-            Some(_) => (StatusCode::UNAUTHORIZED, "X-IDENTITY-HEADER does not match."),
+            None => (
+                StatusCode::BAD_REQUEST,
+                "Required header X-IDENTITY-HEADER is missing.",
+            ),
+            Some(_) => (
+                StatusCode::UNAUTHORIZED,
+                "X-IDENTITY-HEADER does not match.",
+            ),
         };
         return (
             status,
@@ -453,5 +478,214 @@ mod tests {
         let f = parse_token_form(b"grant_type=client_credentials&client_id=a&client_secret=b%26c&scope=x%2F.default&claims=%7B%7D");
         assert_eq!(f.client_secret.as_deref(), Some("b&c"));
         assert_eq!(f.scope.as_deref(), Some("x/.default"));
+    }
+}
+
+#[cfg(test)]
+mod router_tests {
+    use axum::http::StatusCode;
+
+    use crate::testing::Mock;
+
+    const FORM: &str = "application/x-www-form-urlencoded";
+
+    #[tokio::test]
+    async fn discovery_points_at_the_mock() {
+        let m = Mock::seeded(0);
+        let r = m
+            .send("GET", "/metadata/endpoints?api-version=2019-05-01", &[], "")
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+        let cloud = &r.body[0];
+        assert_eq!(cloud["resourceManager"], "https://127.0.0.1:4443/");
+        assert_eq!(
+            cloud["authentication"]["loginEndpoint"],
+            "https://127.0.0.1:4443/"
+        );
+        assert_eq!(
+            cloud["authentication"]["audiences"][0],
+            "https://management.core.windows.net/"
+        );
+        let tenant = &m.shared.config.tenant_id;
+        let r = m
+            .send(
+                "GET",
+                &format!("/{tenant}/v2.0/.well-known/openid-configuration"),
+                &[],
+                "",
+            )
+            .await;
+        assert_eq!(
+            r.body["token_endpoint"],
+            format!("https://127.0.0.1:4443/{tenant}/oauth2/v2.0/token")
+        );
+        let r = m
+            .send("GET", "/adfs/.well-known/openid-configuration", &[], "")
+            .await;
+        assert_eq!(r.body["issuer"], "https://127.0.0.1:4443/adfs");
+        assert_eq!(
+            r.body["token_endpoint"],
+            "https://127.0.0.1:4443/adfs/oauth2/token"
+        );
+        let r = m
+            .send(
+                "GET",
+                "/common/discovery/instance?api-version=1.1&authorization_endpoint=x",
+                &[],
+                "",
+            )
+            .await;
+        assert_eq!(r.body["metadata"][0]["aliases"][0], "127.0.0.1:4443");
+        let r = m
+            .send(
+                "GET",
+                "/nope/v2.0/.well-known/openid-configuration",
+                &[],
+                "",
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert_eq!(r.body["error"], "invalid_tenant");
+    }
+
+    #[tokio::test]
+    async fn client_credentials_v2_v1_and_adfs() {
+        let m = Mock::seeded(0);
+        let c = &m.shared.config;
+        let tenant = c.tenant_id.clone();
+        let good = format!(
+            "grant_type=client_credentials&client_id={}&client_secret={}&scope=https%3A%2F%2Fmanagement.core.windows.net%2F%2F.default",
+            c.client_id, c.client_secret
+        );
+        let r = m
+            .send(
+                "POST",
+                &format!("/{tenant}/oauth2/v2.0/token"),
+                &[("content-type", FORM)],
+                good.clone(),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(r.body["token_type"], "Bearer");
+        assert!(r.body["expires_in"].as_i64().is_some_and(|n| n > 3500));
+        assert_eq!(
+            r.body["access_token"]
+                .as_str()
+                .map(|t| t.split('.').count()),
+            Some(3)
+        );
+        let v1 = format!(
+            "grant_type=client_credentials&client_id={}&client_secret={}&resource=https%3A%2F%2Fmanagement.core.windows.net%2F",
+            c.client_id, c.client_secret
+        );
+        let r = m
+            .send(
+                "POST",
+                &format!("/{tenant}/oauth2/token"),
+                &[("content-type", FORM)],
+                v1.clone(),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert!(r.body["expires_on"].is_string());
+        let r = m
+            .send("POST", "/adfs/oauth2/token", &[("content-type", FORM)], v1)
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+        let bad = good.replace(&c.client_secret, "wrong");
+        let r = m
+            .send(
+                "POST",
+                &format!("/{tenant}/oauth2/v2.0/token"),
+                &[("content-type", FORM)],
+                bad,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(r.body["error"], "invalid_client");
+        let r = m
+            .send(
+                "POST",
+                &format!("/{tenant}/oauth2/v2.0/token"),
+                &[("content-type", FORM)],
+                "grant_type=password",
+            )
+            .await;
+        assert_eq!(r.body["error"], "unsupported_grant_type");
+        let journal = m.shared.journal.entries();
+        assert_eq!(journal[0].operation.as_deref(), Some("POST token"));
+        assert_eq!(journal[0].service, "identity");
+    }
+
+    #[tokio::test]
+    async fn managed_identity_needs_the_header() {
+        let m = Mock::seeded(0);
+        let header = m.shared.config.identity_header.clone();
+        let uri = "/msi/token?api-version=2019-08-01&resource=https%3A%2F%2Fmanagement.core.windows.net%2F";
+        let r = m
+            .send("GET", uri, &[("x-identity-header", &header)], "")
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        let token = r.body["access_token"].as_str().expect("token").to_string();
+        assert!(
+            r.body["expires_on"]
+                .as_str()
+                .is_some_and(|s| s.parse::<i64>().is_ok())
+        );
+        let list = m.rg_path("Microsoft.Compute/virtualMachines");
+        assert_eq!(
+            m.arm("GET", &list, &token, None).await.status,
+            StatusCode::OK
+        );
+        assert_eq!(
+            m.send("GET", uri, &[("x-identity-header", "nope")], "")
+                .await
+                .status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            m.send("GET", uri, &[], "").await.status,
+            StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[tokio::test]
+    async fn arm_refuses_missing_unknown_foreign_and_expired_tokens() {
+        let m = Mock::new(crate::Config {
+            nodes: 1,
+            token_ttl: std::time::Duration::from_secs(0),
+            ..crate::Config::default()
+        });
+        let uri = format!(
+            "{}?{}",
+            m.rg_path("Microsoft.Compute/virtualMachines"),
+            crate::testing::API
+        );
+        let r = m.send("GET", &uri, &[], "").await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(r.body["error"]["code"], "AuthenticationFailed");
+        assert!(
+            r.header("www-authenticate")
+                .is_some_and(|h| h.starts_with("Bearer "))
+        );
+        let r = m
+            .send("GET", &uri, &[("authorization", "Bearer a.b.c")], "")
+            .await;
+        assert_eq!(r.body["error"]["code"], "InvalidAuthenticationToken");
+        let (storage, _) = m.shared.issue_token("https://storage.azure.com/");
+        let r = m.arm("GET", &uri, &storage, None).await;
+        assert_eq!(
+            r.body["error"]["code"],
+            "InvalidAuthenticationTokenAudience"
+        );
+        let (expired, _) = m.shared.issue_token(crate::AUDIENCE);
+        let r = m.arm("GET", &uri, &expired, None).await;
+        assert_eq!(r.body["error"]["code"], "ExpiredAuthenticationToken");
+        // Refusals are journaled, with the call's operation.
+        let last = m.shared.journal.entries().pop().expect("entry");
+        assert_eq!(
+            (last.status, last.operation.as_deref()),
+            (401, Some("GET Microsoft.Compute/virtualMachines"))
+        );
     }
 }

@@ -86,7 +86,12 @@ pub struct Admin {
 
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -112,7 +117,11 @@ fn parse_ips(field: &'static str, ips: &[String]) -> Result<Vec<Ipv4Addr>, Admin
 
 /// The public IP documents a VM owns: `{name}-pip`, `{name}-pip-1`...
 fn pip_name(vm: &str, i: usize) -> String {
-    if i == 0 { format!("{vm}-pip") } else { format!("{vm}-pip-{i}") }
+    if i == 0 {
+        format!("{vm}-pip")
+    } else {
+        format!("{vm}-pip-{i}")
+    }
 }
 
 /// Writes a VM's NIC and public IPs (admin-made, so settled at once and in the baseline).
@@ -152,7 +161,10 @@ fn write_nic(
         cloud.insert_settled(&id, value);
         pip_ids.push(id);
     }
-    let subnet_id = cloud.id(path::SUBNET, &[&cloud.ctx.vnet.clone(), &cloud.ctx.subnet.clone()]);
+    let subnet_id = cloud.id(
+        path::SUBNET,
+        &[&cloud.ctx.vnet.clone(), &cloud.ctx.subnet.clone()],
+    );
     let configs: Vec<Value> = private
         .iter()
         .enumerate()
@@ -211,7 +223,10 @@ fn check_free(cloud: &Cloud, ips: &[Ipv4Addr], mine: &[Ipv4Addr]) -> Result<(), 
 
 pub(crate) fn create_vm(cloud: &mut Cloud, spec: VmSpec) -> Result<VmInfo, AdminError> {
     if !crate::network::api::valid_name(&spec.name) || spec.name.len() > 64 {
-        return Err(invalid("name", format!("{:?} is not a valid VM name", spec.name)));
+        return Err(invalid(
+            "name",
+            format!("{:?} is not a valid VM name", spec.name),
+        ));
     }
     let key = spec.name.to_ascii_lowercase();
     if cloud.vms.contains_key(&key) {
@@ -264,7 +279,10 @@ fn vm_addresses(cloud: &Cloud, vm: &Vm) -> (Vec<String>, Vec<String>) {
         if let Some(ip) = p.get("privateIPAddress").and_then(Value::as_str) {
             private.push(ip.to_string());
         }
-        if let Some(pip) = p.get("publicIPAddress").and_then(|x| x.get("id")).and_then(Value::as_str)
+        if let Some(pip) = p
+            .get("publicIPAddress")
+            .and_then(|x| x.get("id"))
+            .and_then(Value::as_str)
             && let Some(addr) = cloud
                 .lookup(&path::resource_key(pip))
                 .and_then(|d| d.get("properties"))
@@ -297,7 +315,9 @@ pub(crate) fn vm_info(cloud: &Cloud, vm: &Vm) -> VmInfo {
 /// writes it (`pkg/provider/azure_wrap.go` `convertResourceGroupNameToLower`).
 pub fn provider_id(vm_id: &str) -> String {
     let mut parts: Vec<String> = vm_id.split('/').map(str::to_string).collect();
-    if let Some(i) = parts.iter().position(|p| p.eq_ignore_ascii_case("resourceGroups"))
+    if let Some(i) = parts
+        .iter()
+        .position(|p| p.eq_ignore_ascii_case("resourceGroups"))
         && let Some(rg) = parts.get_mut(i + 1)
     {
         *rg = rg.to_ascii_lowercase();
@@ -316,7 +336,10 @@ impl Admin {
 
     pub fn vm(&self, name: &str) -> Option<VmInfo> {
         let cloud = self.shared.cloud();
-        cloud.vms.get(&name.to_ascii_lowercase()).map(|v| vm_info(&cloud, v))
+        cloud
+            .vms
+            .get(&name.to_ascii_lowercase())
+            .map(|v| vm_info(&cloud, v))
     }
 
     pub fn create_vm(&self, spec: VmSpec) -> Result<VmInfo, AdminError> {
@@ -357,14 +380,25 @@ impl Admin {
                     .and_then(|n| n["properties"]["ipConfigurations"].get(0))
                     .and_then(|c| c["properties"].get("loadBalancerBackendAddressPools"))
                     .cloned();
-                write_nic(&mut cloud, &vm.name, &vm.id, &private, &public, pools.as_ref())?;
+                write_nic(
+                    &mut cloud,
+                    &vm.name,
+                    &vm.id,
+                    &private,
+                    &public,
+                    pools.as_ref(),
+                )?;
             }
             let vm = cloud.vms.get_mut(&key).expect("looked up");
             if let Some(zone) = patch.zone {
                 vm.zone = (!zone.is_empty()).then_some(zone);
             }
             if let Some(running) = patch.running {
-                vm.power = if running { PowerState::Running } else { PowerState::Stopped };
+                vm.power = if running {
+                    PowerState::Running
+                } else {
+                    PowerState::Stopped
+                };
             }
             if let Some(power) = patch.power_state {
                 vm.power = power;
@@ -390,9 +424,7 @@ impl Admin {
             let pips: Vec<String> = cloud
                 .docs_of(pip_info)
                 .into_iter()
-                .filter(|(k, _)| {
-                    k.rsplit('/').next().is_some_and(|n| n.starts_with(&prefix))
-                })
+                .filter(|(k, _)| k.rsplit('/').next().is_some_and(|n| n.starts_with(&prefix)))
                 .map(|(k, _)| k.clone())
                 .collect();
             for k in pips {
@@ -542,7 +574,10 @@ impl Admin {
                 LbSummary {
                     id: v["id"].as_str().unwrap_or_default().to_string(),
                     name: v["name"].as_str().unwrap_or_default().to_string(),
-                    state: p["provisioningState"].as_str().unwrap_or_default().to_string(),
+                    state: p["provisioningState"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
                     frontend_ips,
                     rules,
                     backend_pools,
@@ -570,19 +605,36 @@ impl Admin {
             .iter()
             .map(|r| RouteInfo {
                 name: r["name"].as_str().unwrap_or_default().to_string(),
-                address_prefix: r["properties"]["addressPrefix"].as_str().unwrap_or_default().to_string(),
-                next_hop_ip: r["properties"]["nextHopIpAddress"].as_str().unwrap_or_default().to_string(),
+                address_prefix: r["properties"]["addressPrefix"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                next_hop_ip: r["properties"]["nextHopIpAddress"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
             })
             .collect()
     }
 
     /// Adds a route out of band (another tenant tool's), not counted as a leak.
-    pub fn add_route(&self, name: &str, address_prefix: &str, next_hop_ip: &str) -> Result<(), AdminError> {
+    pub fn add_route(
+        &self,
+        name: &str,
+        address_prefix: &str,
+        next_hop_ip: &str,
+    ) -> Result<(), AdminError> {
         if next_hop_ip.parse::<std::net::IpAddr>().is_err() {
-            return Err(invalid("next_hop_ip", format!("{next_hop_ip:?} is not an IP address")));
+            return Err(invalid(
+                "next_hop_ip",
+                format!("{next_hop_ip:?} is not an IP address"),
+            ));
         }
         if !crate::network::api::valid_name(name) {
-            return Err(invalid("name", format!("{name:?} is not a valid route name")));
+            return Err(invalid(
+                "name",
+                format!("{name:?} is not a valid route name"),
+            ));
         }
         let mut cloud = self.shared.cloud();
         let rt_name = cloud.ctx.route_table.clone();
@@ -631,8 +683,16 @@ impl Admin {
                     access: p["access"].as_str().unwrap_or_default().to_string(),
                     protocol: p["protocol"].as_str().unwrap_or_default().to_string(),
                     source_prefixes: one_or_many(p, "sourceAddressPrefix", "sourceAddressPrefixes"),
-                    destination_prefixes: one_or_many(p, "destinationAddressPrefix", "destinationAddressPrefixes"),
-                    destination_ports: one_or_many(p, "destinationPortRange", "destinationPortRanges"),
+                    destination_prefixes: one_or_many(
+                        p,
+                        "destinationAddressPrefix",
+                        "destinationAddressPrefixes",
+                    ),
+                    destination_ports: one_or_many(
+                        p,
+                        "destinationPortRange",
+                        "destinationPortRanges",
+                    ),
                 }
             })
             .collect();

@@ -99,11 +99,19 @@ fn served<'a>(cloud: &'a Cloud, ty: &str) -> Vec<&'a Value> {
 fn pool_members(cloud: &Cloud) -> HashMap<String, Vec<IpAddr>> {
     let mut out: HashMap<String, Vec<IpAddr>> = HashMap::new();
     for nic in served(cloud, path::NIC) {
-        for cfg in nic["properties"]["ipConfigurations"].as_array().into_iter().flatten() {
+        for cfg in nic["properties"]["ipConfigurations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             let Some(ip) = str_at(cfg, "privateIPAddress").and_then(|s| s.parse().ok()) else {
                 continue;
             };
-            for pool in cfg["properties"]["loadBalancerBackendAddressPools"].as_array().into_iter().flatten() {
+            for pool in cfg["properties"]["loadBalancerBackendAddressPools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 if let Some(pid) = pool.get("id").and_then(Value::as_str) {
                     out.entry(key(pid)).or_default().push(ip);
                 }
@@ -116,7 +124,11 @@ fn pool_members(cloud: &Cloud) -> HashMap<String, Vec<IpAddr>> {
 fn probe_check(probe: &Value) -> Option<(HealthCheck, u16)> {
     let p = probe.get("properties")?;
     let port = u16::try_from(p.get("port")?.as_u64()?).ok()?;
-    let interval = p.get("intervalInSeconds").and_then(Value::as_u64).unwrap_or(5).max(1);
+    let interval = p
+        .get("intervalInSeconds")
+        .and_then(Value::as_u64)
+        .unwrap_or(5)
+        .max(1);
     let threshold = p
         .get("probeThreshold")
         .or_else(|| p.get("numberOfProbes"))
@@ -126,7 +138,11 @@ fn probe_check(probe: &Value) -> Option<(HealthCheck, u16)> {
         .max(1);
     let probe = match p.get("protocol").and_then(Value::as_str) {
         Some(proto) if proto.eq_ignore_ascii_case("Http") => Probe::Http {
-            path: p.get("requestPath").and_then(Value::as_str).unwrap_or("/").to_string(),
+            path: p
+                .get("requestPath")
+                .and_then(Value::as_str)
+                .unwrap_or("/")
+                .to_string(),
             expected: ExpectedCodes::default(),
         },
         _ => Probe::Tcp,
@@ -164,14 +180,19 @@ fn prefix_cidrs(prefix: &str, block: u8) -> Vec<Cidr> {
     let p = prefix.trim();
     match p.to_ascii_lowercase().as_str() {
         "*" | "internet" | "any" | "0.0.0.0/0" => vec![Cidr::parse("127.0.0.0/8").expect("valid")],
-        "virtualnetwork" => vec![Cidr::parse(&format!("127.{PRIVATE_POOL}.{block}.0/24")).expect("valid")],
+        "virtualnetwork" => {
+            vec![Cidr::parse(&format!("127.{PRIVATE_POOL}.{block}.0/24")).expect("valid")]
+        }
         _ => Cidr::parse(p).map(|c| vec![c]).unwrap_or_default(),
     }
 }
 
 fn is_everyone(prefixes: &[String]) -> bool {
     prefixes.iter().any(|p| {
-        matches!(p.trim().to_ascii_lowercase().as_str(), "*" | "internet" | "any" | "0.0.0.0/0")
+        matches!(
+            p.trim().to_ascii_lowercase().as_str(),
+            "*" | "internet" | "any" | "0.0.0.0/0"
+        )
     })
 }
 
@@ -179,7 +200,13 @@ fn is_everyone(prefixes: &[String]) -> bool {
 const NOBODY: &str = "255.255.255.255/32";
 
 /// The sources the NSG lets reach `frontend:port` over `protocol`.
-pub fn nsg_allowed(nsg: Option<&Value>, frontend: IpAddr, port: u16, protocol: Protocol, block: u8) -> Vec<Cidr> {
+pub fn nsg_allowed(
+    nsg: Option<&Value>,
+    frontend: IpAddr,
+    port: u16,
+    protocol: Protocol,
+    block: u8,
+) -> Vec<Cidr> {
     let mut rules: Vec<&Value> = nsg
         .and_then(|n| n["properties"]["securityRules"].as_array())
         .into_iter()
@@ -189,7 +216,10 @@ pub fn nsg_allowed(nsg: Option<&Value>, frontend: IpAddr, port: u16, protocol: P
     let mut allowed = Vec::new();
     for rule in rules {
         let p = &rule["properties"];
-        if !p["direction"].as_str().is_some_and(|d| d.eq_ignore_ascii_case("Inbound")) {
+        if !p["direction"]
+            .as_str()
+            .is_some_and(|d| d.eq_ignore_ascii_case("Inbound"))
+        {
             continue;
         }
         let proto = p["protocol"].as_str().unwrap_or("*");
@@ -212,7 +242,10 @@ pub fn nsg_allowed(nsg: Option<&Value>, frontend: IpAddr, port: u16, protocol: P
             continue;
         }
         let sources = one_or_many(p, "sourceAddressPrefix", "sourceAddressPrefixes");
-        if p["access"].as_str().is_some_and(|a| a.eq_ignore_ascii_case("Allow")) {
+        if p["access"]
+            .as_str()
+            .is_some_and(|a| a.eq_ignore_ascii_case("Allow"))
+        {
             for s in &sources {
                 allowed.extend(prefix_cidrs(s, block));
             }
@@ -232,7 +265,10 @@ pub fn nsg_allowed(nsg: Option<&Value>, frontend: IpAddr, port: u16, protocol: P
 pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
     let members = pool_members(cloud);
     let nsg_id = cloud.id(path::NSG, &[&cloud.ctx.nsg]);
-    let nsg = cloud.docs.get(&key(&nsg_id)).and_then(|d| d.served.as_ref());
+    let nsg = cloud
+        .docs
+        .get(&key(&nsg_id))
+        .and_then(|d| d.served.as_ref());
     let pips: HashMap<String, IpAddr> = served(cloud, path::PIP)
         .into_iter()
         .filter_map(|p| {
@@ -278,10 +314,15 @@ pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
             .collect();
         for rule in p["loadBalancingRules"].as_array().into_iter().flatten() {
             let rp = &rule["properties"];
-            let Some(frontend) = id_at(rule, "frontendIPConfiguration").and_then(|f| frontends.get(&key(f))) else {
+            let Some(frontend) =
+                id_at(rule, "frontendIPConfiguration").and_then(|f| frontends.get(&key(f)))
+            else {
                 continue;
             };
-            let Some(fport) = rp["frontendPort"].as_u64().and_then(|n| u16::try_from(n).ok()) else {
+            let Some(fport) = rp["frontendPort"]
+                .as_u64()
+                .and_then(|n| u16::try_from(n).ok())
+            else {
                 continue;
             };
             if fport == 0 {
@@ -292,7 +333,10 @@ pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
             let bport = if floating {
                 fport
             } else {
-                match rp["backendPort"].as_u64().and_then(|n| u16::try_from(n).ok()) {
+                match rp["backendPort"]
+                    .as_u64()
+                    .and_then(|n| u16::try_from(n).ok())
+                {
                     Some(p) if p != 0 => p,
                     _ => fport,
                 }
@@ -308,10 +352,16 @@ pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
             }
             pool_ids.sort();
             pool_ids.dedup();
-            let probe = id_at(rule, "probe").and_then(|pid| probes.get(&key(pid))).and_then(|p| probe_check(p));
+            let probe = id_at(rule, "probe")
+                .and_then(|pid| probes.get(&key(pid)))
+                .and_then(|p| probe_check(p));
             let mut backends: Vec<Backend> = Vec::new();
             for pid in &pool_ids {
-                let ips = members.get(pid).into_iter().flatten().chain(ip_pools.get(pid).into_iter().flatten());
+                let ips = members
+                    .get(pid)
+                    .into_iter()
+                    .flatten()
+                    .chain(ip_pools.get(pid).into_iter().flatten());
                 for ip in ips {
                     let b = Backend {
                         address: SocketAddr::new(*ip, bport),
@@ -327,7 +377,13 @@ pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
                 Some(s) if s.eq_ignore_ascii_case("All") => &[Protocol::Tcp, Protocol::Udp],
                 _ => &[Protocol::Tcp],
             };
-            let rule_name = format!("{lb_name}/{}", rule["name"].as_str().unwrap_or_default().to_ascii_lowercase());
+            let rule_name = format!(
+                "{lb_name}/{}",
+                rule["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_ascii_lowercase()
+            );
             for protocol in protocols {
                 plans.push(ListenerPlan {
                     rule: rule_name.clone(),
@@ -373,4 +429,3 @@ pub fn start(shared: Arc<Shared>) -> Reconciler {
         RECONCILE_PERIOD,
     )
 }
-

@@ -91,10 +91,16 @@ pub fn classify_path(method: &str, p: &str) -> (Kind, String, Option<String>, Op
     }
     if let Ok(arm) = path::parse(p) {
         let (service, op, resource) = match &arm {
-            ArmPath::Subscription { sub } => ("resources", format!("{method} subscriptions"), Some(sub.clone())),
-            ArmPath::ResourceGroup { rg, .. } => {
-                ("resources", format!("{method} resourceGroups"), Some(rg.clone()))
-            }
+            ArmPath::Subscription { sub } => (
+                "resources",
+                format!("{method} subscriptions"),
+                Some(sub.clone()),
+            ),
+            ArmPath::ResourceGroup { rg, .. } => (
+                "resources",
+                format!("{method} resourceGroups"),
+                Some(rg.clone()),
+            ),
             ArmPath::Provider { namespace, .. } => (
                 service_of(namespace),
                 format!("{method} providers/{}", canonical_namespace(namespace)),
@@ -110,7 +116,11 @@ pub fn classify_path(method: &str, p: &str) -> (Kind, String, Option<String>, Op
                 format!(
                     "{method} {}/{}",
                     canonical_namespace(namespace),
-                    if *result { "operationResults" } else { "operations" }
+                    if *result {
+                        "operationResults"
+                    } else {
+                        "operations"
+                    }
                 ),
                 Some(id.clone()),
             ),
@@ -123,8 +133,18 @@ pub fn classify_path(method: &str, p: &str) -> (Kind, String, Option<String>, Op
     }
     let segs: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {
-        ["metadata", "endpoints"] => (Kind::Metadata, "metadata".into(), Some(format!("{method} metadata/endpoints")), None),
-        ["msi", "token"] => (Kind::Identity, "identity".into(), Some(format!("{method} msi/token")), None),
+        ["metadata", "endpoints"] => (
+            Kind::Metadata,
+            "metadata".into(),
+            Some(format!("{method} metadata/endpoints")),
+            None,
+        ),
+        ["msi", "token"] => (
+            Kind::Identity,
+            "identity".into(),
+            Some(format!("{method} msi/token")),
+            None,
+        ),
         ["common", "discovery", "instance"] => (
             Kind::Identity,
             "identity".into(),
@@ -233,14 +253,20 @@ impl Gate for Shared {
         let message = message.unwrap_or("Injected by the mock's fault rules.");
         match call.extra {
             Kind::Identity => {
-                let error = code.unwrap_or(if status == 429 { "temporarily_unavailable" } else { "server_error" });
+                let error = code.unwrap_or(if status == 429 {
+                    "temporarily_unavailable"
+                } else {
+                    "server_error"
+                });
                 let mut response = (
                     status_code,
                     axum::Json(serde_json::json!({"error": error, "error_description": message})),
                 )
                     .into_response();
                 if status == 429 {
-                    response.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
+                    response
+                        .headers_mut()
+                        .insert("retry-after", HeaderValue::from_static("1"));
                 }
                 response
             }
@@ -248,7 +274,10 @@ impl Gate for Shared {
                 let code = code.unwrap_or_else(|| default_code(status));
                 let message = if status == 404 && code == "ResourceNotFound" {
                     match &call.resource {
-                        Some(r) => format!("The Resource '{r}' under resource group '{}' was not found.", self.config.resource_group),
+                        Some(r) => format!(
+                            "The Resource '{r}' under resource group '{}' was not found.",
+                            self.config.resource_group
+                        ),
                         None => message.to_string(),
                     }
                 } else {
@@ -277,21 +306,92 @@ mod tests {
     fn operations_and_resources() {
         let sub = "/subscriptions/s/resourceGroups/rg/providers";
         let cases = [
-            ("PUT", format!("{sub}/Microsoft.Network/loadBalancers/kubernetes"), "network", "PUT Microsoft.Network/loadBalancers", Some("kubernetes")),
-            ("GET", format!("{sub}/microsoft.compute/virtualmachines/node-0"), "compute", "GET Microsoft.Compute/virtualMachines", Some("node-0")),
-            ("GET", format!("{sub}/Microsoft.Compute/virtualMachines"), "compute", "GET Microsoft.Compute/virtualMachines", None),
-            ("GET", format!("{sub}/Microsoft.Compute/virtualMachines/n/instanceView"), "compute", "GET Microsoft.Compute/virtualMachines/instanceView", Some("n")),
-            ("PUT", format!("{sub}/Microsoft.Network/routeTables/rt/routes/r1"), "network", "PUT Microsoft.Network/routeTables/routes", Some("r1")),
-            ("GET", "/subscriptions/s/providers/Microsoft.Network/locations/eastus/operations/o1".to_string(), "network", "GET Microsoft.Network/operations", Some("o1")),
-            ("GET", "/subscriptions/s/providers/Microsoft.Compute".to_string(), "compute", "GET providers/Microsoft.Compute", None),
-            ("POST", "/t/oauth2/v2.0/token".to_string(), "identity", "POST token", Some("t")),
-            ("POST", "/adfs/oauth2/token".to_string(), "identity", "POST token", Some("adfs")),
-            ("GET", "/msi/token".to_string(), "identity", "GET msi/token", None),
-            ("GET", "/metadata/endpoints".to_string(), "metadata", "GET metadata/endpoints", None),
+            (
+                "PUT",
+                format!("{sub}/Microsoft.Network/loadBalancers/kubernetes"),
+                "network",
+                "PUT Microsoft.Network/loadBalancers",
+                Some("kubernetes"),
+            ),
+            (
+                "GET",
+                format!("{sub}/microsoft.compute/virtualmachines/node-0"),
+                "compute",
+                "GET Microsoft.Compute/virtualMachines",
+                Some("node-0"),
+            ),
+            (
+                "GET",
+                format!("{sub}/Microsoft.Compute/virtualMachines"),
+                "compute",
+                "GET Microsoft.Compute/virtualMachines",
+                None,
+            ),
+            (
+                "GET",
+                format!("{sub}/Microsoft.Compute/virtualMachines/n/instanceView"),
+                "compute",
+                "GET Microsoft.Compute/virtualMachines/instanceView",
+                Some("n"),
+            ),
+            (
+                "PUT",
+                format!("{sub}/Microsoft.Network/routeTables/rt/routes/r1"),
+                "network",
+                "PUT Microsoft.Network/routeTables/routes",
+                Some("r1"),
+            ),
+            (
+                "GET",
+                "/subscriptions/s/providers/Microsoft.Network/locations/eastus/operations/o1"
+                    .to_string(),
+                "network",
+                "GET Microsoft.Network/operations",
+                Some("o1"),
+            ),
+            (
+                "GET",
+                "/subscriptions/s/providers/Microsoft.Compute".to_string(),
+                "compute",
+                "GET providers/Microsoft.Compute",
+                None,
+            ),
+            (
+                "POST",
+                "/t/oauth2/v2.0/token".to_string(),
+                "identity",
+                "POST token",
+                Some("t"),
+            ),
+            (
+                "POST",
+                "/adfs/oauth2/token".to_string(),
+                "identity",
+                "POST token",
+                Some("adfs"),
+            ),
+            (
+                "GET",
+                "/msi/token".to_string(),
+                "identity",
+                "GET msi/token",
+                None,
+            ),
+            (
+                "GET",
+                "/metadata/endpoints".to_string(),
+                "metadata",
+                "GET metadata/endpoints",
+                None,
+            ),
         ];
         for (method, p, service, op, resource) in cases {
             let (_, s, o, r) = classify_path(method, &p);
-            assert_eq!((s.as_str(), o.as_deref(), r.as_deref()), (service, Some(op), resource), "{p}");
+            assert_eq!(
+                (s.as_str(), o.as_deref(), r.as_deref()),
+                (service, Some(op), resource),
+                "{p}"
+            );
         }
         assert_eq!(classify_path("GET", "/admin/vms").1, "admin");
     }

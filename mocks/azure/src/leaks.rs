@@ -28,8 +28,16 @@ pub struct Leaks {
 
 impl Leaks {
     fn add(&mut self, ty: &str, v: &Value) {
-        let id = v.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
-        let name = v.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let id = v
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let name = v
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         self.by_type
             .entry(ty.to_string())
             .or_default()
@@ -40,7 +48,14 @@ impl Leaks {
 
 pub fn find(cloud: &Cloud) -> Leaks {
     let mut leaks = Leaks::default();
-    for ty in [path::LB, path::PIP, path::NIC, path::NSG, path::RT, path::VNET] {
+    for ty in [
+        path::LB,
+        path::PIP,
+        path::NIC,
+        path::NSG,
+        path::RT,
+        path::VNET,
+    ] {
         let info = path::type_info(ty).expect("known");
         for (key, doc) in cloud.docs_of(info) {
             if !cloud.baseline.contains(key) {
@@ -51,7 +66,11 @@ pub fn find(cloud: &Cloud) -> Leaks {
     for (ty, coll) in [(path::NSG, "securityRules"), (path::RT, "routes")] {
         let info = path::type_info(ty).expect("known");
         for (_, doc) in cloud.docs_of(info) {
-            for item in doc.value["properties"][coll].as_array().into_iter().flatten() {
+            for item in doc.value["properties"][coll]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
                 if !cloud.baseline.contains(&path::resource_key(id)) {
                     leaks.add(coll, item);

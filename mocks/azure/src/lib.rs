@@ -52,8 +52,8 @@ use axum::Router;
 use mock_cloud::{Faults, Journal, ServeError, ServerHandle};
 use serde::{Deserialize, Serialize};
 
-pub use auth::{ADFS_TENANT, ALT_AUDIENCE, AUDIENCE};
 pub use arm::path::LIFECYCLE_TYPES;
+pub use auth::{ADFS_TENANT, ALT_AUDIENCE, AUDIENCE};
 pub use compute::state::{PowerState, VmInfo, VmPatch, VmSpec};
 pub use control::{Admin, AdminError, LbSummary, LifecycleTarget, NsgRuleInfo, RouteInfo};
 pub use leaks::{LeakedResource, Leaks};
@@ -283,8 +283,10 @@ impl AzureMock {
         let bound = mock_cloud::bind(config.listen).await?;
         mock_cloud::tls::install_ring_provider();
         let ca = mock_cloud::tls::TestCa::generate("mock-azure CA")?;
-        let server_config =
-            ca.server_config(mock_cloud::tls::LOCAL_SANS, mock_cloud::tls::ClientAuth::None)?;
+        let server_config = ca.server_config(
+            mock_cloud::tls::LOCAL_SANS,
+            mock_cloud::tls::ClientAuth::None,
+        )?;
         let ca_file = config.ca_file.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!(
                 "mock-azure-{}-{}-ca.pem",

@@ -98,10 +98,19 @@ impl Cloud {
             transitions: 0,
         };
         let c = cloud.ctx.clone();
-        let subnet_id = cloud.id(path::SUBNET, &[&c.vnet, &c.subnet]);
         let nsg_id = cloud.id(path::NSG, &[&c.nsg]);
         let rt_id = cloud.id(path::RT, &[&c.route_table]);
         let seeds = [
+            (
+                path::NSG,
+                c.nsg.clone(),
+                json!({"properties": {"securityRules": []}}),
+            ),
+            (
+                path::RT,
+                c.route_table.clone(),
+                json!({"properties": {"routes": [], "disableBgpRoutePropagation": false}}),
+            ),
             (
                 path::VNET,
                 c.vnet.clone(),
@@ -113,16 +122,6 @@ impl Cloud {
                         "routeTable": {"id": rt_id}}}]
                 }}),
             ),
-            (
-                path::NSG,
-                c.nsg.clone(),
-                json!({"properties": {"securityRules": []}}),
-            ),
-            (
-                path::RT,
-                c.route_table.clone(),
-                json!({"properties": {"routes": [], "disableBgpRoutePropagation": false}}),
-            ),
         ];
         for (ty, name, body) in seeds {
             let info = path::type_info(ty).expect("known type");
@@ -131,7 +130,6 @@ impl Cloud {
                 .expect("the seeded infrastructure is valid");
             cloud.insert_settled(&id, value);
         }
-        let _ = subnet_id;
         cloud
     }
 
@@ -167,7 +165,10 @@ impl Cloud {
     pub fn mark_baseline(&mut self, key: &str, value: &Value) {
         self.baseline.insert(key.to_string());
         for coll in ["securityRules", "routes"] {
-            if let Some(items) = props(value).and_then(|p| p.get(coll)).and_then(Value::as_array) {
+            if let Some(items) = props(value)
+                .and_then(|p| p.get(coll))
+                .and_then(Value::as_array)
+            {
                 for item in items {
                     if let Some(id) = item.get("id").and_then(Value::as_str) {
                         self.baseline.insert(path::resource_key(id));
@@ -292,7 +293,9 @@ impl Cloud {
 
     /// Starts an operation on `key` with the lifecycle policies' mode.
     fn begin(&mut self, info: &TypeInfo, key: &str, name: &str, kind: OpKind) -> String {
-        let mode = self.policies.mode_for(&[info.lifecycle], &name.to_ascii_lowercase());
+        let mode = self
+            .policies
+            .mode_for(&[info.lifecycle], &name.to_ascii_lowercase());
         let op = Operation::new(key.to_string(), kind, Lifecycle::begin(mode));
         let id = op.id.clone();
         self.pending.insert(key.to_string(), id.clone());
@@ -447,7 +450,10 @@ impl Cloud {
             .ok_or_else(|| {
                 ArmError::bad_request(
                     "PublicIPCountLimitReached",
-                    format!("No free address is left in 127.{pool}.{}.0/24.", self.ctx.block),
+                    format!(
+                        "No free address is left in 127.{pool}.{}.0/24.",
+                        self.ctx.block
+                    ),
                 )
             })
     }

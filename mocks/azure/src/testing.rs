@@ -67,7 +67,13 @@ impl Mock {
         self.rg_path(rest)
     }
 
-    pub async fn send(&self, method: &str, uri: &str, headers: &[(&str, &str)], body: impl Into<Body>) -> Reply {
+    pub async fn send(
+        &self,
+        method: &str,
+        uri: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Body>,
+    ) -> Reply {
         let mut builder = Request::builder().method(method).uri(uri);
         for (k, v) in headers {
             builder = builder.header(*k, *v);
@@ -80,9 +86,14 @@ impl Mock {
         let body = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
         };
-        Reply { status, headers, body }
+        Reply {
+            status,
+            headers,
+            body,
+        }
     }
 
     /// A token for ARM.
@@ -124,9 +135,14 @@ impl Mock {
             format!("{uri}?{API}")
         };
         let auth = format!("Bearer {token}");
-        let mut headers = vec![("authorization", auth.as_str()), ("content-type", "application/json")];
+        let mut headers = vec![
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+        ];
         headers.extend_from_slice(extra);
-        let body = body.map(|b| Body::from(b.to_string())).unwrap_or_else(Body::empty);
+        let body = body
+            .map(|b| Body::from(b.to_string()))
+            .unwrap_or_else(Body::empty);
         self.send(method, &uri, &headers, body).await
     }
 }

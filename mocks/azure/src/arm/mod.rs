@@ -66,10 +66,6 @@ impl IntoResponse for ArmError {
             // cloud-provider-azure's `pkg/azclient/policy/retryaftermin` read it).
             headers.insert("retry-after", HeaderValue::from_static("1"));
         }
-        headers.insert(
-            "x-ms-failure-cause",
-            HeaderValue::from_static("gateway"),
-        );
         response
     }
 }
@@ -119,7 +115,9 @@ pub fn api_version(query: &str) -> Result<String, ArmError> {
         )),
         Some(v) if !valid_api_version(&v) => Err(ArmError::bad_request(
             "InvalidApiVersionParameter",
-            format!("The api-version '{v}' is invalid. The supported versions are of the form 'YYYY-MM-DD' or 'YYYY-MM-DD-preview'."),
+            format!(
+                "The api-version '{v}' is invalid. The supported versions are of the form 'YYYY-MM-DD' or 'YYYY-MM-DD-preview'."
+            ),
         )),
         Some(v) => Ok(v),
     }
@@ -135,7 +133,11 @@ pub fn new_etag() -> String {
 /// resource is missing) and when `If-None-Match: *` meets an existing resource.
 pub fn check_preconditions(headers: &HeaderMap, current: Option<&str>) -> Result<(), ArmError> {
     let failed = |message: String| {
-        ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)
+        ArmError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "PreconditionFailed",
+            message,
+        )
     };
     if let Some(wanted) = headers.get("if-match").and_then(|v| v.to_str().ok()) {
         let wanted = wanted.trim();
@@ -183,7 +185,10 @@ pub fn page(
     {
         None => 0,
         Some((_, v)) => v.parse::<usize>().map_err(|_| {
-            ArmError::bad_request("InvalidSkipToken", format!("The skip token '{v}' is invalid."))
+            ArmError::bad_request(
+                "InvalidSkipToken",
+                format!("The skip token '{v}' is invalid."),
+            )
         })?,
     };
     let page_size = page_size.max(1);
@@ -211,12 +216,25 @@ mod tests {
 
     #[test]
     fn api_versions() {
-        for ok in ["2025-04-01", "2019-05-01", "2024-03-01-preview", "2023-01-01-beta"] {
+        for ok in [
+            "2025-04-01",
+            "2019-05-01",
+            "2024-03-01-preview",
+            "2023-01-01-beta",
+        ] {
             assert!(valid_api_version(ok), "{ok}");
         }
         for bad in [
-            "", "2025", "2025-4-01", "2025-13-01", "2025-04-00", "2025-04-01-", "2025-04-01x",
-            "abcd-ef-gh", "2025-04-01-pre1", "1999-01-01",
+            "",
+            "2025",
+            "2025-4-01",
+            "2025-13-01",
+            "2025-04-00",
+            "2025-04-01-",
+            "2025-04-01x",
+            "abcd-ef-gh",
+            "2025-04-01-pre1",
+            "1999-01-01",
         ] {
             assert!(!valid_api_version(bad), "{bad}");
         }
@@ -228,7 +246,10 @@ mod tests {
             api_version("api-version=yesterday").unwrap_err().code,
             "InvalidApiVersionParameter"
         );
-        assert_eq!(api_version("api-version=2025-04-01").ok().as_deref(), Some("2025-04-01"));
+        assert_eq!(
+            api_version("api-version=2025-04-01").ok().as_deref(),
+            Some("2025-04-01")
+        );
     }
 
     #[test]
@@ -247,7 +268,10 @@ mod tests {
         assert!(check_preconditions(&h("if-match", "\"abc\""), Some(etag)).is_ok());
         assert!(check_preconditions(&h("if-match", "*"), Some(etag)).is_ok());
         let e = check_preconditions(&h("if-match", "W/\"old\""), Some(etag)).unwrap_err();
-        assert_eq!((e.status, e.code.as_str()), (StatusCode::PRECONDITION_FAILED, "PreconditionFailed"));
+        assert_eq!(
+            (e.status, e.code.as_str()),
+            (StatusCode::PRECONDITION_FAILED, "PreconditionFailed")
+        );
         assert!(check_preconditions(&h("if-match", "*"), None).is_err());
         assert!(check_preconditions(&h("if-none-match", "*"), Some(etag)).is_err());
         assert!(check_preconditions(&h("if-none-match", "*"), None).is_ok());
@@ -263,7 +287,13 @@ mod tests {
         let q = next.split_once('?').expect("query").1;
         let p = page(items.clone(), q, "https://h/x", 3).expect("page");
         assert_eq!(p["value"], json!([3, 4, 5]));
-        let q = p["nextLink"].as_str().expect("next").split_once('?').expect("q").1.to_string();
+        let q = p["nextLink"]
+            .as_str()
+            .expect("next")
+            .split_once('?')
+            .expect("q")
+            .1
+            .to_string();
         let p = page(items.clone(), &q, "https://h/x", 3).expect("page");
         assert_eq!(p["value"], json!([6]));
         assert!(p.get("nextLink").is_none());

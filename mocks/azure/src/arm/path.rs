@@ -48,7 +48,13 @@ const fn t(
 
 /// Every type served.
 pub const TYPES: &[TypeInfo] = &[
-    t(VM, "Microsoft.Compute/virtualMachines", "Microsoft.Compute", None, "virtualmachines"),
+    t(
+        VM,
+        "Microsoft.Compute/virtualMachines",
+        "Microsoft.Compute",
+        None,
+        "virtualmachines",
+    ),
     t(
         VMSS,
         "Microsoft.Compute/virtualMachineScaleSets",
@@ -56,9 +62,27 @@ pub const TYPES: &[TypeInfo] = &[
         None,
         "virtualmachinescalesets",
     ),
-    t(NIC, "Microsoft.Network/networkInterfaces", "Microsoft.Network", None, "networkinterfaces"),
-    t(PIP, "Microsoft.Network/publicIPAddresses", "Microsoft.Network", None, "publicipaddresses"),
-    t(LB, "Microsoft.Network/loadBalancers", "Microsoft.Network", None, "loadbalancers"),
+    t(
+        NIC,
+        "Microsoft.Network/networkInterfaces",
+        "Microsoft.Network",
+        None,
+        "networkinterfaces",
+    ),
+    t(
+        PIP,
+        "Microsoft.Network/publicIPAddresses",
+        "Microsoft.Network",
+        None,
+        "publicipaddresses",
+    ),
+    t(
+        LB,
+        "Microsoft.Network/loadBalancers",
+        "Microsoft.Network",
+        None,
+        "loadbalancers",
+    ),
     t(
         NSG,
         "Microsoft.Network/networkSecurityGroups",
@@ -66,7 +90,13 @@ pub const TYPES: &[TypeInfo] = &[
         None,
         "networksecuritygroups",
     ),
-    t(RT, "Microsoft.Network/routeTables", "Microsoft.Network", None, "routetables"),
+    t(
+        RT,
+        "Microsoft.Network/routeTables",
+        "Microsoft.Network",
+        None,
+        "routetables",
+    ),
     t(
         ROUTE,
         "Microsoft.Network/routeTables/routes",
@@ -74,7 +104,13 @@ pub const TYPES: &[TypeInfo] = &[
         Some((RT, "routes")),
         "routes",
     ),
-    t(VNET, "Microsoft.Network/virtualNetworks", "Microsoft.Network", None, "virtualnetworks"),
+    t(
+        VNET,
+        "Microsoft.Network/virtualNetworks",
+        "Microsoft.Network",
+        None,
+        "virtualnetworks",
+    ),
     t(
         SUBNET,
         "Microsoft.Network/virtualNetworks/subnets",
@@ -220,13 +256,12 @@ pub fn parse(path: &str) -> Result<ArmPath, NotArm> {
 /// A resource's id with canonical casing: `/subscriptions/{sub}/resourceGroups/{rg}/providers/
 /// {Namespace}/{type}/{name}[/{child}/{name}]`.
 pub fn resource_id(sub: &str, rg: &str, info: &TypeInfo, names: &[&str]) -> String {
-    let mut id = format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/{}", info.namespace);
+    let mut id = format!(
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}",
+        info.namespace
+    );
     let types: Vec<&str> = info.arm_type.split('/').skip(2).collect();
-    let first = info
-        .arm_type
-        .split('/')
-        .nth(1)
-        .unwrap_or_default();
+    let first = info.arm_type.split('/').nth(1).unwrap_or_default();
     let all: Vec<&str> = std::iter::once(first).chain(types).collect();
     for (t, n) in all.iter().zip(names) {
         id.push('/');
@@ -283,8 +318,9 @@ mod tests {
                 namespace: "Microsoft.Compute".into()
             })
         );
-        let op = parse("/subscriptions/s/providers/Microsoft.Network/locations/eastus/operations/abc")
-            .expect("op");
+        let op =
+            parse("/subscriptions/s/providers/Microsoft.Network/locations/eastus/operations/abc")
+                .expect("op");
         assert!(matches!(op, ArmPath::Operation { result: false, .. }));
         let p = parse(
             "/subscriptions/s/resourceGroups/RG/providers/Microsoft.Network/routeTables/rt/routes/r1",
@@ -292,8 +328,9 @@ mod tests {
         .expect("route");
         assert_eq!(p.type_key().as_deref(), Some(ROUTE));
         assert_eq!(p.name(), Some("r1"));
-        let p = parse("/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualMachines")
-            .expect("list");
+        let p =
+            parse("/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualMachines")
+                .expect("list");
         assert_eq!(p.type_key().as_deref(), Some(VM));
         assert_eq!(p.name(), None);
         assert!(parse("/metadata/endpoints").is_err());
@@ -312,13 +349,19 @@ mod tests {
         let (key, t) = key_of_id(&id.to_uppercase()).expect("known");
         assert_eq!(key, id.to_ascii_lowercase());
         assert_eq!(t.key, ROUTE);
-        assert!(key_of_id("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/routeTables").is_none());
+        assert!(
+            key_of_id("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/routeTables")
+                .is_none()
+        );
         let (parent, coll, name) = split_sub_resource(&format!(
             "{}/frontendIPConfigurations/FE",
             resource_id("s", "rg", type_info(LB).expect("lb"), &["k"])
         ))
         .expect("split");
         assert!(parent.ends_with("/loadbalancers/k"));
-        assert_eq!((coll.as_str(), name.as_str()), ("frontendipconfigurations", "fe"));
+        assert_eq!(
+            (coll.as_str(), name.as_str()),
+            ("frontendipconfigurations", "fe")
+        );
     }
 }

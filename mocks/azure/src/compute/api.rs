@@ -36,7 +36,12 @@ pub fn provider(s: &Shared, namespace: &str) -> Result<Response, ArmError> {
     let location = display_location(&s.config.location);
     let zones = &s.config.zones;
     let types: &[&str] = if namespace.eq_ignore_ascii_case("Microsoft.Compute") {
-        &["virtualMachines", "virtualMachineScaleSets", "disks", "availabilitySets"]
+        &[
+            "virtualMachines",
+            "virtualMachineScaleSets",
+            "disks",
+            "availabilitySets",
+        ]
     } else if namespace.eq_ignore_ascii_case("Microsoft.Network") {
         &[
             "loadBalancers",
@@ -87,11 +92,13 @@ pub fn provider(s: &Shared, namespace: &str) -> Result<Response, ArmError> {
 /// Compute resources.
 pub fn handle(s: &Shared, key: &str, req: &ArmRequest) -> Result<Response, ArmError> {
     let ArmPath::Resource { types, rg, .. } = &req.path else {
-        return Err(ArmError::bad_request("InvalidRequestUri", "Not a resource path."));
+        return Err(ArmError::bad_request(
+            "InvalidRequestUri",
+            "Not a resource path.",
+        ));
     };
-    let not_vmss = |name: &str| {
-        ArmError::not_found("Microsoft.Compute/virtualMachineScaleSets", name, rg)
-    };
+    let not_vmss =
+        |name: &str| ArmError::not_found("Microsoft.Compute/virtualMachineScaleSets", name, rg);
     match key {
         path::VM => {
             if req.method != Method::GET {
@@ -123,10 +130,9 @@ pub fn handle(s: &Shared, key: &str, req: &ArmRequest) -> Result<Response, ArmEr
                     Ok(axum::Json(page).into_response())
                 }
                 Some(name) => {
-                    let vm = cloud
-                        .vms
-                        .get(&name.to_ascii_lowercase())
-                        .ok_or_else(|| ArmError::not_found("Microsoft.Compute/virtualMachines", name, rg))?;
+                    let vm = cloud.vms.get(&name.to_ascii_lowercase()).ok_or_else(|| {
+                        ArmError::not_found("Microsoft.Compute/virtualMachines", name, rg)
+                    })?;
                     Ok(axum::Json(vm.to_json(&cloud.ctx.location, expand)).into_response())
                 }
             }
@@ -135,22 +141,29 @@ pub fn handle(s: &Shared, key: &str, req: &ArmRequest) -> Result<Response, ArmEr
             if req.method != Method::GET {
                 return Err(method_not_allowed(&req.method));
             }
-            let name = types.first().and_then(|(_, n)| n.as_deref()).unwrap_or_default();
+            let name = types
+                .first()
+                .and_then(|(_, n)| n.as_deref())
+                .unwrap_or_default();
             let cloud = s.cloud();
-            let vm = cloud
-                .vms
-                .get(&name.to_ascii_lowercase())
-                .ok_or_else(|| ArmError::not_found("Microsoft.Compute/virtualMachines", name, rg))?;
+            let vm = cloud.vms.get(&name.to_ascii_lowercase()).ok_or_else(|| {
+                ArmError::not_found("Microsoft.Compute/virtualMachines", name, rg)
+            })?;
             Ok(axum::Json(vm.instance_view()).into_response())
         }
         // No scale sets: lists are empty, anything named is not found. VMSS-backed
         // clusters (`vmType: vmss`) are not served by this mock yet.
-        path::VMSS if req.method == Method::GET => match types.first().and_then(|(_, n)| n.as_deref()) {
-            None => Ok(axum::Json(json!({"value": []})).into_response()),
-            Some(name) => Err(not_vmss(name)),
-        },
+        path::VMSS if req.method == Method::GET => {
+            match types.first().and_then(|(_, n)| n.as_deref()) {
+                None => Ok(axum::Json(json!({"value": []})).into_response()),
+                Some(name) => Err(not_vmss(name)),
+            }
+        }
         k if k.starts_with("microsoft.compute/virtualmachinescalesets/") => {
-            let name = types.first().and_then(|(_, n)| n.as_deref()).unwrap_or_default();
+            let name = types
+                .first()
+                .and_then(|(_, n)| n.as_deref())
+                .unwrap_or_default();
             Err(not_vmss(name))
         }
         path::VMSS => Err(ArmError::new(
@@ -167,5 +180,212 @@ pub fn handle(s: &Shared, key: &str, req: &ArmRequest) -> Result<Response, ArmEr
                 req.api_version
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+    use serde_json::Value;
+
+    use crate::testing::Mock;
+
+    #[tokio::test]
+    async fn vm_get_with_instance_view_zones_and_fault_domains() {
+        let m = Mock::new(crate::Config {
+            nodes: 2,
+            zones: Vec::new(),
+            ..crate::Config::default()
+        });
+        m.admin()
+            .create_vm(crate::VmSpec {
+                name: "zonal".into(),
+                zone: Some("2".into()),
+                ..Default::default()
+            })
+            .expect("vm");
+        let t = m.token().await;
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachines/node-1?$expand=instanceView"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(r.body["name"], "node-1");
+        assert!(r.body.get("zones").is_none());
+        let view = &r.body["properties"]["instanceView"];
+        assert_eq!(view["platformFaultDomain"], 1);
+        assert_eq!(view["statuses"][0]["code"], "ProvisioningState/succeeded");
+        assert_eq!(view["statuses"][1]["code"], "PowerState/running");
+        let nic = r.body["properties"]["networkProfile"]["networkInterfaces"][0]["id"]
+            .as_str()
+            .expect("nic");
+        let nic = m.arm("GET", nic, &t, None).await;
+        assert_eq!(nic.status, StatusCode::OK);
+        assert!(
+            nic.body["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
+                .as_str()
+                .is_some_and(|ip| ip.starts_with("127.60.0."))
+        );
+        // Without the expansion there is no instance view; names are case-insensitive.
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachines/ZONAL"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.body["zones"], serde_json::json!(["2"]));
+        assert!(r.body["properties"].get("instanceView").is_none());
+        m.admin()
+            .update_vm(
+                "zonal",
+                crate::VmPatch {
+                    running: Some(false),
+                    ..Default::default()
+                },
+            )
+            .expect("stop");
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachines/zonal/instanceView"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.body["statuses"][1]["code"], "PowerState/stopped");
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachines/gone"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["error"]["code"].as_str()),
+            (StatusCode::NOT_FOUND, Some("ResourceNotFound"))
+        );
+        let journal = m.shared.journal.entries();
+        let op = journal
+            .iter()
+            .rev()
+            .find(|e| e.service == "compute")
+            .expect("entry");
+        assert_eq!(
+            (op.operation.as_deref(), op.resource.as_deref()),
+            (Some("GET Microsoft.Compute/virtualMachines"), Some("gone"))
+        );
+    }
+
+    #[tokio::test]
+    async fn vm_list_pages_with_next_link() {
+        let m = Mock::seeded(7);
+        let t = m.token().await;
+        let mut uri = m.rg_path("Microsoft.Compute/virtualMachines");
+        let mut names = Vec::new();
+        let mut pages = 0;
+        loop {
+            let r = m.arm("GET", &uri, &t, None).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+            pages += 1;
+            names.extend(
+                r.body["value"]
+                    .as_array()
+                    .expect("value")
+                    .iter()
+                    .map(|v| v["name"].as_str().unwrap_or_default().to_string()),
+            );
+            match r.body.get("nextLink").and_then(Value::as_str) {
+                Some(next) => {
+                    uri = next
+                        .strip_prefix(crate::testing::BASE)
+                        .expect("same host")
+                        .to_string()
+                }
+                None => break,
+            }
+        }
+        assert_eq!(pages, 2);
+        assert_eq!(
+            names,
+            (0..7).map(|i| format!("node-{i}")).collect::<Vec<_>>()
+        );
+    }
+
+    #[tokio::test]
+    async fn provider_registration_and_scale_sets() {
+        let m = Mock::seeded(1);
+        let t = m.token().await;
+        let sub = m.shared.config.subscription_id.clone();
+        let r = m
+            .arm(
+                "GET",
+                &format!("/subscriptions/{sub}/providers/Microsoft.Compute"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.body["registrationState"], "Registered");
+        let vms = &r.body["resourceTypes"][0];
+        assert_eq!(vms["resourceType"], "virtualMachines");
+        assert_eq!(vms["zoneMappings"][0]["location"], "East US");
+        assert_eq!(
+            vms["zoneMappings"][0]["zones"],
+            serde_json::json!(["1", "2", "3"])
+        );
+        let r = m
+            .arm(
+                "GET",
+                &format!("/subscriptions/{sub}/providers/Microsoft.Network"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachineScaleSets"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.body["value"], serde_json::json!([]));
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+        let r = m
+            .arm(
+                "PUT",
+                &m.rg_path("Microsoft.Compute/virtualMachines/node-0"),
+                &t,
+                Some(serde_json::json!({})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CONFLICT);
+        let r = m.arm("GET", &format!("/subscriptions/{sub}/resourceGroups/other/providers/Microsoft.Compute/virtualMachines"), &t, None).await;
+        assert_eq!(r.body["error"]["code"], "ResourceGroupNotFound");
+        let r = m
+            .arm(
+                "GET",
+                "/subscriptions/nope/providers/Microsoft.Compute",
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.body["error"]["code"], "SubscriptionNotFound");
     }
 }

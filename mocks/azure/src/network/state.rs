@@ -69,13 +69,19 @@ fn items_mut<'a>(
     let mut out = Vec::new();
     for item in list.iter_mut() {
         let Some(obj) = item.as_object_mut() else {
-            return Err(bad_content(format!("properties.{coll} holds a non-object.")));
+            return Err(bad_content(format!(
+                "properties.{coll} holds a non-object."
+            )));
         };
         let Some(name) = obj.get("name").and_then(Value::as_str).map(str::to_string) else {
-            return Err(bad_content(format!("Every item of properties.{coll} needs a name.")));
+            return Err(bad_content(format!(
+                "Every item of properties.{coll} needs a name."
+            )));
         };
         if name.is_empty() || name.contains('/') {
-            return Err(bad_content(format!("Invalid name {name:?} in properties.{coll}.")));
+            return Err(bad_content(format!(
+                "Invalid name {name:?} in properties.{coll}."
+            )));
         }
         if !seen.insert(name.to_ascii_lowercase()) {
             return Err(invalid(
@@ -83,11 +89,16 @@ fn items_mut<'a>(
                 format!("Two items of properties.{coll} are named {name}."),
             ));
         }
-        obj.insert("id".into(), Value::String(format!("{parent_id}/{coll}/{name}")));
+        obj.insert(
+            "id".into(),
+            Value::String(format!("{parent_id}/{coll}/{name}")),
+        );
         obj.insert("etag".into(), Value::String(etag.to_string()));
         let p = obj.entry("properties").or_insert_with(|| json!({}));
         if !p.is_object() {
-            return Err(bad_content(format!("properties.{coll}[{name}].properties must be an object.")));
+            return Err(bad_content(format!(
+                "properties.{coll}[{name}].properties must be an object."
+            )));
         }
         p["provisioningState"] = Value::String("Succeeded".into());
         out.push(obj);
@@ -128,7 +139,12 @@ fn port_of(p: &Map<String, Value>, field: &str, allow_zero: bool) -> Result<Opti
     }
 }
 
-fn one_of(p: &Map<String, Value>, field: &str, allowed: &[&str], required: bool) -> Result<(), ArmError> {
+fn one_of(
+    p: &Map<String, Value>,
+    field: &str,
+    allowed: &[&str],
+    required: bool,
+) -> Result<(), ArmError> {
     match p.get(field).and_then(Value::as_str) {
         Some(v) if allowed.iter().any(|a| a.eq_ignore_ascii_case(v)) => Ok(()),
         None if !required && p.get(field).is_none_or(Value::is_null) => Ok(()),
@@ -163,10 +179,16 @@ pub fn prepare(
             .and_then(Value::as_str)
             .unwrap_or(&cloud.ctx.location)
             .to_string();
-        if !location.replace(' ', "").eq_ignore_ascii_case(&cloud.ctx.location) {
+        if !location
+            .replace(' ', "")
+            .eq_ignore_ascii_case(&cloud.ctx.location)
+        {
             return Err(invalid(
                 "LocationNotAvailableForResourceType",
-                format!("The location '{location}' is not available here; use '{}'.", cloud.ctx.location),
+                format!(
+                    "The location '{location}' is not available here; use '{}'.",
+                    cloud.ctx.location
+                ),
             ));
         }
         doc.insert("location".into(), Value::String(cloud.ctx.location.clone()));
@@ -182,16 +204,27 @@ pub fn prepare(
     let existing_props = existing.and_then(|e| e.get("properties"));
     match info.key {
         path::PIP => {
-            let sku = doc.entry("sku").or_insert_with(|| json!({"name": "Standard", "tier": "Regional"}));
+            let sku = doc
+                .entry("sku")
+                .or_insert_with(|| json!({"name": "Standard", "tier": "Regional"}));
             if !sku.is_object() {
                 return Err(bad_content("sku must be an object."));
             }
             let props = doc["properties"].as_object_mut().expect("object");
             props.remove("ipConfiguration");
-            one_of(props, "publicIPAllocationMethod", &["Static", "Dynamic"], false)?;
-            props.entry("publicIPAllocationMethod").or_insert(json!("Static"));
+            one_of(
+                props,
+                "publicIPAllocationMethod",
+                &["Static", "Dynamic"],
+                false,
+            )?;
+            props
+                .entry("publicIPAllocationMethod")
+                .or_insert(json!("Static"));
             one_of(props, "publicIPAddressVersion", &["IPv4"], false)?;
-            props.entry("publicIPAddressVersion").or_insert(json!("IPv4"));
+            props
+                .entry("publicIPAddressVersion")
+                .or_insert(json!("IPv4"));
             props.entry("idleTimeoutInMinutes").or_insert(json!(4));
             let kept = existing_props
                 .and_then(|p| p.get("ipAddress"))
@@ -248,14 +281,19 @@ pub fn prepare(
                 let p = item_props(cfg);
                 if let Some(pools) = p.get("loadBalancerBackendAddressPools") {
                     let Some(pools) = pools.as_array() else {
-                        return Err(bad_content("loadBalancerBackendAddressPools must be an array."));
+                        return Err(bad_content(
+                            "loadBalancerBackendAddressPools must be an array.",
+                        ));
                     };
                     for pool in pools {
                         let pid = pool.get("id").and_then(Value::as_str).unwrap_or_default();
                         if !pid.to_ascii_lowercase().contains("/backendaddresspools/")
                             || !cloud.sub_resource_exists(pid)
                         {
-                            return Err(missing_reference("the ipConfiguration's backend pool", pid));
+                            return Err(missing_reference(
+                                "the ipConfiguration's backend pool",
+                                pid,
+                            ));
                         }
                     }
                 }
@@ -274,7 +312,8 @@ pub fn prepare(
                 };
                 taken.insert(ip);
                 p.insert("privateIPAddress".into(), Value::String(ip.to_string()));
-                p.entry("privateIPAllocationMethod").or_insert(json!("Dynamic"));
+                p.entry("privateIPAllocationMethod")
+                    .or_insert(json!("Dynamic"));
                 p.entry("privateIPAddressVersion").or_insert(json!("IPv4"));
                 if single {
                     p.entry("primary").or_insert(json!(true));
@@ -291,7 +330,9 @@ pub fn prepare(
             }
         }
         path::LB => {
-            let sku = doc.entry("sku").or_insert_with(|| json!({"name": "Standard", "tier": "Regional"}));
+            let sku = doc
+                .entry("sku")
+                .or_insert_with(|| json!({"name": "Standard", "tier": "Regional"}));
             if !sku.is_object() {
                 return Err(bad_content("sku must be an object."));
             }
@@ -300,7 +341,9 @@ pub fn prepare(
             let mut frontends = Vec::new();
             for fe in items_mut(props, "frontendIPConfigurations", id, &etag)? {
                 let fe_name = fe["name"].as_str().unwrap_or_default().to_string();
-                frontends.push(path::resource_key(&format!("{id}/frontendIPConfigurations/{fe_name}")));
+                frontends.push(path::resource_key(&format!(
+                    "{id}/frontendIPConfigurations/{fe_name}"
+                )));
                 let fe_value = Value::Object(fe.clone());
                 let p = item_props(fe);
                 p.remove("loadBalancingRules");
@@ -329,7 +372,8 @@ pub fn prepare(
                     };
                     taken.insert(ip);
                     p.insert("privateIPAddress".into(), Value::String(ip.to_string()));
-                    p.entry("privateIPAllocationMethod").or_insert(json!("Dynamic"));
+                    p.entry("privateIPAllocationMethod")
+                        .or_insert(json!("Dynamic"));
                 } else {
                     return Err(invalid(
                         "InvalidFrontendIPConfiguration",
@@ -340,7 +384,9 @@ pub fn prepare(
             let mut pools = Vec::new();
             for pool in items_mut(props, "backendAddressPools", id, &etag)? {
                 let pool_name = pool["name"].as_str().unwrap_or_default().to_string();
-                pools.push(path::resource_key(&format!("{id}/backendAddressPools/{pool_name}")));
+                pools.push(path::resource_key(&format!(
+                    "{id}/backendAddressPools/{pool_name}"
+                )));
                 let p = item_props(pool);
                 p.remove("backendIPConfigurations");
                 p.remove("loadBalancingRules");
@@ -352,7 +398,10 @@ pub fn prepare(
                 let p = item_props(probe);
                 one_of(p, "protocol", &["Tcp", "Http", "Https"], true)?;
                 if port_of(p, "port", false)?.is_none() {
-                    return Err(invalid("InvalidParameter", format!("Probe {probe_name} needs a port.")));
+                    return Err(invalid(
+                        "InvalidParameter",
+                        format!("Probe {probe_name} needs a port."),
+                    ));
                 }
                 let http = p
                     .get("protocol")
@@ -374,17 +423,21 @@ pub fn prepare(
                 one_of(p, "protocol", &["Tcp", "Udp", "All"], true)?;
                 port_of(p, "frontendPort", true)?;
                 port_of(p, "backendPort", true)?;
-                let check = |field: &str, within: &[String], required: bool| -> Result<(), ArmError> {
-                    match ref_id(&rule_value, field) {
-                        Some(r) if within.contains(&path::resource_key(r)) => Ok(()),
-                        Some(r) => Err(missing_reference(&format!("load balancing rule {rule_name}"), r)),
-                        None if required => Err(invalid(
-                            "InvalidParameter",
-                            format!("Load balancing rule {rule_name} needs {field}."),
-                        )),
-                        None => Ok(()),
-                    }
-                };
+                let check =
+                    |field: &str, within: &[String], required: bool| -> Result<(), ArmError> {
+                        match ref_id(&rule_value, field) {
+                            Some(r) if within.contains(&path::resource_key(r)) => Ok(()),
+                            Some(r) => Err(missing_reference(
+                                &format!("load balancing rule {rule_name}"),
+                                r,
+                            )),
+                            None if required => Err(invalid(
+                                "InvalidParameter",
+                                format!("Load balancing rule {rule_name} needs {field}."),
+                            )),
+                            None => Ok(()),
+                        }
+                    };
                 check("frontendIPConfiguration", &frontends, true)?;
                 check("backendAddressPool", &pools, false)?;
                 check("probe", &probes, false)?;
@@ -396,7 +449,10 @@ pub fn prepare(
                     for pool in list {
                         let pid = pool.get("id").and_then(Value::as_str).unwrap_or_default();
                         if !pools.contains(&path::resource_key(pid)) {
-                            return Err(missing_reference(&format!("load balancing rule {rule_name}"), pid));
+                            return Err(missing_reference(
+                                &format!("load balancing rule {rule_name}"),
+                                pid,
+                            ));
                         }
                     }
                 }
@@ -439,21 +495,34 @@ fn validate_security_rule(
 ) -> Result<(), ArmError> {
     let rname = rule["name"].as_str().unwrap_or_default().to_string();
     let p = item_props(rule);
-    one_of(p, "protocol", &["Tcp", "Udp", "Icmp", "Esp", "Ah", "*"], true)?;
+    one_of(
+        p,
+        "protocol",
+        &["Tcp", "Udp", "Icmp", "Esp", "Ah", "*"],
+        true,
+    )?;
     one_of(p, "access", &["Allow", "Deny"], true)?;
     one_of(p, "direction", &["Inbound", "Outbound"], true)?;
-    let priority = p.get("priority").and_then(Value::as_u64).filter(|n| (100..=4096).contains(n));
+    let priority = p
+        .get("priority")
+        .and_then(Value::as_u64)
+        .filter(|n| (100..=4096).contains(n));
     let Some(priority) = priority else {
         return Err(invalid(
             "SecurityRuleInvalidPriority",
             format!("Security rule {rname} has an invalid priority (100 to 4096)."),
         ));
     };
-    let direction = p["direction"].as_str().unwrap_or_default().to_ascii_lowercase();
+    let direction = p["direction"]
+        .as_str()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     if !priorities.insert((direction, priority)) {
         return Err(invalid(
             "SecurityRuleConflict",
-            format!("Security rule {rname} has the same priority {priority} and direction as another rule."),
+            format!(
+                "Security rule {rname} has the same priority {priority} and direction as another rule."
+            ),
         ));
     }
     Ok(())
@@ -461,17 +530,32 @@ fn validate_security_rule(
 
 fn validate_route(p: &mut Map<String, Value>, name: &str) -> Result<(), ArmError> {
     if p.get("addressPrefix").and_then(Value::as_str).is_none() {
-        return Err(invalid("InvalidParameter", format!("Route {name} needs an addressPrefix.")));
+        return Err(invalid(
+            "InvalidParameter",
+            format!("Route {name} needs an addressPrefix."),
+        ));
     }
     one_of(
         p,
         "nextHopType",
-        &["VirtualNetworkGateway", "VnetLocal", "Internet", "VirtualAppliance", "None"],
+        &[
+            "VirtualNetworkGateway",
+            "VnetLocal",
+            "Internet",
+            "VirtualAppliance",
+            "None",
+        ],
         true,
     )?;
-    let appliance = p["nextHopType"].as_str().is_some_and(|t| t.eq_ignore_ascii_case("VirtualAppliance"));
+    let appliance = p["nextHopType"]
+        .as_str()
+        .is_some_and(|t| t.eq_ignore_ascii_case("VirtualAppliance"));
     let hop = p.get("nextHopIpAddress").and_then(Value::as_str);
-    if appliance && hop.and_then(|h| h.parse::<std::net::IpAddr>().ok()).is_none() {
+    if appliance
+        && hop
+            .and_then(|h| h.parse::<std::net::IpAddr>().ok())
+            .is_none()
+    {
         return Err(invalid(
             "InvalidNextHopIpAddress",
             format!("Route {name} of type VirtualAppliance needs a nextHopIpAddress."),
@@ -485,7 +569,10 @@ fn validate_subnet(cloud: &Cloud, subnet: &Value) -> Result<(), ArmError> {
     let has_prefix = p.and_then(|p| p.get("addressPrefix")).is_some()
         || p.and_then(|p| p.get("addressPrefixes")).is_some();
     if !has_prefix {
-        return Err(invalid("InvalidParameter", "A subnet needs an addressPrefix."));
+        return Err(invalid(
+            "InvalidParameter",
+            "A subnet needs an addressPrefix.",
+        ));
     }
     for field in ["networkSecurityGroup", "routeTable"] {
         if let Some(r) = ref_id(subnet, field)
@@ -541,7 +628,11 @@ fn pip_user(cloud: &Cloud, pip_id: &str) -> Option<String> {
 /// The answer for a stored document: read-only back-references added.
 pub fn render(cloud: &Cloud, info: &TypeInfo, stored: &Value) -> Value {
     let mut v = stored.clone();
-    let id = stored.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+    let id = stored
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     match info.key {
         path::PIP => {
             if let Some(user) = pip_user(cloud, &id) {
@@ -556,7 +647,11 @@ pub fn render(cloud: &Cloud, info: &TypeInfo, stored: &Value) -> Value {
                 .and_then(Value::as_array_mut)
             {
                 for pool in pools {
-                    let pool_id = pool.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+                    let pool_id = pool
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
                     let members: Vec<Value> = configs
                         .iter()
                         .filter(|(_, c)| {
@@ -565,7 +660,9 @@ pub fn render(cloud: &Cloud, info: &TypeInfo, stored: &Value) -> Value {
                                 .and_then(Value::as_array)
                                 .is_some_and(|ps| {
                                     ps.iter().any(|p| {
-                                        p.get("id").and_then(Value::as_str).is_some_and(|i| same_id(i, &pool_id))
+                                        p.get("id")
+                                            .and_then(Value::as_str)
+                                            .is_some_and(|i| same_id(i, &pool_id))
                                     })
                                 })
                         })
@@ -603,11 +700,39 @@ pub fn default_security_rules(nsg_id: &str) -> Value {
         })
     };
     json!([
-        rule("AllowVnetInBound", 65000, "Allow", "Inbound", "VirtualNetwork", "VirtualNetwork"),
-        rule("AllowAzureLoadBalancerInBound", 65001, "Allow", "Inbound", "AzureLoadBalancer", "*"),
+        rule(
+            "AllowVnetInBound",
+            65000,
+            "Allow",
+            "Inbound",
+            "VirtualNetwork",
+            "VirtualNetwork"
+        ),
+        rule(
+            "AllowAzureLoadBalancerInBound",
+            65001,
+            "Allow",
+            "Inbound",
+            "AzureLoadBalancer",
+            "*"
+        ),
         rule("DenyAllInBound", 65500, "Deny", "Inbound", "*", "*"),
-        rule("AllowVnetOutBound", 65000, "Allow", "Outbound", "VirtualNetwork", "VirtualNetwork"),
-        rule("AllowInternetOutBound", 65001, "Allow", "Outbound", "*", "Internet"),
+        rule(
+            "AllowVnetOutBound",
+            65000,
+            "Allow",
+            "Outbound",
+            "VirtualNetwork",
+            "VirtualNetwork"
+        ),
+        rule(
+            "AllowInternetOutBound",
+            65001,
+            "Allow",
+            "Outbound",
+            "*",
+            "Internet"
+        ),
         rule("DenyAllOutBound", 65500, "Deny", "Outbound", "*", "*"),
     ])
 }
@@ -625,7 +750,9 @@ pub fn check_delete(cloud: &Cloud, info: &TypeInfo, key: &str) -> Result<(), Arm
             if let Some(user) = pip_user(cloud, &id) {
                 return Err(invalid(
                     "PublicIPAddressInUse",
-                    format!("Public IP address {id} can not be deleted since it is still allocated to resource {user}."),
+                    format!(
+                        "Public IP address {id} can not be deleted since it is still allocated to resource {user}."
+                    ),
                 ));
             }
         }
@@ -633,12 +760,19 @@ pub fn check_delete(cloud: &Cloud, info: &TypeInfo, key: &str) -> Result<(), Arm
             if let Some(vm) = cloud.vms.values().find(|vm| same_id(&vm.nic_id, key)) {
                 return Err(invalid(
                     "NicInUse",
-                    format!("Network Interface {key} is used by existing resource {}.", vm.id),
+                    format!(
+                        "Network Interface {key} is used by existing resource {}.",
+                        vm.id
+                    ),
                 ));
             }
         }
         path::NSG | path::RT => {
-            let field = if info.key == path::NSG { "networkSecurityGroup" } else { "routeTable" };
+            let field = if info.key == path::NSG {
+                "networkSecurityGroup"
+            } else {
+                "routeTable"
+            };
             let vnet = path::type_info(path::VNET).expect("known");
             for (_, d) in cloud.docs_of(vnet) {
                 for s in d
