@@ -118,26 +118,18 @@ async fn put_lifecycle(State(a): State<Admin>, body: Result<Bytes, BytesRejectio
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let need_name = |what: &str| -> Result<String, Response> {
-        body.name.clone().ok_or_else(|| {
-            AdminRejection::new(
+    let target = match (body.target.as_str(), body.name) {
+        ("default", _) => LifecycleTarget::Default,
+        ("type", Some(n)) => LifecycleTarget::Type(n),
+        ("resource", Some(n)) => LifecycleTarget::Resource(n),
+        (t @ ("type" | "resource"), None) => {
+            return AdminRejection::new(
                 StatusCode::BAD_REQUEST,
-                format!("target {what} needs a name"),
+                format!("target {t} needs a name"),
             )
-            .into_response()
-        })
-    };
-    let target = match body.target.as_str() {
-        "default" => LifecycleTarget::Default,
-        "type" => match need_name("type") {
-            Ok(n) => LifecycleTarget::Type(n),
-            Err(r) => return r,
-        },
-        "resource" => match need_name("resource") {
-            Ok(n) => LifecycleTarget::Resource(n),
-            Err(r) => return r,
-        },
-        other => {
+            .into_response();
+        }
+        (other, _) => {
             return admin_error(
                 StatusCode::BAD_REQUEST,
                 &format!("target {other:?} is not one of default, type, resource"),

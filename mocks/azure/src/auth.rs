@@ -195,9 +195,20 @@ async fn endpoints(State(s): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respo
     if let Err(e) = crate::arm::api_version(q.as_deref().unwrap_or("")) {
         return e.into_response();
     }
-    let base = &s.base;
-    Json(json!([{
-        "name": "AzureCloud",
+    // cloud-provider-azure picks the entry whose `name` equals azure.json's `cloud`
+    // (case-insensitive), or the first when `cloud` is empty (pkg/azclient
+    // `OverrideAzureCloudConfigAndEnvConfigFromMetadataService`): the same endpoints
+    // under the public cloud's names.
+    let clouds: Vec<Value> = ["AzureCloud", "AzurePublicCloud"]
+        .iter()
+        .map(|name| cloud_metadata(&s.base, name))
+        .collect();
+    Json(Value::Array(clouds)).into_response()
+}
+
+fn cloud_metadata(base: &str, name: &str) -> Value {
+    json!({
+        "name": name,
         "portal": format!("{base}/"),
         "resourceManager": format!("{base}/"),
         "authentication": {
@@ -226,8 +237,7 @@ async fn endpoints(State(s): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respo
             "mysqlServerEndpoint": "mysql.database.azure.com",
             "postgresqlServerEndpoint": "postgres.database.azure.com"
         }
-    }]))
-    .into_response()
+    })
 }
 
 fn host_of(base: &str) -> String {

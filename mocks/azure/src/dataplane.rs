@@ -429,3 +429,118 @@ pub fn start(shared: Arc<Shared>) -> Reconciler {
         RECONCILE_PERIOD,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn cidrs(list: &[&str]) -> Vec<Cidr> {
+        list.iter().map(|c| Cidr::parse(c).expect("cidr")).collect()
+    }
+
+    fn nsg(rules: serde_json::Value) -> Value {
+        json!({"properties": {"securityRules": rules}})
+    }
+
+    fn rule(
+        name: &str,
+        priority: u32,
+        access: &str,
+        proto: &str,
+        src: serde_json::Value,
+        dst: &str,
+        port: &str,
+    ) -> Value {
+        json!({"name": name, "properties": {"priority": priority, "access": access, "direction": "Inbound",
+            "protocol": proto, "sourceAddressPrefixes": src, "destinationAddressPrefix": dst,
+            "destinationPortRange": port}})
+    }
+
+    #[test]
+    fn nsg_walks_rules_by_priority() {
+        let vip: IpAddr = "127.61.0.10".parse().expect("ip");
+        let vnet = "127.60.0.0/24";
+        // No rule: only the VNet default.
+        assert_eq!(nsg_allowed(None, vip, 80, Protocol::Tcp, 0), cidrs(&[vnet]));
+        let n = nsg(json!([
+            rule("deny-all", 300, "Deny", "*", json!(["*"]), "*", "*"),
+            rule(
+                "allow-a",
+                200,
+                "Allow",
+                "Tcp",
+                json!(["127.99.0.0/16"]),
+                "127.61.0.10",
+                "80"
+            ),
+            rule(
+                "allow-udp",
+                100,
+                "Allow",
+                "Udp",
+                json!(["127.98.0.0/16"]),
+                "*",
+                "80"
+            ),
+            rule(
+                "allow-after-deny",
+                400,
+                "Allow",
+                "Tcp",
+                json!(["Internet"]),
+                "*",
+                "*"
+            ),
+            rule(
+                "other-port",
+                150,
+                "Allow",
+                "Tcp",
+                json!(["127.97.0.0/16"]),
+                "*",
+                "81-90"
+            ),
+        ]));
+        assert_eq!(
+            nsg_allowed(Some(&n), vip, 80, Protocol::Tcp, 0),
+            cidrs(&["127.99.0.0/16", vnet])
+        );
+        assert_eq!(
+            nsg_allowed(Some(&n), vip, 80, Protocol::Udp, 0),
+            cidrs(&["127.98.0.0/16", vnet])
+        );
+        assert_eq!(
+            nsg_allowed(Some(&n), vip, 85, Protocol::Tcp, 0),
+            cidrs(&["127.97.0.0/16", vnet])
+        );
+        let other: IpAddr = "127.61.0.11".parse().expect("ip");
+        assert_eq!(
+            nsg_allowed(Some(&n), other, 80, Protocol::Tcp, 0),
+            cidrs(&[vnet])
+        );
+        let open = nsg(json!([rule(
+            "any",
+            100,
+            "Allow",
+            "*",
+            json!(["Internet"]),
+            "*",
+            "*"
+        )]));
+        assert_eq!(
+            nsg_allowed(Some(&open), vip, 1, Protocol::Udp, 3),
+            cidrs(&["127.0.0.0/8", "127.60.3.0/24"])
+        );
+    }
+
+    #[test]
+    fn ports() {
+        assert!(port_matches("*", 5));
+        assert!(port_matches("80", 80));
+        assert!(port_matches("80-90", 85));
+        assert!(!port_matches("80-90", 91));
+        assert!(!port_matches("x", 80));
+    }
+}

@@ -16,7 +16,7 @@
 //!   `"POST token"` (all token endpoints), `"GET msi/token"`,
 //!   `"GET metadata/endpoints"`, `"GET openid-configuration"`, `"GET discovery/instance"`;
 //! - `resource`: the innermost resource name in the path (`node-0`, the route's name),
-//!   the operation id for polls, the client id for tokens; none for lists.
+//!   the operation id for polls, the tenant for token and OpenID requests; none for lists.
 //!
 //! ARM throttles with 429 `TooManyRequests` and `Retry-After`; errors are
 //! `{"error":{"code","message"}}`, except the identity endpoints', which are AAD's
@@ -288,6 +288,19 @@ impl Gate for Shared {
         }
     }
 
+    /// A resource a PUT created (201) is "created" for `not_found_after_create` rules,
+    /// by name (the rules' `resource`).
+    async fn served(&self, call: &Call<Kind>, response: Response) -> Response {
+        if call.method == "PUT"
+            && response.status() == StatusCode::CREATED
+            && let Some(name) = &call.resource
+            && self.faults.wants_created()
+        {
+            self.faults.note_created(name);
+        }
+        response
+    }
+
     fn finish(&self, _call: &Call<Kind>, response: &mut Response) {
         let id = uuid::Uuid::new_v4().to_string();
         if let Ok(v) = HeaderValue::from_str(&id) {
@@ -394,5 +407,172 @@ mod tests {
             );
         }
         assert_eq!(classify_path("GET", "/admin/vms").1, "admin");
+    }
+
+    use axum::http::StatusCode as Status;
+    use mock_cloud::{FaultJson, FaultKind};
+    use serde_json::json;
+
+    use crate::testing::Mock;
+
+    #[tokio::test]
+    async fn faults_render_in_arm_and_aad_envelopes() {
+        let m = Mock::seeded(2);
+        let t = m.token().await;
+        m.admin().faults().add(FaultJson {
+            service: Some("compute".into()),
+            operation: Some("GET Microsoft.Compute/virtualMachines".into()),
+            resource: Some("node-1".into()),
+            status: 503,
+            count: Some(1),
+            ..Default::default()
+        });
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachines/node-0"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, Status::OK, "another resource is not faulted");
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachines/node-1"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["error"]["code"].as_str()),
+            (Status::SERVICE_UNAVAILABLE, Some("ServiceUnavailable"))
+        );
+        assert!(r.header("x-ms-request-id").is_some());
+        m.admin().faults().add(FaultJson {
+            service: Some("identity".into()),
+            status: 500,
+            count: Some(1),
+            ..Default::default()
+        });
+        let form = format!(
+            "grant_type=client_credentials&client_id=ccm-client&client_secret={}&scope=x%2F.default",
+            m.shared.config.client_secret
+        );
+        let r = m
+            .send(
+                "POST",
+                &format!("/{}/oauth2/v2.0/token", m.shared.config.tenant_id),
+                &[],
+                form,
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["error"].as_str()),
+            (Status::INTERNAL_SERVER_ERROR, Some("server_error"))
+        );
+        // Admin routes are journaled, never faulted.
+        m.admin().faults().add(FaultJson {
+            status: 500,
+            ..Default::default()
+        });
+        assert_eq!(
+            m.send("GET", "/admin/vms", &[], "").await.status,
+            Status::OK
+        );
+        assert_eq!(
+            m.shared
+                .journal
+                .entries()
+                .last()
+                .map(|e| e.service.clone())
+                .as_deref(),
+            Some("admin")
+        );
+    }
+
+    #[tokio::test]
+    async fn throttle_preset_and_reset_fault() {
+        let m = Mock::seeded(1);
+        let t = m.token().await;
+        m.admin().faults().add(FaultJson {
+            kind: Some(FaultKind::Throttle),
+            service: Some("network".into()),
+            count: Some(1),
+            ..Default::default()
+        });
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Network/loadBalancers"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, Status::TOO_MANY_REQUESTS);
+        assert_eq!(r.body["error"]["code"], "TooManyRequests");
+        assert_eq!(r.header("retry-after"), Some("1"));
+        let e = m.shared.journal.entries().pop().expect("entry");
+        assert_eq!((e.status, e.fault.is_some()), (429, true));
+        assert_eq!(
+            m.arm(
+                "GET",
+                &m.rg_path("Microsoft.Network/loadBalancers"),
+                &t,
+                None
+            )
+            .await
+            .status,
+            Status::OK
+        );
+    }
+
+    #[tokio::test]
+    async fn new_resources_can_be_hidden_for_some_reads() {
+        let m = Mock::seeded(0);
+        let t = m.token().await;
+        m.admin().faults().add(FaultJson {
+            service: Some("network".into()),
+            kind: Some(FaultKind::NotFoundAfterCreate),
+            window_reads: Some(2),
+            ..Default::default()
+        });
+        let p = m.rg_path("Microsoft.Network/publicIPAddresses/fresh");
+        let r = m.arm("PUT", &p, &t, Some(json!({"properties": {}}))).await;
+        assert_eq!(r.status, Status::CREATED);
+        for _ in 0..2 {
+            let r = m.arm("GET", &p, &t, None).await;
+            assert_eq!(
+                (r.status, r.body["error"]["code"].as_str()),
+                (Status::NOT_FOUND, Some("ResourceNotFound"))
+            );
+        }
+        assert_eq!(m.arm("GET", &p, &t, None).await.status, Status::OK);
+    }
+
+    #[tokio::test]
+    async fn reset_clears_faults_and_state_and_wakes() {
+        let m = Mock::seeded(1);
+        let t = m.token().await;
+        m.admin().faults().add(FaultJson {
+            status: 500,
+            ..Default::default()
+        });
+        let rev = m.shared.wake.rev();
+        let r = m.send("POST", "/admin/reset", &[], "").await;
+        assert_eq!(r.status, Status::NO_CONTENT);
+        assert!(m.shared.wake.rev() > rev);
+        assert!(m.admin().faults().list().is_empty());
+        assert_eq!(
+            m.arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachines/node-0"),
+                &t,
+                None
+            )
+            .await
+            .status,
+            Status::OK
+        );
     }
 }

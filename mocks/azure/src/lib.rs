@@ -33,7 +33,7 @@
 
 mod admin_api;
 pub mod arm;
-mod auth;
+pub(crate) mod auth;
 mod compute;
 mod control;
 mod dataplane;
