@@ -426,3 +426,93 @@ pub(crate) mod testing;
 
 #[cfg(test)]
 mod proptests;
+
+#[cfg(test)]
+mod start_tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use mock_cloud::MockCloud;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn seed_files_add_vms_faults_and_lifecycles_and_reset_restores_them() {
+        let seed = SeedFile::parse(
+            br#"{"state": {"vms": [{"name": "seeded", "zone": "3", "vmSize": "Standard_B2s"}]},
+                 "faults": [{"service": "network", "status": 500, "count": 1}],
+                 "lifecycle": {"types": {"loadbalancers": {"mode": "stuck"}}}}"#,
+            std::path::Path::new("seed.json"),
+        )
+        .expect("seed");
+        let mock = AzureMock::start(Config {
+            nodes: 1,
+            address_block: 45,
+            seed,
+            ..Config::default()
+        })
+        .await
+        .expect("start");
+        let admin = mock.admin();
+        let names: Vec<String> = admin.vms().into_iter().map(|v| v.name).collect();
+        assert_eq!(names, ["node-0", "seeded"]);
+        assert_eq!(
+            admin.vm("seeded").map(|v| v.vm_size).as_deref(),
+            Some("Standard_B2s")
+        );
+        assert_eq!(admin.faults().list().len(), 1);
+        assert_eq!(
+            admin.lifecycle().by_type["loadbalancers"],
+            LifecycleMode::Stuck
+        );
+        admin.delete_vm("seeded").expect("delete");
+        admin.faults().clear();
+        admin.reset();
+        assert_eq!(admin.vms().len(), 2);
+        assert_eq!(admin.faults().list().len(), 1, "the seed's rules come back");
+        mock.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn bad_seed_vms_are_seed_errors() {
+        let seed = SeedFile::parse(
+            br#"{"state": {"vms": [{"name": "node-0"}]}}"#,
+            std::path::Path::new("seed.json"),
+        )
+        .expect("parses");
+        let err = AzureMock::start(Config {
+            nodes: 1,
+            address_block: 46,
+            seed,
+            ..Config::default()
+        })
+        .await
+        .err()
+        .expect("a duplicate VM is refused");
+        assert!(<AzureMock as MockCloud>::is_seed_error(&err), "{err}");
+    }
+
+    /// The admin router `MockCloud` hands out serves the shared routes over the mock's own
+    /// state and journals each request as service `admin`.
+    #[tokio::test]
+    async fn the_admin_router_serves_the_journal_and_journals_itself() {
+        let mock = AzureMock::start(Config {
+            nodes: 1,
+            address_block: 47,
+            ..Config::default()
+        })
+        .await
+        .expect("start");
+        let answer = MockCloud::admin_router(&mock)
+            .oneshot(Request::get("/vms").body(Body::empty()).expect("request"))
+            .await
+            .expect("infallible");
+        assert_eq!(answer.status(), StatusCode::OK);
+        let last = mock.admin().journal().entries().pop().expect("an entry");
+        assert_eq!(
+            (last.service.as_str(), last.path.as_str()),
+            ("admin", "/admin/vms")
+        );
+        MockCloud::shutdown(mock).await;
+    }
+}

@@ -164,3 +164,112 @@ async fn answers(source: IpAddr, to: SocketAddr, n: usize) -> Vec<String> {
     }
     out
 }
+
+/// A UDP backend echoing its name.
+async fn udp_backend(addr: SocketAddr, name: &'static str) -> Result<tokio::task::JoinHandle<()>> {
+    let socket = tokio::net::UdpSocket::bind(addr).await?;
+    Ok(tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((_, from)) = socket.recv_from(&mut buf).await {
+            let _ = socket.send_to(name.as_bytes(), from).await;
+        }
+    }))
+}
+
+/// An HTTP health endpoint answering `status` to everything.
+async fn health(addr: SocketAddr, status: &'static str) -> Result<tokio::task::JoinHandle<()>> {
+    let listener = TcpListener::bind(addr).await?;
+    Ok(tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let reply =
+                format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let _ = s.write_all(reply.as_bytes()).await;
+        }
+    }))
+}
+
+/// One UDP flow from `source`: what came back ("" if nothing within a second).
+async fn udp_ask(source: IpAddr, to: SocketAddr) -> String {
+    let attempt = async {
+        let s = tokio::net::UdpSocket::bind(SocketAddr::new(source, 0))
+            .await
+            .ok()?;
+        s.send_to(b"hi", to).await.ok()?;
+        let mut buf = [0u8; 64];
+        let (n, _) = s.recv_from(&mut buf).await.ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    };
+    tokio::time::timeout(Duration::from_secs(1), attempt)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn udp_rules_use_the_backend_port_and_http_probes_drop_sick_members() -> Result<()> {
+    let mock = AzureMock::start(Config {
+        nodes: 2,
+        address_block: 48,
+        ..Config::default()
+    })
+    .await?;
+    let arm = Arm::new(&mock).await?;
+    let vms = mock.admin().vms();
+    let ip = |i: usize| -> Result<IpAddr> { Ok(vms[i].private_ips[0].parse()?) };
+    // Without floating IP the rule's backendPort is where traffic goes.
+    let _u0 = udp_backend(SocketAddr::new(ip(0)?, 31053), "node-0").await?;
+    let _u1 = udp_backend(SocketAddr::new(ip(1)?, 31053), "node-1").await?;
+    let _h0 = health(SocketAddr::new(ip(0)?, 31054), "200 OK").await?;
+    let _h1 = health(SocketAddr::new(ip(1)?, 31054), "503 Service Unavailable").await?;
+
+    let pip = arm
+        .put(
+            "Microsoft.Network/publicIPAddresses/udp",
+            &json!({"properties": {"publicIPAllocationMethod": "Static"}}),
+        )
+        .await?;
+    let vip: IpAddr = pip["properties"]["ipAddress"]
+        .as_str()
+        .context("ip")?
+        .parse()?;
+    let lb_id = arm.id("Microsoft.Network/loadBalancers/kubernetes");
+    arm.put(
+        "Microsoft.Network/loadBalancers/kubernetes",
+        &json!({"properties": {
+            "frontendIPConfigurations": [{"name": "u", "properties": {"publicIPAddress": {"id": pip["id"]}}}],
+            "backendAddressPools": [{"name": "kubernetes", "properties": {"loadBalancerBackendAddresses": [
+                {"name": "n0", "properties": {"ipAddress": ip(0)?.to_string()}},
+                {"name": "n1", "properties": {"ipAddress": ip(1)?.to_string()}}]}}],
+            "probes": [{"name": "hc", "properties": {"protocol": "Http", "port": 31054, "requestPath": "/healthz", "intervalInSeconds": 1}}],
+            "loadBalancingRules": [{"name": "u-UDP-18053", "properties": {
+                "protocol": "Udp", "frontendPort": 18053, "backendPort": 31053, "enableFloatingIP": false,
+                "frontendIPConfiguration": {"id": format!("{lb_id}/frontendIPConfigurations/u")},
+                "backendAddressPool": {"id": format!("{lb_id}/backendAddressPools/kubernetes")},
+                "probe": {"id": format!("{lb_id}/probes/hc")}}}]
+        }}),
+    )
+    .await?;
+    let nsg_rest = "Microsoft.Network/networkSecurityGroups/nsg-ccm";
+    let (_, mut nsg) = arm.call(Method::GET, nsg_rest, None).await?;
+    nsg["properties"]["securityRules"] = json!([{"name": "u-UDP-18053-Internet", "properties": {
+        "protocol": "Udp", "access": "Allow", "direction": "Inbound", "priority": 500,
+        "sourceAddressPrefix": "Internet", "sourcePortRange": "*",
+        "destinationAddressPrefixes": [vip.to_string()], "destinationPortRanges": ["18053"]}}]);
+    arm.put(nsg_rest, &nsg).await?;
+    let frontend = SocketAddr::new(vip, 18053);
+    let client: IpAddr = "127.99.0.2".parse()?;
+    // node-1's probe fails: every new flow ends up on node-0.
+    eventually("only the healthy member answers", || async {
+        let mut answers = Vec::new();
+        for _ in 0..4 {
+            answers.push(udp_ask(client, frontend).await);
+        }
+        answers.iter().all(|a| a == "node-0").then_some(())
+    })
+    .await?;
+    mock.shutdown().await;
+    Ok(())
+}
