@@ -16,7 +16,8 @@
 //!   `"POST token"` (all token endpoints), `"GET msi/token"`,
 //!   `"GET metadata/endpoints"`, `"GET openid-configuration"`, `"GET discovery/instance"`;
 //! - `resource`: the innermost resource name in the path (`node-0`, the route's name),
-//!   the operation id for polls, the tenant for token and OpenID requests; none for lists.
+//!   the operation id for polls, the tenant for token and OpenID requests; none for a
+//!   top-level list, the parent's name for a child list (`routeTables/rt-ccm/routes`).
 //!
 //! ARM throttles with 429 `TooManyRequests` and `Retry-After`; errors are
 //! `{"error":{"code","message"}}`, except the identity endpoints', which are AAD's
