@@ -12,6 +12,9 @@
 //!   `{"name", "address_prefix", "next_hop_ip"}` -> 201 (out of band, not a leak)
 //! - `GET /nsg-rules` -> [`crate::NsgRuleInfo`] list
 //! - `GET /resources/{type}` -> the stored documents of a type (`loadBalancers`, ...)
+//! - `GET /scale-sets` -> [`crate::ScaleSetInfo`] list; `POST /scale-sets`
+//!   ([`crate::ScaleSetSpec`]: `name`, `capacity`, `zones`, `vmSize`) -> 201;
+//!   `DELETE /scale-sets/{name}` -> 204
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -52,7 +55,27 @@ pub fn routes(admin: Admin) -> Router {
             "/resources/{ty}",
             get(|State(a): State<Admin>, Path(ty): Path<String>| async move { Json(a.resources(&ty)) }),
         )
+        .route("/scale-sets", get(|State(a): State<Admin>| async move { Json(a.scale_sets()) }).post(create_scale_set))
+        .route("/scale-sets/{name}", axum::routing::delete(delete_scale_set))
         .with_state(admin)
+}
+
+async fn create_scale_set(State(a): State<Admin>, body: Result<Bytes, BytesRejection>) -> Response {
+    let spec: crate::ScaleSetSpec = match parse_admin_json(body) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    match a.create_scale_set(spec) {
+        Ok(ss) => (StatusCode::CREATED, Json(ss)).into_response(),
+        Err(e) => refuse(e),
+    }
+}
+
+async fn delete_scale_set(State(a): State<Admin>, Path(name): Path<String>) -> Response {
+    match a.delete_scale_set(&name) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => refuse(e),
+    }
 }
 
 async fn list_vms(State(a): State<Admin>) -> Response {

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::arm::path;
 use crate::compute::state::{PowerState, Vm, VmInfo, VmPatch, VmSpec};
+use crate::compute::vmss::{Instance, ScaleSet, ScaleSetSpec, base36};
 use crate::store::{Cloud, PRIVATE_POOL, PUBLIC_POOL};
 use crate::{LIFECYCLE_TYPES, LifecycleMode, LifecyclePolicies, Shared};
 
@@ -263,6 +264,73 @@ pub(crate) fn create_vm(cloud: &mut Cloud, spec: VmSpec) -> Result<VmInfo, Admin
     Ok(vm_info(cloud, &vm))
 }
 
+/// A scale set as the admin API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScaleSetInfo {
+    pub id: String,
+    pub name: String,
+    /// Each instance; `name` is its computer name (the node name).
+    pub instances: Vec<VmInfo>,
+}
+
+pub(crate) fn create_scale_set(
+    cloud: &mut Cloud,
+    spec: ScaleSetSpec,
+) -> Result<ScaleSetInfo, AdminError> {
+    // Computer names are the prefix and six base-36 digits, within 15 characters.
+    if !crate::network::api::valid_name(&spec.name) || spec.name.len() > 9 {
+        return Err(invalid(
+            "name",
+            format!(
+                "{:?} is not a valid scale set name (at most 9 characters)",
+                spec.name
+            ),
+        ));
+    }
+    let key = spec.name.to_ascii_lowercase();
+    if cloud.scale_sets.contains_key(&key) || cloud.vms.contains_key(&key) {
+        return Err(AdminError::Conflict(format!("{} exists", spec.name)));
+    }
+    if spec.capacity > 100 {
+        return Err(invalid("capacity", "at most 100 instances"));
+    }
+    let ips = allocate_n(cloud, PRIVATE_POOL, spec.capacity as usize)?;
+    let instances = ips
+        .into_iter()
+        .enumerate()
+        .map(|(i, ip)| Instance {
+            instance_id: i.to_string(),
+            computer_name: format!("{}{}", spec.name, base36(i as u32)),
+            zone: (!spec.zones.is_empty()).then(|| spec.zones[i % spec.zones.len()].clone()),
+            fault_domain: (i % 3) as u32,
+            private_ip: ip.to_string(),
+            power: PowerState::Running,
+            vm_id: uuid::Uuid::new_v4().to_string(),
+        })
+        .collect();
+    cloud.seq += 1;
+    let subnet_id = cloud.id(
+        path::SUBNET,
+        &[&cloud.ctx.vnet.clone(), &cloud.ctx.subnet.clone()],
+    );
+    let ss = ScaleSet {
+        id: cloud.id(path::VMSS, &[&spec.name]),
+        name: spec.name.clone(),
+        vm_size: spec.vm_size.unwrap_or_else(|| "Standard_D2s_v3".into()),
+        zones: spec.zones,
+        subnet_id,
+        instances,
+        seq: cloud.seq,
+    };
+    let info = ScaleSetInfo {
+        id: ss.id.clone(),
+        name: ss.name.clone(),
+        instances: ss.infos(),
+    };
+    cloud.scale_sets.insert(key, ss);
+    Ok(info)
+}
+
 /// The NIC's private IPs and its public IPs' addresses.
 fn vm_addresses(cloud: &Cloud, vm: &Vm) -> (Vec<String>, Vec<String>) {
     let mut private = Vec::new();
@@ -432,6 +500,60 @@ impl Admin {
             }
         }
         self.shared.wake.changed();
+        Ok(())
+    }
+
+    /// Creates a scale set of `capacity` running instances (read-only through ARM).
+    pub fn create_scale_set(&self, spec: ScaleSetSpec) -> Result<ScaleSetInfo, AdminError> {
+        let info = create_scale_set(&mut self.shared.cloud(), spec)?;
+        self.shared.wake.changed();
+        Ok(info)
+    }
+
+    /// Every scale set, in creation order.
+    pub fn scale_sets(&self) -> Vec<ScaleSetInfo> {
+        let cloud = self.shared.cloud();
+        let mut sets: Vec<&ScaleSet> = cloud.scale_sets.values().collect();
+        sets.sort_by_key(|s| s.seq);
+        sets.into_iter()
+            .map(|s| ScaleSetInfo {
+                id: s.id.clone(),
+                name: s.name.clone(),
+                instances: s.infos(),
+            })
+            .collect()
+    }
+
+    /// Deletes a scale set and its instances.
+    pub fn delete_scale_set(&self, name: &str) -> Result<(), AdminError> {
+        self.shared
+            .cloud()
+            .scale_sets
+            .remove(&name.to_ascii_lowercase())
+            .map(|_| ())
+            .ok_or_else(|| AdminError::NotFound(format!("scale set {name}")))
+    }
+
+    /// Sets one scale set instance's power state.
+    pub fn set_instance_power(
+        &self,
+        scale_set: &str,
+        instance_id: &str,
+        power: PowerState,
+    ) -> Result<(), AdminError> {
+        let mut cloud = self.shared.cloud();
+        let ss = cloud
+            .scale_sets
+            .get_mut(&scale_set.to_ascii_lowercase())
+            .ok_or_else(|| AdminError::NotFound(format!("scale set {scale_set}")))?;
+        let instance = ss
+            .instances
+            .iter_mut()
+            .find(|i| i.instance_id == instance_id)
+            .ok_or_else(|| {
+                AdminError::NotFound(format!("instance {instance_id} of {scale_set}"))
+            })?;
+        instance.power = power;
         Ok(())
     }
 

@@ -49,6 +49,15 @@ pub const THROTTLE: Throttle = Throttle {
     message: "The request is being throttled as the limit has been reached for operation type.",
 };
 
+/// Compute paths beside the resource types of [`path::TYPES`], with ARM's casing.
+const COMPUTE_PATHS: &[&str] = &[
+    "Microsoft.Compute/virtualMachines/instanceView",
+    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
+    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/instanceView",
+    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/networkInterfaces",
+    "Microsoft.Compute/virtualMachineScaleSets/networkInterfaces",
+];
+
 /// The canonical `Namespace/type[/child]` of an ARM resource path.
 fn canonical_type(p: &ArmPath) -> (String, Option<String>) {
     let ArmPath::Resource {
@@ -60,9 +69,11 @@ fn canonical_type(p: &ArmPath) -> (String, Option<String>) {
     let key = p.type_key().unwrap_or_default();
     let ty = match path::type_info(&key) {
         Some(info) => info.arm_type.to_string(),
-        None if key == "microsoft.compute/virtualmachines/instanceview" => {
-            "Microsoft.Compute/virtualMachines/instanceView".to_string()
-        }
+        None if COMPUTE_PATHS.iter().any(|c| c.eq_ignore_ascii_case(&key)) => COMPUTE_PATHS
+            .iter()
+            .find(|c| c.eq_ignore_ascii_case(&key))
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
         None => {
             let mut s = namespace.clone();
             for (t, _) in types {

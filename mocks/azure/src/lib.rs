@@ -55,7 +55,10 @@ use serde::{Deserialize, Serialize};
 pub use arm::path::LIFECYCLE_TYPES;
 pub use auth::{ADFS_TENANT, ALT_AUDIENCE, AUDIENCE};
 pub use compute::state::{PowerState, VmInfo, VmPatch, VmSpec};
-pub use control::{Admin, AdminError, LbSummary, LifecycleTarget, NsgRuleInfo, RouteInfo};
+pub use compute::vmss::ScaleSetSpec;
+pub use control::{
+    Admin, AdminError, LbSummary, LifecycleTarget, NsgRuleInfo, RouteInfo, ScaleSetInfo,
+};
 pub use leaks::{LeakedResource, Leaks};
 pub use mock_cloud::{Mode as LifecycleMode, Policies as LifecyclePolicies};
 

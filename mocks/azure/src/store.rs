@@ -66,6 +66,8 @@ pub struct Cloud {
     pub docs: BTreeMap<String, Doc>,
     /// By lowercased name.
     pub vms: BTreeMap<String, Vm>,
+    /// Scale sets by lowercased name.
+    pub scale_sets: BTreeMap<String, crate::compute::vmss::ScaleSet>,
     pub ops: HashMap<String, Operation>,
     /// Resource key -> the id of its operation in progress.
     pub pending: HashMap<String, String>,
@@ -90,6 +92,7 @@ impl Cloud {
             ctx,
             docs: BTreeMap::new(),
             vms: BTreeMap::new(),
+            scale_sets: BTreeMap::new(),
             ops: HashMap::new(),
             pending: HashMap::new(),
             policies: Policies::default(),
@@ -437,6 +440,13 @@ impl Cloud {
         let mut used = HashSet::new();
         for doc in self.docs.values() {
             collect_ips(&doc.value, &mut used);
+        }
+        for ss in self.scale_sets.values() {
+            used.extend(
+                ss.instances
+                    .iter()
+                    .filter_map(|i| i.private_ip.parse::<Ipv4Addr>().ok()),
+            );
         }
         used
     }

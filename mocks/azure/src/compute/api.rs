@@ -1,7 +1,7 @@
 //! Compute's ARM surface: `virtualMachines` (GET, list, `$expand=instanceView`,
-//! `…/instanceView`), `virtualMachineScaleSets` (this mock has none: empty lists and
-//! 404s, which is what a `vmType: standard` cluster sees), and the provider registration
-//! documents the CCM reads at start.
+//! `…/instanceView`), `virtualMachineScaleSets` with their instances and NICs (reads
+//! only, [`crate::compute::vmss`]), and the provider registration documents the CCM
+//! reads at start.
 //!
 //! Provider registration: cloud-provider-azure reads
 //! `GET /subscriptions/{sub}/providers/Microsoft.Compute` at start
@@ -97,8 +97,6 @@ pub fn handle(s: &Shared, key: &str, req: &ArmRequest) -> Result<Response, ArmEr
             "Not a resource path.",
         ));
     };
-    let not_vmss =
-        |name: &str| ArmError::not_found("Microsoft.Compute/virtualMachineScaleSets", name, rg);
     match key {
         path::VM => {
             if req.method != Method::GET {
@@ -151,26 +149,9 @@ pub fn handle(s: &Shared, key: &str, req: &ArmRequest) -> Result<Response, ArmEr
             })?;
             Ok(axum::Json(vm.instance_view()).into_response())
         }
-        // No scale sets: lists are empty, anything named is not found. VMSS-backed
-        // clusters (`vmType: vmss`) are not served by this mock yet.
-        path::VMSS if req.method == Method::GET => {
-            match types.first().and_then(|(_, n)| n.as_deref()) {
-                None => Ok(axum::Json(json!({"value": []})).into_response()),
-                Some(name) => Err(not_vmss(name)),
-            }
+        k if k == path::VMSS || k.starts_with("microsoft.compute/virtualmachinescalesets/") => {
+            scale_sets(s, k, types, rg, req)
         }
-        k if k.starts_with("microsoft.compute/virtualmachinescalesets/") => {
-            let name = types
-                .first()
-                .and_then(|(_, n)| n.as_deref())
-                .unwrap_or_default();
-            Err(not_vmss(name))
-        }
-        path::VMSS => Err(ArmError::new(
-            StatusCode::CONFLICT,
-            "OperationNotAllowed",
-            "Virtual machine scale sets are not served by this mock.",
-        )),
         other => Err(ArmError::new(
             StatusCode::NOT_FOUND,
             "InvalidResourceType",
@@ -179,6 +160,105 @@ pub fn handle(s: &Shared, key: &str, req: &ArmRequest) -> Result<Response, ArmEr
                 other.split_once('/').map_or(other, |(_, t)| t),
                 req.api_version
             ),
+        )),
+    }
+}
+
+/// Scale sets, their instances and the instances' NICs: reads only (see
+/// [`crate::compute::vmss`]).
+fn scale_sets(
+    s: &Shared,
+    key: &str,
+    types: &[(String, Option<String>)],
+    rg: &str,
+    req: &ArmRequest,
+) -> Result<Response, ArmError> {
+    if req.method != Method::GET {
+        return Err(ArmError::new(
+            StatusCode::CONFLICT,
+            "OperationNotAllowed",
+            format!(
+                "{} on virtual machine scale sets is not served by this mock: scale sets are made through its admin API and read-only through ARM.",
+                req.method
+            ),
+        ));
+    }
+    let cloud = s.cloud();
+    let location = cloud.ctx.location.clone();
+    let name = |i: usize| types.get(i).and_then(|(_, n)| n.as_deref());
+    let page = |items: Vec<Value>| -> Result<Response, ArmError> {
+        let page = crate::arm::page(
+            items,
+            &req.query,
+            &format!("{}{}", s.base, req.raw_path),
+            s.config.page_size,
+        )?;
+        Ok(axum::Json(page).into_response())
+    };
+    let Some(ss_name) = name(0) else {
+        let mut sets: Vec<_> = cloud.scale_sets.values().collect();
+        sets.sort_by_key(|x| x.seq);
+        return page(sets.iter().map(|x| x.to_json(&location)).collect());
+    };
+    let ss = cloud
+        .scale_sets
+        .get(&ss_name.to_ascii_lowercase())
+        .ok_or_else(|| {
+            ArmError::not_found("Microsoft.Compute/virtualMachineScaleSets", ss_name, rg)
+        })?;
+    let expand = req.expand_instance_view();
+    let instance = |id: &str| {
+        ss.instance(id).ok_or_else(|| {
+            ArmError::not_found(
+                "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
+                &format!("{ss_name}/{id}"),
+                rg,
+            )
+        })
+    };
+    match key {
+        path::VMSS => Ok(axum::Json(ss.to_json(&location)).into_response()),
+        "microsoft.compute/virtualmachinescalesets/virtualmachines" => match name(1) {
+            None => page(
+                ss.instances
+                    .iter()
+                    .map(|i| ss.instance_json(i, &location, expand))
+                    .collect(),
+            ),
+            Some(id) => {
+                Ok(axum::Json(ss.instance_json(instance(id)?, &location, expand)).into_response())
+            }
+        },
+        "microsoft.compute/virtualmachinescalesets/virtualmachines/instanceview" => {
+            let i = instance(name(1).unwrap_or_default())?;
+            Ok(axum::Json(ss.instance_view(i)).into_response())
+        }
+        "microsoft.compute/virtualmachinescalesets/virtualmachines/networkinterfaces" => {
+            let i = instance(name(1).unwrap_or_default())?;
+            let nic = ss.nic_json(i);
+            match name(2) {
+                None => page(vec![nic]),
+                Some(n)
+                    if nic["name"]
+                        .as_str()
+                        .is_some_and(|x| x.eq_ignore_ascii_case(n)) =>
+                {
+                    Ok(axum::Json(nic).into_response())
+                }
+                Some(n) => Err(ArmError::not_found(
+                    "Microsoft.Network/networkInterfaces",
+                    n,
+                    rg,
+                )),
+            }
+        }
+        "microsoft.compute/virtualmachinescalesets/networkinterfaces" => {
+            page(ss.instances.iter().map(|i| ss.nic_json(i)).collect())
+        }
+        other => Err(ArmError::new(
+            StatusCode::NOT_FOUND,
+            "InvalidResourceType",
+            format!("The resource type '{other}' is not served by this mock."),
         )),
     }
 }
@@ -387,5 +467,115 @@ mod tests {
             )
             .await;
         assert_eq!(r.body["error"]["code"], "SubscriptionNotFound");
+    }
+
+    #[tokio::test]
+    async fn scale_sets_are_readable_with_instances_and_nics() {
+        let m = Mock::seeded(0);
+        let info = m
+            .admin()
+            .create_scale_set(crate::ScaleSetSpec {
+                name: "pool".into(),
+                capacity: 2,
+                zones: vec!["1".into(), "2".into()],
+                vm_size: None,
+            })
+            .expect("scale set");
+        assert_eq!(info.instances[1].name, "pool000001");
+        assert!(
+            info.instances[1]
+                .provider_id
+                .ends_with("/virtualMachineScaleSets/pool/virtualMachines/1")
+        );
+        let t = m.token().await;
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachineScaleSets"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.body["value"][0]["sku"]["capacity"], 2);
+        let r = m
+            .arm("GET", &m.rg_path("Microsoft.Compute/virtualMachineScaleSets/pool/virtualMachines?$expand=instanceView"), &t, None)
+            .await;
+        let vms = r.body["value"].as_array().expect("instances");
+        assert_eq!(vms.len(), 2);
+        assert_eq!(vms[1]["instanceId"], "1");
+        assert_eq!(vms[1]["zones"], serde_json::json!(["2"]));
+        assert_eq!(
+            vms[1]["properties"]["osProfile"]["computerName"],
+            "pool000001"
+        );
+        assert_eq!(
+            vms[1]["properties"]["instanceView"]["statuses"][1]["code"],
+            "PowerState/running"
+        );
+        let nic_id = vms[0]["properties"]["networkProfile"]["networkInterfaces"][0]["id"]
+            .as_str()
+            .expect("nic");
+        let nic = m.arm("GET", nic_id, &t, None).await;
+        assert_eq!(nic.status, StatusCode::OK, "{}", nic.body);
+        assert_eq!(
+            nic.body["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"],
+            info.instances[0].private_ips[0].as_str()
+        );
+        m.admin()
+            .set_instance_power("pool", "0", crate::PowerState::Deallocated)
+            .expect("power");
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path(
+                    "Microsoft.Compute/virtualMachineScaleSets/pool/virtualMachines/0/instanceView",
+                ),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.body["statuses"][1]["code"], "PowerState/deallocated");
+        let r = m
+            .arm(
+                "GET",
+                &m.rg_path("Microsoft.Compute/virtualMachineScaleSets/pool/virtualMachines/9"),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+        let r = m
+            .arm(
+                "PUT",
+                &m.rg_path("Microsoft.Compute/virtualMachineScaleSets/pool"),
+                &t,
+                Some(serde_json::json!({})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["error"]["code"].as_str()),
+            (StatusCode::CONFLICT, Some("OperationNotAllowed"))
+        );
+        let e = m
+            .shared
+            .journal
+            .entries()
+            .into_iter()
+            .rev()
+            .nth(2)
+            .expect("entry");
+        assert_eq!(
+            e.operation.as_deref(),
+            Some("GET Microsoft.Compute/virtualMachineScaleSets/virtualMachines/instanceView")
+        );
+        assert!(
+            m.admin()
+                .create_scale_set(crate::ScaleSetSpec {
+                    name: "toolongname".into(),
+                    capacity: 1,
+                    ..Default::default()
+                })
+                .is_err()
+        );
     }
 }
