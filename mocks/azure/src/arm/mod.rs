@@ -28,6 +28,8 @@ pub struct ArmError {
     pub status: StatusCode,
     pub code: String,
     pub message: String,
+    /// Inner errors (`error.details[]`), as `(code, message)`.
+    pub details: Vec<(String, String)>,
 }
 
 impl ArmError {
@@ -36,7 +38,14 @@ impl ArmError {
             status,
             code: code.to_string(),
             message: message.into(),
+            details: Vec::new(),
         }
+    }
+
+    /// Adds an inner error (`error.details[]`).
+    pub fn with_detail(mut self, code: &str, message: impl Into<String>) -> Self {
+        self.details.push((code.to_string(), message.into()));
+        self
     }
 
     pub fn bad_request(code: &str, message: impl Into<String>) -> Self {
@@ -53,7 +62,15 @@ impl ArmError {
     }
 
     pub fn body(&self) -> Value {
-        json!({"error": {"code": self.code, "message": self.message}})
+        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        if !self.details.is_empty() {
+            body["error"]["details"] = self
+                .details
+                .iter()
+                .map(|(code, message)| json!({"code": code, "message": message}))
+                .collect();
+        }
+        body
     }
 }
 
@@ -147,10 +164,15 @@ pub fn check_preconditions(headers: &HeaderMap, current: Option<&str>) -> Result
             Some(etag) => wanted.split(',').any(|w| same_etag(w.trim(), etag)),
         };
         if !ok {
-            return Err(failed(format!(
-                "Precondition failed: the etag {wanted} does not match the resource's current etag {}.",
-                current.unwrap_or("(none: the resource does not exist)")
-            )));
+            // Real ARM nests the reason (cloud-provider-azure
+            // pkg/azclient/loadbalancerclient/testdata/AZURECLOUD.yaml, the 412 reply).
+            return Err(failed("Precondition failed.".to_string()).with_detail(
+                "PreconditionFailedEtagMismatch",
+                format!(
+                    "Etag provided in if-match header {wanted} does not match etag {} of the resource.",
+                    current.unwrap_or("(none: the resource does not exist)")
+                ),
+            ));
         }
     }
     if let Some(none) = headers.get("if-none-match").and_then(|v| v.to_str().ok())

@@ -415,6 +415,14 @@ mod tests {
         let body = lb_body(&m, "kubernetes", pip["id"].as_str().expect("id"));
         let r = m.arm("PUT", &lb, &t, Some(body.clone())).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        // Load balancers are done within the PUT (real ARM answers Succeeded), still
+        // with an operation to poll.
+        assert_eq!(r.body["properties"]["provisioningState"], "Succeeded");
+        assert!(r.header("azure-asyncoperation").is_some());
+        assert_eq!(
+            r.body["properties"]["frontendIPConfigurations"][0]["type"],
+            "Microsoft.Network/loadBalancers/frontendIPConfigurations"
+        );
         let etag = r.body["etag"].as_str().expect("etag").to_string();
         let r = m
             .arm_with(
@@ -428,6 +436,10 @@ mod tests {
         assert_eq!(
             (r.status, r.body["error"]["code"].as_str()),
             (StatusCode::PRECONDITION_FAILED, Some("PreconditionFailed"))
+        );
+        assert_eq!(
+            r.body["error"]["details"][0]["code"],
+            "PreconditionFailedEtagMismatch"
         );
         let r = m
             .arm_with(

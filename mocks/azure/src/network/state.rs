@@ -49,13 +49,16 @@ fn same_id(a: &str, b: &str) -> bool {
     path::resource_key(a) == path::resource_key(b)
 }
 
-/// The named items of `properties.<coll>`, each given its id, etag and state.
+/// The named items of `properties.<coll>`, each given its id, type, etag and state.
 fn items_mut<'a>(
     props: &'a mut Map<String, Value>,
     coll: &str,
     parent_id: &str,
     etag: &str,
 ) -> Result<Vec<&'a mut Map<String, Value>>, ArmError> {
+    let parent_type = path::key_of_id(parent_id)
+        .map(|(_, t)| t.arm_type)
+        .unwrap_or_default();
     let Some(list) = props.get_mut(coll) else {
         return Ok(Vec::new());
     };
@@ -94,6 +97,10 @@ fn items_mut<'a>(
             Value::String(format!("{parent_id}/{coll}/{name}")),
         );
         obj.insert("etag".into(), Value::String(etag.to_string()));
+        obj.insert(
+            "type".into(),
+            Value::String(format!("{parent_type}/{coll}")),
+        );
         let p = obj.entry("properties").or_insert_with(|| json!({}));
         if !p.is_object() {
             return Err(bad_content(format!(
