@@ -55,6 +55,9 @@ pub struct LbSummary {
     /// `<name> <protocol> <frontendPort>-><backendPort>`.
     pub rules: Vec<String>,
     pub backend_pools: Vec<String>,
+    /// Private IPs of the NIC ipConfigurations in any of its pools, and IP-based pool
+    /// members, sorted.
+    pub backend_ips: Vec<String>,
     pub internal: bool,
 }
 
@@ -693,7 +696,50 @@ impl Admin {
                     .flatten()
                     .filter_map(|b| b["name"].as_str().map(str::to_string))
                     .collect();
+                let pool_ids: Vec<String> = p["backendAddressPools"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|b| b["id"].as_str().map(path::resource_key))
+                    .collect();
+                let mut backend_ips: Vec<String> = p["backendAddressPools"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|b| {
+                        b["properties"]["loadBalancerBackendAddresses"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|a| {
+                                a["properties"]["ipAddress"].as_str().map(str::to_string)
+                            })
+                    })
+                    .collect();
+                for (_, nic) in cloud.docs_of(path::type_info(path::NIC).expect("known")) {
+                    for cfg in nic.value["properties"]["ipConfigurations"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                    {
+                        let member = cfg["properties"]["loadBalancerBackendAddressPools"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|pool| {
+                                pool["id"]
+                                    .as_str()
+                                    .is_some_and(|id| pool_ids.contains(&path::resource_key(id)))
+                            });
+                        if member && let Some(ip) = cfg["properties"]["privateIPAddress"].as_str() {
+                            backend_ips.push(ip.to_string());
+                        }
+                    }
+                }
+                backend_ips.sort();
+                backend_ips.dedup();
                 LbSummary {
+                    backend_ips,
                     id: v["id"].as_str().unwrap_or_default().to_string(),
                     name: v["name"].as_str().unwrap_or_default().to_string(),
                     state: p["provisioningState"]

@@ -628,6 +628,10 @@ mod tests {
             r.body["properties"]["virtualMachine"]["id"],
             m.id("Microsoft.Compute/virtualMachines/node-0")
         );
+        assert_eq!(
+            m.admin().load_balancers()[0].backend_ips,
+            vec![m.admin().vm("node-0").expect("vm").private_ips[0].clone()]
+        );
         let got = m.arm("GET", &lb, &t, None).await;
         assert_eq!(
             got.body["properties"]["backendAddressPools"][0]["properties"]["backendIPConfigurations"]
