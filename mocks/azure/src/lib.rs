@@ -19,11 +19,16 @@
 //!
 //! # Control API (`/admin`), by example
 //!
+//! On the same HTTPS listener (trust `ca_file`), plain JSON, no auth; the routes are
+//! listed in `admin_api`, journal operations and resources in `gate`.
+//!
 //! ```text
 //! curl $ADMIN/journal?since=0
 //! curl -X POST $ADMIN/faults -d '{"service":"network","operation":"PUT Microsoft.Network/loadBalancers","kind":"throttle","count":2}'
 //! curl -X POST $ADMIN/vms -d '{"name":"node-9","zone":"2","vmSize":"Standard_D4s_v3"}'
 //! curl -X PATCH $ADMIN/vms/node-9 -d '{"running":false}'
+//! curl -X POST $ADMIN/scale-sets -d '{"name":"pool","capacity":2,"zones":["1","2"]}'
+//! curl -X POST $ADMIN/routes -d '{"name":"other","address_prefix":"10.9.0.0/24","next_hop_ip":"127.60.0.50"}'
 //! curl -X PUT $ADMIN/lifecycle -d '{"target":"type","name":"loadbalancers","mode":{"mode":"reads","n":3}}'
 //! curl $ADMIN/leaks            # {"total":0,"by_type":{}}
 //! curl $ADMIN/load-balancers   # summaries: name, frontends, rules, state

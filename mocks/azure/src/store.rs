@@ -286,7 +286,7 @@ impl Cloud {
             && let Some(items) = doc
                 .value
                 .get_mut("properties")
-                .and_then(|p| p.get_mut(coll_name(&doc_coll(&coll))))
+                .and_then(|p| p.get_mut(coll_name(&coll)))
                 .and_then(Value::as_array_mut)
         {
             items.retain(|i| !name_is(i, &name));
@@ -351,7 +351,7 @@ impl Cloud {
             let parent_key = path::split_sub_resource(&key)
                 .map(|(p, _, _)| p)
                 .unwrap_or_default();
-            let Some(parent) = self.docs.get(&parent_key) else {
+            if !self.docs.contains_key(&parent_key) {
                 let parent_info = path::type_info(parent_ty).expect("known parent");
                 let parent_name = parent_key.rsplit('/').next().unwrap_or_default();
                 return Err(ArmError::not_found(
@@ -359,8 +359,7 @@ impl Cloud {
                     parent_name,
                     &self.ctx.resource_group,
                 ));
-            };
-            let _ = parent;
+            }
             let value =
                 crate::network::state::prepare(self, info, id, name, body, existing.as_ref())?;
             let doc = self.docs.get_mut(&parent_key).expect("checked");
@@ -518,10 +517,6 @@ pub fn name_is(item: &Value, name: &str) -> bool {
 }
 
 /// The canonical `properties` key of a lowercased collection segment.
-fn doc_coll(coll: &str) -> String {
-    coll.to_string()
-}
-
 fn coll_name(lower: &str) -> &'static str {
     match lower {
         "routes" => "routes",
