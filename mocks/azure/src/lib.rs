@@ -302,12 +302,13 @@ impl AzureMock {
                 bound.local_addr().port()
             ))
         });
+        let base = bound.base_url_https();
+        // Seeding first: a start that fails leaves no CA file behind.
+        let shared = Arc::new(build_shared(config, base)?);
         ca.write_ca_file(&ca_file).map_err(|source| Error::CaFile {
             path: ca_file.clone(),
             source,
         })?;
-        let base = bound.base_url_https();
-        let shared = Arc::new(build_shared(config, base)?);
         let server = bound.serve_tls(router(shared.clone()), server_config);
         let dataplane = dataplane::start(shared.clone());
         tracing::info!(base = %shared.base, "mock Azure serving");
