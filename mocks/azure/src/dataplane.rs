@@ -23,7 +23,8 @@
 //! `Internet` and `Any` are any client in 127/8 (the mock's "internet"),
 //! `VirtualNetwork` is the VMs' 127.60.<block>/24. Approximation: a `Deny` for specific
 //! sources above an `Allow` does not carve them out of it (the proxy takes an allow
-//! list); a `Deny` of every source ends the walk.
+//! list); a `Deny` of every source ends the walk, before the default `AllowVnetInBound`
+//! too (upstream adds such a rule with `loadBalancerSourceRanges`).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -214,6 +215,7 @@ pub fn nsg_allowed(
         .collect();
     rules.sort_by_key(|r| r["properties"]["priority"].as_u64().unwrap_or(u64::MAX));
     let mut allowed = Vec::new();
+    let mut denied_all = false;
     for rule in rules {
         let p = &rule["properties"];
         if !p["direction"]
@@ -250,11 +252,14 @@ pub fn nsg_allowed(
                 allowed.extend(prefix_cidrs(s, block));
             }
         } else if is_everyone(&sources) {
+            denied_all = true;
             break;
         }
     }
-    // The default AllowVnetInBound.
-    allowed.extend(prefix_cidrs("VirtualNetwork", block));
+    // The default AllowVnetInBound (priority 65000), unless a rule above denied all.
+    if !denied_all {
+        allowed.extend(prefix_cidrs("VirtualNetwork", block));
+    }
     if allowed.is_empty() {
         allowed.push(Cidr::parse(NOBODY).expect("valid"));
     }
@@ -503,22 +508,24 @@ mod tests {
                 "81-90"
             ),
         ]));
+        // The deny-all at 300 also shuts out the VNet default (upstream adds such a
+        // deny for loadBalancerSourceRanges), and ends the walk before `allow-after-deny`.
         assert_eq!(
             nsg_allowed(Some(&n), vip, 80, Protocol::Tcp, 0),
-            cidrs(&["127.99.0.0/16", vnet])
+            cidrs(&["127.99.0.0/16"])
         );
         assert_eq!(
             nsg_allowed(Some(&n), vip, 80, Protocol::Udp, 0),
-            cidrs(&["127.98.0.0/16", vnet])
+            cidrs(&["127.98.0.0/16"])
         );
         assert_eq!(
             nsg_allowed(Some(&n), vip, 85, Protocol::Tcp, 0),
-            cidrs(&["127.97.0.0/16", vnet])
+            cidrs(&["127.97.0.0/16"])
         );
         let other: IpAddr = "127.61.0.11".parse().expect("ip");
         assert_eq!(
             nsg_allowed(Some(&n), other, 80, Protocol::Tcp, 0),
-            cidrs(&[vnet])
+            cidrs(&[NOBODY])
         );
         let open = nsg(json!([rule(
             "any",
