@@ -18,8 +18,9 @@
 //!
 //! Sources are decided by the network security group (`nsg-ccm`): traffic to a
 //! frontend is allowed only if an Inbound rule, in priority order, matching the
-//! protocol, the destination (the frontend IP, `*`, or a prefix holding it) and the port
-//! allows it; the default `DenyAllInBound` refuses the rest. Service tags: `*`,
+//! protocol, the destination (the frontend IP, `*`, or a prefix holding it; without
+//! floating IP the member's IP) and the port (frontend port; without floating IP the
+//! backend port) allows it; the default `DenyAllInBound` refuses the rest. Service tags: `*`,
 //! `Internet` and `Any` are any client in 127/8 (the mock's "internet"),
 //! `VirtualNetwork` is the VMs' 127.60.<block>/24. Approximation: a `Deny` for specific
 //! sources above an `Allow` does not carve them out of it (the proxy takes an allow
@@ -266,6 +267,39 @@ pub fn nsg_allowed(
     allowed
 }
 
+/// The sources the NSG admits for one rule. With floating IP the packet reaches the VM
+/// addressed to the frontend IP and port; without, to the VM's own IP and the backend
+/// port (so upstream writes those as the rule's destinations,
+/// cloud-provider-azure `pkg/provider/azure_loadbalancer.go` with
+/// `azure-disable-load-balancer-floating-ip`). One allow list per listener: the union
+/// over the members.
+fn rule_sources(
+    nsg: Option<&Value>,
+    frontend: IpAddr,
+    fport: u16,
+    floating: bool,
+    backends: &[Backend],
+    protocol: Protocol,
+    block: u8,
+) -> Vec<Cidr> {
+    if floating || backends.is_empty() {
+        return nsg_allowed(nsg, frontend, fport, protocol, block);
+    }
+    let nobody = Cidr::parse(NOBODY).expect("valid");
+    let mut out: Vec<Cidr> = Vec::new();
+    for b in backends {
+        for c in nsg_allowed(nsg, b.address.ip(), b.address.port(), protocol, block) {
+            if c != nobody && !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(nobody);
+    }
+    out
+}
+
 /// What should be served now.
 pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
     let members = pool_members(cloud);
@@ -395,7 +429,15 @@ pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
                     protocol: *protocol,
                     listen: SocketAddr::new(*frontend, fport),
                     backends: backends.clone(),
-                    allowed: nsg_allowed(nsg, *frontend, fport, *protocol, cloud.ctx.block),
+                    allowed: rule_sources(
+                        nsg,
+                        *frontend,
+                        fport,
+                        floating,
+                        &backends,
+                        *protocol,
+                        cloud.ctx.block,
+                    ),
                     health: probe.as_ref().map(|(h, _)| h.clone()),
                 });
             }
@@ -549,5 +591,44 @@ mod tests {
         assert!(port_matches("80-90", 85));
         assert!(!port_matches("80-90", 91));
         assert!(!port_matches("x", 80));
+    }
+
+    #[test]
+    fn without_floating_ip_the_nsg_sees_members_and_backend_ports() {
+        let vip: IpAddr = "127.61.0.10".parse().expect("ip");
+        let member = Backend::from("127.60.0.10:30080".parse::<SocketAddr>().expect("addr"));
+        let n = nsg(json!([
+            rule(
+                "to-vip",
+                100,
+                "Allow",
+                "Tcp",
+                json!(["127.99.0.0/16"]),
+                "127.61.0.10",
+                "80"
+            ),
+            rule(
+                "to-node",
+                110,
+                "Allow",
+                "Tcp",
+                json!(["127.98.0.0/16"]),
+                "127.60.0.10",
+                "30080"
+            ),
+            rule("deny", 4095, "Deny", "*", json!(["*"]), "*", "*"),
+        ]));
+        assert_eq!(
+            rule_sources(Some(&n), vip, 80, true, &[member], Protocol::Tcp, 0),
+            cidrs(&["127.99.0.0/16"])
+        );
+        assert_eq!(
+            rule_sources(Some(&n), vip, 80, false, &[member], Protocol::Tcp, 0),
+            cidrs(&["127.98.0.0/16"])
+        );
+        assert_eq!(
+            rule_sources(Some(&n), vip, 81, false, &[], Protocol::Tcp, 0),
+            cidrs(&[NOBODY])
+        );
     }
 }

@@ -254,10 +254,13 @@ async fn udp_rules_use_the_backend_port_and_http_probes_drop_sick_members() -> R
     .await?;
     let nsg_rest = "Microsoft.Network/networkSecurityGroups/nsg-ccm";
     let (_, mut nsg) = arm.call(Method::GET, nsg_rest, None).await?;
-    nsg["properties"]["securityRules"] = json!([{"name": "u-UDP-18053-Internet", "properties": {
+    // Without floating IP, packets reach the VMs addressed to them at the backend port,
+    // so that is what the rule names (as upstream writes it).
+    nsg["properties"]["securityRules"] = json!([{"name": "u-UDP-31053-Internet", "properties": {
         "protocol": "Udp", "access": "Allow", "direction": "Inbound", "priority": 500,
         "sourceAddressPrefix": "Internet", "sourcePortRange": "*",
-        "destinationAddressPrefixes": [vip.to_string()], "destinationPortRanges": ["18053"]}}]);
+        "destinationAddressPrefixes": [ip(0)?.to_string(), ip(1)?.to_string()],
+        "destinationPortRanges": ["31053"]}}]);
     arm.put(nsg_rest, &nsg).await?;
     let frontend = SocketAddr::new(vip, 18053);
     let client: IpAddr = "127.99.0.2".parse()?;
