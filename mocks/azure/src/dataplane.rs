@@ -631,4 +631,82 @@ mod tests {
             cidrs(&[NOBODY])
         );
     }
+
+    /// Only what finished is served: a load balancer whose create is held serves
+    /// nothing, and an update in progress keeps the previous rules.
+    #[tokio::test]
+    async fn plans_follow_finished_operations_only() {
+        use crate::testing::Mock;
+        use crate::{LifecycleMode, LifecycleTarget};
+        let m = Mock::seeded(1);
+        let t = m.token().await;
+        let pip = m
+            .arm(
+                "PUT",
+                &m.rg_path("Microsoft.Network/publicIPAddresses/p"),
+                &t,
+                Some(json!({"properties": {}})),
+            )
+            .await;
+        let pip_id = pip.body["id"].as_str().expect("id").to_string();
+        let lb_path = m.rg_path("Microsoft.Network/loadBalancers/kubernetes");
+        let lb_id = m.id("Microsoft.Network/loadBalancers/kubernetes");
+        let body = |port: u16| {
+            json!({"properties": {
+                "frontendIPConfigurations": [{"name": "fe", "properties": {"publicIPAddress": {"id": pip_id}}}],
+                "backendAddressPools": [{"name": "pool"}],
+                "loadBalancingRules": [{"name": "r", "properties": {"protocol": "Tcp", "frontendPort": port,
+                    "backendPort": port, "enableFloatingIP": true,
+                    "frontendIPConfiguration": {"id": format!("{lb_id}/frontendIPConfigurations/fe")},
+                    "backendAddressPool": {"id": format!("{lb_id}/backendAddressPools/pool")}}}]}})
+        };
+        m.admin()
+            .set_lifecycle(
+                LifecycleTarget::Resource("kubernetes".into()),
+                Some(LifecycleMode::Stuck),
+            )
+            .expect("hold");
+        let r = m.arm("PUT", &lb_path, &t, Some(body(80))).await;
+        assert_eq!(r.body["properties"]["provisioningState"], "Updating");
+        assert!(
+            plan(&m.shared.cloud()).is_empty(),
+            "a held create serves nothing"
+        );
+        m.admin()
+            .set_lifecycle(
+                LifecycleTarget::Resource("kubernetes".into()),
+                Some(LifecycleMode::Immediate),
+            )
+            .expect("release");
+        let ports = |m: &Mock| {
+            plan(&m.shared.cloud())
+                .iter()
+                .map(|p| p.listen.port())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ports(&m), [80]);
+        m.admin()
+            .set_lifecycle(
+                LifecycleTarget::Resource("kubernetes".into()),
+                Some(LifecycleMode::Stuck),
+            )
+            .expect("hold");
+        let r = m.arm("PUT", &lb_path, &t, Some(body(81))).await;
+        assert_eq!(r.status, axum::http::StatusCode::OK);
+        assert_eq!(
+            ports(&m),
+            [80],
+            "the update in progress keeps the old rules"
+        );
+        m.admin()
+            .set_lifecycle(LifecycleTarget::Resource("kubernetes".into()), None)
+            .expect("clear");
+        m.admin()
+            .set_lifecycle(
+                LifecycleTarget::Resource("kubernetes".into()),
+                Some(LifecycleMode::Immediate),
+            )
+            .expect("release");
+        assert_eq!(ports(&m), [81]);
+    }
 }
