@@ -9,6 +9,8 @@
 #   boto3, awscli, moto      the mock AWS is judged by them, side by side with moto
 #   gcp-storage-emulator,    uploads to GCS are read back with Google's client
 #   google-cloud-storage
+#   azure-identity,          the mock Azure is judged by the Azure SDK for Python
+#   azure-mgmt-compute/-network
 #   pyvmomi                  the mock vSphere is judged by VMware's Python SDK...
 #   Go 1.26                  ...side by side with vcsim (govmomi v0.53.0's simulator, built
 #                            from the Go module proxy on first use); the Go judges
@@ -47,6 +49,8 @@ python3 -c 'import boto3, moto' 2>/dev/null && command -v aws >/dev/null 2>&1 \
 python3 -c 'import gcp_storage_emulator, google.cloud.storage' 2>/dev/null \
   || python3 -m pip install --quiet gcp-storage-emulator==2026.7.19 google-cloud-storage==3.17.1
 python3 -c 'import pyVmomi' 2>/dev/null || python3 -m pip install --quiet 'pyvmomi==9.1.1.0'
+python3 -c 'import azure.identity, azure.mgmt.compute, azure.mgmt.network' 2>/dev/null \
+  || python3 -m pip install --quiet 'azure-identity==1.27.0' 'azure-mgmt-compute==39.0.0' 'azure-mgmt-network==33.1.0'
 python3 -c 'import kubernetes' 2>/dev/null || python3 -m pip install --quiet 'kubernetes==37.0.2'
 if ! command -v gsutil >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

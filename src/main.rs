@@ -376,7 +376,7 @@ impl ClusterApi {
 
 #[derive(Args)]
 struct MockArgs {
-    /// Which cloud: openstack, aws or vsphere.
+    /// Which cloud: openstack, aws, vsphere or azure.
     cloud: String,
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: std::net::SocketAddr,
@@ -948,7 +948,10 @@ async fn mock(args: MockArgs) -> Result<ExitCode> {
         // vSphere is always HTTPS (pyvmomi and govc expect it); the ready file names the
         // generated CA in `ca_file`.
         "vsphere" => serve_mock::<mock_vsphere::VsphereMock>(&args).await,
-        other => bail!("unknown cloud {other:?} (mocks: openstack, aws, vsphere)"),
+        // Azure is always HTTPS (azcore and azure-core refuse bearer tokens over HTTP); the
+        // ready file names the generated CA in `ca_file`.
+        "azure" => serve_mock::<mock_azure::AzureMock>(&args).await,
+        other => bail!("unknown cloud {other:?} (mocks: openstack, aws, vsphere, azure)"),
     }
 }
 
