@@ -6,12 +6,18 @@ pub enum Provider {
     OpenStack,
     Aws,
     Vsphere,
+    Azure,
 }
 
 impl Provider {
     /// The providers run by default (`CCM_CONFORMANCE_PROVIDERS` / `--provider` pick others).
     pub fn all() -> &'static [Provider] {
-        &[Provider::OpenStack, Provider::Aws, Provider::Vsphere]
+        &[
+            Provider::OpenStack,
+            Provider::Aws,
+            Provider::Vsphere,
+            Provider::Azure,
+        ]
     }
 
     /// The name used by `--cloud-provider`, in case names and on the command line.
@@ -20,6 +26,7 @@ impl Provider {
             Provider::OpenStack => "openstack",
             Provider::Aws => "aws",
             Provider::Vsphere => "vsphere",
+            Provider::Azure => "azure",
         }
     }
 
@@ -28,8 +35,9 @@ impl Provider {
             "openstack" => Ok(Provider::OpenStack),
             "aws" => Ok(Provider::Aws),
             "vsphere" => Ok(Provider::Vsphere),
+            "azure" => Ok(Provider::Azure),
             other => Err(format!(
-                "unknown provider {other:?} (known: openstack, aws, vsphere)"
+                "unknown provider {other:?} (known: openstack, aws, vsphere, azure)"
             )),
         }
     }
@@ -57,7 +65,12 @@ mod tests {
         assert_eq!(Provider::Vsphere.name(), "vsphere");
         assert_eq!(
             Provider::all(),
-            &[Provider::OpenStack, Provider::Aws, Provider::Vsphere]
+            &[
+                Provider::OpenStack,
+                Provider::Aws,
+                Provider::Vsphere,
+                Provider::Azure
+            ]
         );
         assert!(Provider::parse("gce").unwrap_err().contains("vsphere"));
     }

@@ -3,7 +3,7 @@
 //! provider's CCM should report (providerID format, region, config file).
 //!
 //! [`CloudControl`] is opaque: each cloud implements the crate-private [`Backend`] trait in
-//! its own file ([`openstack`], [`aws`], [`vsphere`]), and nothing outside this folder can
+//! its own file ([`openstack`], [`aws`], [`vsphere`], [`azure`]), and nothing outside this folder can
 //! tell which cloud it holds except through [`CloudControl::provider`]. Questions a case
 //! asks of the cloud's request journal have typed answers: each backend classifies its
 //! journal entries into [`CloudCall`]s (instance lookup, route write, load-balancer create /
@@ -25,6 +25,7 @@ use crate::error::CaseError;
 pub use crate::provider::Provider;
 
 pub mod aws;
+pub mod azure;
 pub mod openstack;
 pub mod vsphere;
 
@@ -537,6 +538,7 @@ impl CloudControl {
             Provider::Aws => Box::new(aws::Aws::start(seeded_nodes, address_block).await?),
             // Nodes are VMs the cases create; the mock seeds none.
             Provider::Vsphere => Box::new(vsphere::VsphereCloud::start(address_block).await?),
+            Provider::Azure => Box::new(azure::Azure::start(seeded_nodes, address_block).await?),
         };
         Ok(Self { backend })
     }

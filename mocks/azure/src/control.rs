@@ -61,6 +61,36 @@ pub struct LbSummary {
     pub internal: bool,
 }
 
+/// A frontend IP configuration of a load balancer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FrontendSummary {
+    pub id: String,
+    pub name: String,
+    /// The load balancer's name.
+    pub load_balancer: String,
+    /// The public IP's address, or the private IP of an internal frontend; empty while
+    /// the public IP has none.
+    pub address: String,
+    /// The load balancer's `provisioningState`.
+    pub state: String,
+    pub internal: bool,
+}
+
+/// A frontend's address and whether it is private (an internal load balancer's).
+fn frontend_address(cloud: &Cloud, fe: &Value) -> Option<(String, bool)> {
+    let fp = &fe["properties"];
+    if let Some(ip) = fp.get("privateIPAddress").and_then(Value::as_str) {
+        return Some((ip.to_string(), true));
+    }
+    let pip = fp["publicIPAddress"]["id"].as_str()?;
+    cloud
+        .lookup(&path::resource_key(pip))?
+        .get("properties")?
+        .get("ipAddress")?
+        .as_str()
+        .map(|ip| (ip.to_string(), false))
+}
+
 /// A route of the route table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RouteInfo {
@@ -661,18 +691,9 @@ impl Admin {
                     .into_iter()
                     .flatten()
                     .filter_map(|fe| {
-                        let fp = &fe["properties"];
-                        if let Some(ip) = fp.get("privateIPAddress").and_then(Value::as_str) {
-                            internal = true;
-                            return Some(ip.to_string());
-                        }
-                        let pip = fp["publicIPAddress"]["id"].as_str()?;
-                        cloud
-                            .lookup(&path::resource_key(pip))?
-                            .get("properties")?
-                            .get("ipAddress")?
-                            .as_str()
-                            .map(str::to_string)
+                        let (ip, private) = frontend_address(&cloud, fe)?;
+                        internal |= private;
+                        Some(ip)
                     })
                     .collect();
                 let rules = p["loadBalancingRules"]
@@ -752,6 +773,46 @@ impl Admin {
                     internal,
                 }
             })
+            .collect()
+    }
+
+    /// Every frontend IP configuration of every load balancer, in load-balancer order:
+    /// what one Service gets on the cluster's shared load balancer.
+    pub fn frontends(&self) -> Vec<FrontendSummary> {
+        let cloud = self.shared.cloud();
+        let info = path::type_info(path::LB).expect("known");
+        let mut out = Vec::new();
+        for (_, d) in cloud.docs_of(info) {
+            let lb = &d.value;
+            let state = lb["properties"]["provisioningState"]
+                .as_str()
+                .unwrap_or_default();
+            for fe in lb["properties"]["frontendIPConfigurations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let (address, internal) = frontend_address(&cloud, fe).unwrap_or_default();
+                out.push(FrontendSummary {
+                    id: fe["id"].as_str().unwrap_or_default().to_string(),
+                    name: fe["name"].as_str().unwrap_or_default().to_string(),
+                    load_balancer: lb["name"].as_str().unwrap_or_default().to_string(),
+                    address,
+                    state: state.to_string(),
+                    internal,
+                });
+            }
+        }
+        out
+    }
+
+    /// The names of every network interface.
+    pub fn nic_names(&self) -> Vec<String> {
+        let cloud = self.shared.cloud();
+        cloud
+            .docs_of(path::type_info(path::NIC).expect("known"))
+            .into_iter()
+            .filter_map(|(_, d)| d.value["name"].as_str().map(str::to_string))
             .collect()
     }
 
