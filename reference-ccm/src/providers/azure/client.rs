@@ -333,10 +333,7 @@ impl ArmClient {
             .await
             .map_err(|e| auth(error_chain(&e)))?;
         let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| auth(error_chain(&e)))?;
+        let body = response.bytes().await.map_err(|e| auth(error_chain(&e)))?;
         let json: Value = serde_json::from_slice(&body)
             .map_err(|_| auth(format!("status {status}: {}", snippet(&body))))?;
         if !status.is_success() {
@@ -479,7 +476,12 @@ impl ArmClient {
     }
 
     /// GET a resource.
-    pub async fn get(&self, path: &str, api: &str, query: &[(&str, &str)]) -> Result<Value, ArmError> {
+    pub async fn get(
+        &self,
+        path: &str,
+        api: &str,
+        query: &[(&str, &str)],
+    ) -> Result<Value, ArmError> {
         let (_, _, body, url) = self.send(Method::GET, path, api, query, None, None).await?;
         decode(&url, &body)
     }
@@ -583,11 +585,15 @@ impl ArmClient {
             });
             tokio::time::sleep(delay.min(Duration::from_secs(10))).await;
             polls += 1;
-            let (status, headers, body, _) = self.send(Method::GET, &url, "", &[], None, None).await?;
+            let (status, headers, body, _) =
+                self.send(Method::GET, &url, "", &[], None, None).await?;
             wait = retry_after(&headers);
             if async_op {
                 let json: Value = decode(&url, &body)?;
-                let state = json.get("status").and_then(Value::as_str).unwrap_or_default();
+                let state = json
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 match state.to_ascii_lowercase().as_str() {
                     "succeeded" => return Ok(true),
                     "failed" | "canceled" | "cancelled" => {
@@ -671,7 +677,11 @@ async fn discover(
 
 /// Picks the metadata entry for `cloud` (first if empty). A missing `resourceManager`
 /// means the endpoint itself (upstream's Azure Stack fallback).
-pub fn parse_endpoints(json: &Value, endpoint: &str, cloud: &str) -> Result<CloudEndpoints, String> {
+pub fn parse_endpoints(
+    json: &Value,
+    endpoint: &str,
+    cloud: &str,
+) -> Result<CloudEndpoints, String> {
     let entries: Vec<&Value> = match json {
         Value::Array(items) => items.iter().collect(),
         other => vec![other],
@@ -712,7 +722,11 @@ pub fn parse_endpoints(json: &Value, endpoint: &str, cloud: &str) -> Result<Clou
 
 /// `Retry-After` in seconds (or an HTTP date, read as "now").
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let v = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
     match v.parse::<u64>() {
         Ok(secs) => Some(Duration::from_secs(secs)),
         Err(_) => Some(Duration::ZERO),

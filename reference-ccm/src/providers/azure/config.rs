@@ -78,8 +78,9 @@ impl AzureConfig {
     pub fn parse(text: &str) -> Result<(Self, Vec<String>), ConfigError> {
         let mut config: AzureConfig = match serde_json::from_str(text) {
             Ok(c) => c,
-            Err(json_err) => serde_saphyr::from_str(text)
-                .map_err(|yaml_err| ConfigError::Syntax(format!("{json_err}; as YAML: {yaml_err}")))?,
+            Err(json_err) => serde_saphyr::from_str(text).map_err(|yaml_err| {
+                ConfigError::Syntax(format!("{json_err}; as YAML: {yaml_err}"))
+            })?,
         };
         // pkg/azclient/arm_conf.go GetTenantID, auth_conf.go GetAADClientID.
         if let Ok(t) = std::env::var("AZURE_TENANT_ID")
@@ -158,7 +159,8 @@ impl AzureConfig {
         }
         if self.use_instance_metadata {
             warnings.push(
-                "useInstanceMetadata=true ignored: the reference CCM asks ARM for every node".to_owned(),
+                "useInstanceMetadata=true ignored: the reference CCM asks ARM for every node"
+                    .to_owned(),
             );
         }
         if self.vnet_resource_group.is_empty() {
@@ -240,13 +242,28 @@ mod tests {
             without("subscriptionId").err(),
             Some(ConfigError::Invalid("subscriptionId is required".into()))
         );
-        assert!(matches!(without("aadClientSecret"), Err(ConfigError::Invalid(m)) if m.contains("aadClientSecret")));
+        assert!(
+            matches!(without("aadClientSecret"), Err(ConfigError::Invalid(m)) if m.contains("aadClientSecret"))
+        );
         assert!(matches!(without("vmType"), Err(ConfigError::Invalid(m)) if m.contains("vmss")));
-        let vmss = FULL.replace("\"standard\",\n        \"vnetName\"", "\"vmss\",\n        \"vnetName\"");
-        assert!(matches!(AzureConfig::parse(&vmss), Err(ConfigError::Invalid(m)) if m.contains("\"vmss\"")));
-        let basic = FULL.replace("\"loadBalancerSku\": \"standard\"", "\"loadBalancerSku\": \"basic\"");
-        assert!(matches!(AzureConfig::parse(&basic), Err(ConfigError::Invalid(m)) if m.contains("basic")));
-        assert!(matches!(AzureConfig::parse("{not json"), Err(ConfigError::Syntax(_))));
+        let vmss = FULL.replace(
+            "\"standard\",\n        \"vnetName\"",
+            "\"vmss\",\n        \"vnetName\"",
+        );
+        assert!(
+            matches!(AzureConfig::parse(&vmss), Err(ConfigError::Invalid(m)) if m.contains("\"vmss\""))
+        );
+        let basic = FULL.replace(
+            "\"loadBalancerSku\": \"standard\"",
+            "\"loadBalancerSku\": \"basic\"",
+        );
+        assert!(
+            matches!(AzureConfig::parse(&basic), Err(ConfigError::Invalid(m)) if m.contains("basic"))
+        );
+        assert!(matches!(
+            AzureConfig::parse("{not json"),
+            Err(ConfigError::Syntax(_))
+        ));
         assert!(matches!(
             AzureConfig::load("/nonexistent/azure.json"),
             Err(ConfigError::Read { .. })

@@ -43,7 +43,10 @@ pub const PROVIDER_NAME: &str = "azure";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderRef {
     /// A standalone VM (the name is what upstream keeps).
-    Vm { resource_group: String, name: String },
+    Vm {
+        resource_group: String,
+        name: String,
+    },
     /// A VMSS (uniform) instance.
     VmssInstance {
         resource_group: String,
@@ -54,7 +57,11 @@ pub enum ProviderRef {
 
 /// Parses `azure:///subscriptions/<s>/resourceGroups/<rg>/providers/Microsoft.Compute/...`.
 pub fn parse_provider_id(provider_id: &str) -> Result<ProviderRef, String> {
-    let bad = || format!("providerID {provider_id:?} is not an Azure VM ID (azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachines/<name>)");
+    let bad = || {
+        format!(
+            "providerID {provider_id:?} is not an Azure VM ID (azure:///subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute/virtualMachines/<name>)"
+        )
+    };
     let rest = provider_id.strip_prefix("azure://").ok_or_else(bad)?;
     let parts: Vec<&str> = rest.split('/').collect();
     // ["", "subscriptions", sub, "resourceGroups", rg, "providers", "Microsoft.Compute", kind, ...]
@@ -114,7 +121,10 @@ pub fn vm_name_for(node: &Node) -> Result<String, CloudError> {
 /// `ConvertResourceGroupNameToLower`: the resource-group segment of an ARM ID lowercased.
 pub fn lowercase_resource_group(id: &str) -> String {
     let lower = id.to_ascii_lowercase();
-    let Some(start) = lower.find("/resourcegroups/").map(|i| i + "/resourcegroups/".len()) else {
+    let Some(start) = lower
+        .find("/resourcegroups/")
+        .map(|i| i + "/resourcegroups/".len())
+    else {
         return id.to_owned();
     };
     let end = lower[start..]
@@ -239,7 +249,10 @@ pub fn private_ips(nic: &Value) -> Vec<String> {
         .and_then(Value::as_array)
         .map(|c| {
             c.iter()
-                .filter_map(|c| c.pointer("/properties/privateIPAddress").and_then(Value::as_str))
+                .filter_map(|c| {
+                    c.pointer("/properties/privateIPAddress")
+                        .and_then(Value::as_str)
+                })
                 .map(str::to_owned)
                 .collect()
         })
@@ -247,7 +260,11 @@ pub fn private_ips(nic: &Value) -> Vec<String> {
 }
 
 /// `addressGetter`'s order: InternalIP, Hostname, then ExternalIP.
-pub fn node_addresses(node_name: &str, private_ip: &str, public_ip: Option<&str>) -> Vec<NodeAddress> {
+pub fn node_addresses(
+    node_name: &str,
+    private_ip: &str,
+    public_ip: Option<&str>,
+) -> Vec<NodeAddress> {
     let mut out = vec![addr(INTERNAL_IP, private_ip), addr(HOSTNAME, node_name)];
     if let Some(ip) = public_ip.filter(|ip| !ip.is_empty()) {
         out.push(addr(EXTERNAL_IP, ip));
@@ -278,12 +295,23 @@ mod tests {
     #[test]
     fn provider_ids() {
         assert_eq!(
-            parse_provider_id("azure:///subscriptions/s/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/vm-1"),
-            Ok(ProviderRef::Vm { resource_group: "RG".into(), name: "vm-1".into() })
+            parse_provider_id(
+                "azure:///subscriptions/s/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/vm-1"
+            ),
+            Ok(ProviderRef::Vm {
+                resource_group: "RG".into(),
+                name: "vm-1".into()
+            })
         );
         assert_eq!(
-            parse_provider_id("azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines/3"),
-            Ok(ProviderRef::VmssInstance { resource_group: "rg".into(), scale_set: "ss".into(), instance_id: "3".into() })
+            parse_provider_id(
+                "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines/3"
+            ),
+            Ok(ProviderRef::VmssInstance {
+                resource_group: "rg".into(),
+                scale_set: "ss".into(),
+                instance_id: "3".into()
+            })
         );
         assert!(parse_provider_id("aws:///us-east-1a/i-1").is_err());
         assert!(parse_provider_id("azure:///subscriptions/s/resourceGroups/rg").is_err());
@@ -301,7 +329,9 @@ mod tests {
     fn resource_group_is_lowercased_in_ids() {
         // Upstream's ConvertResourceGroupNameToLower example.
         assert_eq!(
-            lowercase_resource_group("/subscriptions/sub/resourceGroups/RG-CCM/providers/Microsoft.Compute/virtualMachines/VM-A"),
+            lowercase_resource_group(
+                "/subscriptions/sub/resourceGroups/RG-CCM/providers/Microsoft.Compute/virtualMachines/VM-A"
+            ),
             "/subscriptions/sub/resourceGroups/rg-ccm/providers/Microsoft.Compute/virtualMachines/VM-A"
         );
     }
@@ -322,7 +352,10 @@ mod tests {
         });
         assert_eq!(power_state(&vm), "deallocated");
         assert!(is_shut_down(&vm));
-        assert_eq!(zone_of(&vm).ok(), Some(("eastus-2".to_owned(), "eastus".to_owned())));
+        assert_eq!(
+            zone_of(&vm).ok(),
+            Some(("eastus-2".to_owned(), "eastus".to_owned()))
+        );
         assert_eq!(primary_nic_id(&vm).ok().as_deref(), Some("/x/nic-1"));
         let mut no_zone = vm.clone();
         no_zone["zones"] = json!(null);

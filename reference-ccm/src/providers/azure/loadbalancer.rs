@@ -72,7 +72,8 @@ use crate::cloud::{CloudError, LbError, LoadBalancer};
 pub const ANNOTATION_INTERNAL: &str = "service.beta.kubernetes.io/azure-load-balancer-internal";
 pub const ANNOTATION_DISABLE_FLOATING_IP: &str =
     "service.beta.kubernetes.io/azure-disable-load-balancer-floating-ip";
-pub const ANNOTATION_IDLE_TIMEOUT: &str = "service.beta.kubernetes.io/azure-load-balancer-tcp-idle-timeout";
+pub const ANNOTATION_IDLE_TIMEOUT: &str =
+    "service.beta.kubernetes.io/azure-load-balancer-tcp-idle-timeout";
 pub const ANNOTATION_DISABLE_TCP_RESET: &str =
     "service.beta.kubernetes.io/azure-load-balancer-disable-tcp-reset";
 pub const ANNOTATION_PROBE_PROTOCOL: &str =
@@ -127,7 +128,12 @@ pub fn floating_ip_disabled(service: &Service) -> bool {
 pub fn default_lb_name(service: &Service) -> String {
     let mut name = format!(
         "a{}",
-        service.metadata.uid.as_deref().unwrap_or_default().replace('-', "")
+        service
+            .metadata
+            .uid
+            .as_deref()
+            .unwrap_or_default()
+            .replace('-', "")
     );
     name.truncate(32);
     name
@@ -176,7 +182,8 @@ pub fn pip_name(cluster: &str, service: &Service, ipv6: bool) -> String {
 }
 
 fn eq_ci(a: Option<&str>, b: Option<&str>) -> bool {
-    a.unwrap_or_default().eq_ignore_ascii_case(b.unwrap_or_default())
+    a.unwrap_or_default()
+        .eq_ignore_ascii_case(b.unwrap_or_default())
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
@@ -199,7 +206,9 @@ pub fn is_control_plane(node: &Node) -> bool {
         return false;
     };
     CONTROL_PLANE_LABELS.iter().any(|l| labels.contains_key(*l))
-        || labels.get("kubernetes.io/role").is_some_and(|v| v == "master")
+        || labels
+            .get("kubernetes.io/role")
+            .is_some_and(|v| v == "master")
 }
 
 /// The probes and rules a Service wants on an LB.
@@ -219,7 +228,9 @@ pub fn expected_probes_and_rules(
         None => 4,
         Some(v) => {
             let n: i64 = v.trim().parse().map_err(|_| {
-                LbError::Other(format!("error parsing idle timeout key: {ANNOTATION_IDLE_TIMEOUT}: {v:?}"))
+                LbError::Other(format!(
+                    "error parsing idle timeout key: {ANNOTATION_IDLE_TIMEOUT}: {v:?}"
+                ))
             })?;
             if !(4..=100).contains(&n) {
                 return Err(LbError::Other(format!(
@@ -231,7 +242,9 @@ pub fn expected_probes_and_rules(
     };
     // ETP=Local: kube-proxy's health check (service/helpers NeedsHealthCheck).
     let mut local_probe: Option<Value> = None;
-    if spec.external_traffic_policy.as_deref() == Some("Local") && spec.type_.as_deref() == Some("LoadBalancer") {
+    if spec.external_traffic_policy.as_deref() == Some("Local")
+        && spec.type_.as_deref() == Some("LoadBalancer")
+    {
         let port = spec.health_check_node_port.unwrap_or(0);
         let name = rule_name(service, "TCP", port, false);
         local_probe = Some(json!({"name": name, "properties": {
@@ -269,7 +282,8 @@ pub fn expected_probes_and_rules(
             "idleTimeoutInMinutes": idle,
         });
         if transport == "Tcp" {
-            props["enableTcpReset"] = json!(!annotation_true(service, ANNOTATION_DISABLE_TCP_RESET));
+            props["enableTcpReset"] =
+                json!(!annotation_true(service, ANNOTATION_DISABLE_TCP_RESET));
         }
         if transport == "Tcp" && local_probe.is_none() {
             if node_port == 0 {
@@ -284,10 +298,13 @@ pub fn expected_probes_and_rules(
                 .unwrap_or_else(|| "Tcp".to_owned());
             // Port-specific annotations are looked up first upstream; only the
             // appProtocol and the global annotation are modelled here.
-            let wanted = annotation(service, &format!(
-                "service.beta.kubernetes.io/port_{}_health-probe_protocol",
-                port.port
-            ))
+            let wanted = annotation(
+                service,
+                &format!(
+                    "service.beta.kubernetes.io/port_{}_health-probe_protocol",
+                    port.port
+                ),
+            )
             .map(str::to_owned)
             .unwrap_or(wanted);
             let probe_protocol = match wanted.trim().to_ascii_lowercase().as_str() {
@@ -320,15 +337,24 @@ pub fn expected_probes_and_rules(
     Ok((probes, rules))
 }
 
-
 /// `findProbe`'s comparison.
 pub fn probe_matches(existing: &Value, expected: &Value) -> bool {
-    let num = |v: &Value, k: &str| v.pointer(&format!("/properties/{k}")).and_then(Value::as_i64).unwrap_or(0);
+    let num = |v: &Value, k: &str| {
+        v.pointer(&format!("/properties/{k}"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
     let s = |v: &Value, k: &str| str_at(v, &format!("/properties/{k}")).map(str::to_owned);
     name_of(existing).eq_ignore_ascii_case(name_of(expected))
         && num(existing, "port") == num(expected, "port")
-        && eq_ci(s(existing, "protocol").as_deref(), s(expected, "protocol").as_deref())
-        && eq_ci(s(existing, "requestPath").as_deref(), s(expected, "requestPath").as_deref())
+        && eq_ci(
+            s(existing, "protocol").as_deref(),
+            s(expected, "protocol").as_deref(),
+        )
+        && eq_ci(
+            s(existing, "requestPath").as_deref(),
+            s(expected, "requestPath").as_deref(),
+        )
         && num(existing, "intervalInSeconds") == num(expected, "intervalInSeconds")
         && num(existing, "probeThreshold") == num(expected, "probeThreshold")
 }
@@ -339,7 +365,12 @@ pub fn rule_matches(existing: &Value, expected: &Value) -> bool {
         return false;
     }
     let (s, t) = (&existing["properties"], &expected["properties"]);
-    let id = |v: &Value, k: &str| v.get(k).and_then(|r| r.get("id")).and_then(Value::as_str).map(str::to_owned);
+    let id = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(|r| r.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
     let sub_eq = |k: &str| match (id(s, k), id(t, k)) {
         (None, None) => true,
         (Some(a), Some(b)) => a.eq_ignore_ascii_case(&b),
@@ -419,7 +450,9 @@ fn pip_services(pip: &Value) -> Vec<String> {
     let value = tags
         .and_then(|t| {
             t.iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(SERVICE_TAG_KEY) || k.eq_ignore_ascii_case("service"))
+                .find(|(k, _)| {
+                    k.eq_ignore_ascii_case(SERVICE_TAG_KEY) || k.eq_ignore_ascii_case("service")
+                })
                 .and_then(|(_, v)| v.as_str())
         })
         .unwrap_or_default();
@@ -434,7 +467,8 @@ fn pip_cluster(pip: &Value) -> Option<String> {
     pip.get("tags").and_then(Value::as_object).and_then(|t| {
         t.iter()
             .find(|(k, _)| {
-                k.eq_ignore_ascii_case(CLUSTER_NAME_KEY) || k.eq_ignore_ascii_case("kubernetes-cluster-name")
+                k.eq_ignore_ascii_case(CLUSTER_NAME_KEY)
+                    || k.eq_ignore_ascii_case("kubernetes-cluster-name")
             })
             .and_then(|(_, v)| v.as_str())
             .map(str::to_owned)
@@ -445,7 +479,9 @@ fn pip_cluster(pip: &Value) -> Option<String> {
 /// the cluster tag, if any, names this cluster.
 pub fn service_owns_pip(pip: &Value, service: &Service, cluster: &str) -> bool {
     let key = service_key(service);
-    pip_services(pip).iter().any(|s| s.eq_ignore_ascii_case(&key))
+    pip_services(pip)
+        .iter()
+        .any(|s| s.eq_ignore_ascii_case(&key))
         && pip_cluster(pip).is_none_or(|c| c.is_empty() || c.eq_ignore_ascii_case(cluster))
 }
 
@@ -464,7 +500,12 @@ impl Azure {
     }
 
     /// Public IP `name`, created or bound to the Service (`ensurePublicIPExists`).
-    async fn ensure_public_ip(&self, cluster: &str, service: &Service, name: &str) -> Result<Value, LbError> {
+    async fn ensure_public_ip(
+        &self,
+        cluster: &str,
+        service: &Service,
+        name: &str,
+    ) -> Result<Value, LbError> {
         let path = self.network_path("publicIPAddresses", name);
         let key = service_key(service);
         match self.client.get_opt(&path, NETWORK_API, &[]).await? {
@@ -487,7 +528,10 @@ impl Azure {
                     return Ok(pip);
                 }
                 let tag = etag(&pip);
-                Ok(self.client.put(&path, NETWORK_API, &pip, tag.as_deref()).await?)
+                Ok(self
+                    .client
+                    .put(&path, NETWORK_API, &pip, tag.as_deref())
+                    .await?)
             }
             None => {
                 let mut pip = json!({
@@ -508,7 +552,13 @@ impl Azure {
 
     /// The frontend the Service wants, or `None` if the owned one still fits
     /// (`reconcileFrontendIPConfigs`, `isFrontendIPChanged`).
-    async fn frontend_fits(&self, cluster: &str, service: &Service, internal: bool, fip: &Value) -> bool {
+    async fn frontend_fits(
+        &self,
+        cluster: &str,
+        service: &Service,
+        internal: bool,
+        fip: &Value,
+    ) -> bool {
         if !name_of(fip).eq_ignore_ascii_case(&default_lb_name(service)) {
             return false;
         }
@@ -528,8 +578,9 @@ impl Azure {
             };
             eq_ci(str_at(fip, "/properties/subnet/id"), Some(&subnet_id)) && ip_ok
         } else {
-            str_at(fip, "/properties/publicIPAddress/id")
-                .is_some_and(|id| last_segment(id).eq_ignore_ascii_case(&pip_name(cluster, service, false)))
+            str_at(fip, "/properties/publicIPAddress/id").is_some_and(|id| {
+                last_segment(id).eq_ignore_ascii_case(&pip_name(cluster, service, false))
+            })
         }
     }
 
@@ -548,19 +599,31 @@ impl Azure {
                 &self.config.vnet_name,
             );
             let subnet_path = format!("{vnet}/subnets/{}", self.config.subnet_name);
-            let subnet = self.client.get_opt(&subnet_path, NETWORK_API, &[]).await?.ok_or_else(|| {
-                LbError::Other(format!(
-                    "ensure({}): lb({}) - failed to get subnet: {}/{}",
-                    service_key(service),
-                    last_segment(lb_id),
-                    self.config.vnet_name,
-                    self.config.subnet_name
-                ))
-            })?;
-            let subnet_id = subnet.get("id").and_then(Value::as_str).unwrap_or(&subnet_path).to_owned();
+            let subnet = self
+                .client
+                .get_opt(&subnet_path, NETWORK_API, &[])
+                .await?
+                .ok_or_else(|| {
+                    LbError::Other(format!(
+                        "ensure({}): lb({}) - failed to get subnet: {}/{}",
+                        service_key(service),
+                        last_segment(lb_id),
+                        self.config.vnet_name,
+                        self.config.subnet_name
+                    ))
+                })?;
+            let subnet_id = subnet
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or(&subnet_path)
+                .to_owned();
             match load_balancer_ip(service) {
-                Some(ip) => json!({"subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Static", "privateIPAddress": ip}),
-                None => json!({"subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"}),
+                Some(ip) => {
+                    json!({"subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Static", "privateIPAddress": ip})
+                }
+                None => {
+                    json!({"subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"})
+                }
             }
         } else {
             let pip = self
@@ -570,10 +633,14 @@ impl Azure {
                 .get("id")
                 .and_then(Value::as_str)
                 .map(str::to_owned)
-                .unwrap_or_else(|| self.network_path("publicIPAddresses", &pip_name(cluster, service, false)));
+                .unwrap_or_else(|| {
+                    self.network_path("publicIPAddresses", &pip_name(cluster, service, false))
+                });
             json!({"publicIPAddress": {"id": id}})
         };
-        Ok(json!({"name": name, "id": format!("{lb_id}/frontendIPConfigurations/{name}"), "properties": props}))
+        Ok(
+            json!({"name": name, "id": format!("{lb_id}/frontendIPConfigurations/{name}"), "properties": props}),
+        )
     }
 
     /// `reconcileLoadBalancer` with `wantLb=true`: the LB after the change, and the
@@ -599,7 +666,10 @@ impl Azure {
         let pool_id = format!("{lb_id}/backendAddressPools/{pool_name}");
         {
             let pools = array_mut(&mut lb, "backendAddressPools");
-            if !pools.iter().any(|p| name_of(p).eq_ignore_ascii_case(&pool_name)) {
+            if !pools
+                .iter()
+                .any(|p| name_of(p).eq_ignore_ascii_case(&pool_name))
+            {
                 pools.push(json!({"name": pool_name}));
                 dirty = true;
             }
@@ -611,7 +681,8 @@ impl Azure {
         for fip in fips {
             if !owned_by(name_of(&fip), service) {
                 kept.push(fip);
-            } else if owned.is_none() && self.frontend_fits(cluster, service, internal, &fip).await {
+            } else if owned.is_none() && self.frontend_fits(cluster, service, internal, &fip).await
+            {
                 owned = Some(fip.clone());
                 kept.push(fip);
             } else {
@@ -625,7 +696,9 @@ impl Azure {
                 .map(str::to_owned)
                 .unwrap_or_else(|| format!("{lb_id}/frontendIPConfigurations/{}", name_of(fip))),
             None => {
-                let fip = self.new_frontend(cluster, service, internal, &lb_id).await?;
+                let fip = self
+                    .new_frontend(cluster, service, internal, &lb_id)
+                    .await?;
                 let id = fip["id"].as_str().unwrap_or_default().to_owned();
                 kept.push(fip);
                 dirty = true;
@@ -635,12 +708,26 @@ impl Azure {
         lb["properties"]["frontendIPConfigurations"] = json!(kept);
         // Probes and rules.
         let disable_snat = self.config.disable_outbound_snat.unwrap_or(false);
-        let (probes, rules) = expected_probes_and_rules(service, &lb_id, &fip_id, &pool_id, disable_snat)?;
-        dirty |= reconcile_list(array_mut(&mut lb, "probes"), &probes, service, probe_matches);
-        dirty |= reconcile_list(array_mut(&mut lb, "loadBalancingRules"), &rules, service, rule_matches);
+        let (probes, rules) =
+            expected_probes_and_rules(service, &lb_id, &fip_id, &pool_id, disable_snat)?;
+        dirty |= reconcile_list(
+            array_mut(&mut lb, "probes"),
+            &probes,
+            service,
+            probe_matches,
+        );
+        dirty |= reconcile_list(
+            array_mut(&mut lb, "loadBalancingRules"),
+            &rules,
+            service,
+            rule_matches,
+        );
         if dirty {
             let tag = existing.as_ref().and_then(etag);
-            lb = self.client.put(&lb_path, NETWORK_API, &lb, tag.as_deref()).await?;
+            lb = self
+                .client
+                .put(&lb_path, NETWORK_API, &lb, tag.as_deref())
+                .await?;
         }
         let backend_ips = self.reconcile_backend_hosts(&lb, &pool_id, nodes).await?;
         Ok((lb, backend_ips))
@@ -668,7 +755,9 @@ impl Azure {
                 .and_then(|r| r.split('/').next())
                 .unwrap_or_default()
                 .to_owned();
-            name.strip_suffix(INTERNAL_SUFFIX).map(str::to_owned).unwrap_or(name)
+            name.strip_suffix(INTERNAL_SUFFIX)
+                .map(str::to_owned)
+                .unwrap_or(name)
         };
         let mut ips = Vec::new();
         for node in &eligible {
@@ -688,7 +777,10 @@ impl Azure {
                 }
                 let i = super::instances::primary_ip_config_index(&nic).map_err(lb_err)?;
                 if attempt == 0
-                    && let Some(ip) = str_at(&nic["properties"]["ipConfigurations"][i], "/properties/privateIPAddress")
+                    && let Some(ip) = str_at(
+                        &nic["properties"]["ipConfigurations"][i],
+                        "/properties/privateIPAddress",
+                    )
                 {
                     ips.push(ip.to_owned());
                 }
@@ -696,7 +788,12 @@ impl Azure {
                 let pools: Vec<String> = config
                     .pointer("/properties/loadBalancerBackendAddressPools")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(|p| p.get("id").and_then(Value::as_str)).map(str::to_owned).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|p| p.get("id").and_then(Value::as_str))
+                            .map(str::to_owned)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 if pools.iter().any(|p| p.eq_ignore_ascii_case(pool_id)) {
                     break;
@@ -720,8 +817,16 @@ impl Azure {
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|p| str_at(p, "/id").is_some_and(|id| id.eq_ignore_ascii_case(pool_id)) || name_of(p).eq_ignore_ascii_case(last_segment(pool_id)))
-            .flat_map(|p| p["properties"]["backendIPConfigurations"].as_array().cloned().unwrap_or_default())
+            .filter(|p| {
+                str_at(p, "/id").is_some_and(|id| id.eq_ignore_ascii_case(pool_id))
+                    || name_of(p).eq_ignore_ascii_case(last_segment(pool_id))
+            })
+            .flat_map(|p| {
+                p["properties"]["backendIPConfigurations"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
             .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_owned))
             .collect();
         for ip_config_id in members {
@@ -731,7 +836,10 @@ impl Azure {
             let Some(nic) = self.client.get_opt(&nic_path, NETWORK_API, &[]).await? else {
                 continue;
             };
-            let vm_name = str_at(&nic, "/properties/virtualMachine/id").map(last_segment).unwrap_or_default().to_ascii_lowercase();
+            let vm_name = str_at(&nic, "/properties/virtualMachine/id")
+                .map(last_segment)
+                .unwrap_or_default()
+                .to_ascii_lowercase();
             if names.contains(&vm_name) {
                 continue;
             }
@@ -747,7 +855,10 @@ impl Azure {
         } else {
             id.to_owned()
         };
-        self.client.put(&path, NETWORK_API, nic, etag(nic).as_deref()).await.map(|_| ())
+        self.client
+            .put(&path, NETWORK_API, nic, etag(nic).as_deref())
+            .await
+            .map(|_| ())
     }
 
     /// Takes `pool_id` out of every IP configuration of the NIC (re-read on 412).
@@ -757,20 +868,32 @@ impl Azure {
                 return Ok(());
             };
             let mut changed = false;
-            for config in nic["properties"]["ipConfigurations"].as_array_mut().into_iter().flatten() {
+            for config in nic["properties"]["ipConfigurations"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
                 if let Some(pools) = config
                     .pointer_mut("/properties/loadBalancerBackendAddressPools")
                     .and_then(Value::as_array_mut)
                 {
                     let before = pools.len();
-                    pools.retain(|p| !p.get("id").and_then(Value::as_str).is_some_and(|id| id.eq_ignore_ascii_case(pool_id)));
+                    pools.retain(|p| {
+                        !p.get("id")
+                            .and_then(Value::as_str)
+                            .is_some_and(|id| id.eq_ignore_ascii_case(pool_id))
+                    });
                     changed |= pools.len() != before;
                 }
             }
             if !changed {
                 return Ok(());
             }
-            match self.client.put(nic_path, NETWORK_API, &nic, etag(&nic).as_deref()).await {
+            match self
+                .client
+                .put(nic_path, NETWORK_API, &nic, etag(&nic).as_deref())
+                .await
+            {
                 Ok(_) => return Ok(()),
                 Err(e) if e.is_precondition_failed() && attempt < 2 => continue,
                 Err(e) => return Err(e.into()),
@@ -782,7 +905,11 @@ impl Azure {
     /// `reconcileLoadBalancer` with `wantLb=false` on one LB: the Service's frontend,
     /// rules and probes go; the LB goes with its last frontend (after its pool is taken
     /// off the NICs). Answers the frontend IPs the Service had there.
-    async fn remove_service_from_lb(&self, lb_name: &str, service: &Service) -> Result<(), LbError> {
+    async fn remove_service_from_lb(
+        &self,
+        lb_name: &str,
+        service: &Service,
+    ) -> Result<(), LbError> {
         let lb_path = self.network_path("loadBalancers", lb_name);
         let Some(mut lb) = self.client.get_opt(&lb_path, NETWORK_API, &[]).await? else {
             return Ok(());
@@ -800,22 +927,33 @@ impl Azure {
         }
         if array_mut(&mut lb, "frontendIPConfigurations").is_empty() {
             // cleanOrphanedLoadBalancer -> safeDeleteLoadBalancer.
-            let pools = lb["properties"]["backendAddressPools"].as_array().cloned().unwrap_or_default();
+            let pools = lb["properties"]["backendAddressPools"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             for pool in pools {
                 let pool_id = pool
                     .get("id")
                     .and_then(Value::as_str)
                     .map(str::to_owned)
                     .unwrap_or_else(|| format!("{lb_path}/backendAddressPools/{}", name_of(&pool)));
-                for c in pool["properties"]["backendIPConfigurations"].as_array().into_iter().flatten() {
-                    if let Some(nic_path) = c.get("id").and_then(Value::as_str).and_then(nic_path_of) {
+                for c in pool["properties"]["backendIPConfigurations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(nic_path) =
+                        c.get("id").and_then(Value::as_str).and_then(nic_path_of)
+                    {
                         self.remove_pool_from_nic(&nic_path, &pool_id).await?;
                     }
                 }
             }
             self.client.delete(&lb_path, NETWORK_API).await?;
         } else {
-            self.client.put(&lb_path, NETWORK_API, &lb, tag.as_deref()).await?;
+            self.client
+                .put(&lb_path, NETWORK_API, &lb, tag.as_deref())
+                .await?;
         }
         Ok(())
     }
@@ -841,7 +979,13 @@ impl Azure {
     }
 
     /// `reconcileSecurityGroup`: writes the NSG only when its rules change.
-    async fn reconcile_nsg(&self, service: &Service, internal: bool, dsts: &[String], want: bool) -> Result<(), LbError> {
+    async fn reconcile_nsg(
+        &self,
+        service: &Service,
+        internal: bool,
+        dsts: &[String],
+        want: bool,
+    ) -> Result<(), LbError> {
         if self.config.security_group_name.is_empty() || dsts.is_empty() {
             return Ok(());
         }
@@ -852,13 +996,24 @@ impl Azure {
         );
         for attempt in 0..3 {
             let mut group = self.client.get(&path, NETWORK_API, &[]).await?;
-            let Some(rules) = nsg::reconcile(&group, service, internal, dsts, floating_ip_disabled(service), want)
-                .map_err(LbError::Other)?
+            let Some(rules) = nsg::reconcile(
+                &group,
+                service,
+                internal,
+                dsts,
+                floating_ip_disabled(service),
+                want,
+            )
+            .map_err(LbError::Other)?
             else {
                 return Ok(());
             };
             group["properties"]["securityRules"] = json!(rules);
-            match self.client.put(&path, NETWORK_API, &group, etag(&group).as_deref()).await {
+            match self
+                .client
+                .put(&path, NETWORK_API, &group, etag(&group).as_deref())
+                .await
+            {
                 Ok(_) => return Ok(()),
                 Err(e) if e.is_precondition_failed() && attempt < 2 => continue,
                 Err(e) => return Err(e.into()),
@@ -869,7 +1024,12 @@ impl Azure {
 
     /// `reconcilePublicIPs`: the Service's PIPs other than `keep` are unbound, and deleted
     /// when no other Service uses them.
-    async fn reconcile_public_ips(&self, cluster: &str, service: &Service, keep: Option<&str>) -> Result<(), LbError> {
+    async fn reconcile_public_ips(
+        &self,
+        cluster: &str,
+        service: &Service,
+        keep: Option<&str>,
+    ) -> Result<(), LbError> {
         let list_path = format!(
             "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/publicIPAddresses",
             self.client.subscription, self.config.resource_group
@@ -877,34 +1037,57 @@ impl Azure {
         let key = service_key(service);
         for mut pip in self.client.list(&list_path, NETWORK_API).await? {
             let name = name_of(&pip).to_owned();
-            if keep.is_some_and(|k| k.eq_ignore_ascii_case(&name)) || !service_owns_pip(&pip, service, cluster) {
+            if keep.is_some_and(|k| k.eq_ignore_ascii_case(&name))
+                || !service_owns_pip(&pip, service, cluster)
+            {
                 continue;
             }
             let path = self.network_path("publicIPAddresses", &name);
-            let rest: Vec<String> = pip_services(&pip).into_iter().filter(|s| !s.eq_ignore_ascii_case(&key)).collect();
+            let rest: Vec<String> = pip_services(&pip)
+                .into_iter()
+                .filter(|s| !s.eq_ignore_ascii_case(&key))
+                .collect();
             if rest.is_empty() {
                 self.client.delete(&path, NETWORK_API).await?;
             } else {
                 pip["tags"][SERVICE_TAG_KEY] = json!(rest.join(","));
                 let tag = etag(&pip);
-                self.client.put(&path, NETWORK_API, &pip, tag.as_deref()).await?;
+                self.client
+                    .put(&path, NETWORK_API, &pip, tag.as_deref())
+                    .await?;
             }
         }
         Ok(())
     }
 
-    async fn ensure_once(&self, cluster: &str, service: &Service, nodes: &[Node]) -> Result<LoadBalancerStatus, LbError> {
+    async fn ensure_once(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, LbError> {
         check_supported(service)?;
         let internal = is_internal(service);
-        let (lb, backend_ips) = self.reconcile_wanted_lb(cluster, service, nodes, internal).await?;
+        let (lb, backend_ips) = self
+            .reconcile_wanted_lb(cluster, service, nodes, internal)
+            .await?;
         let ip = self.frontend_ip(&lb, service).await?.ok_or_else(|| {
-            LbError::Other(format!("no load balancer IP for setting up security rules for service {}", service_key(service)))
+            LbError::Other(format!(
+                "no load balancer IP for setting up security rules for service {}",
+                service_key(service)
+            ))
         })?;
-        let dsts = if floating_ip_disabled(service) { backend_ips } else { vec![ip.clone()] };
+        let dsts = if floating_ip_disabled(service) {
+            backend_ips
+        } else {
+            vec![ip.clone()]
+        };
         self.reconcile_nsg(service, internal, &dsts, true).await?;
-        self.remove_service_from_lb(&self.lb_name(cluster, !internal), service).await?;
+        self.remove_service_from_lb(&self.lb_name(cluster, !internal), service)
+            .await?;
         let keep = (!internal).then(|| pip_name(cluster, service, false));
-        self.reconcile_public_ips(cluster, service, keep.as_deref()).await?;
+        self.reconcile_public_ips(cluster, service, keep.as_deref())
+            .await?;
         Ok(ingress(&ip))
     }
 
@@ -912,29 +1095,55 @@ impl Azure {
         let internal = is_internal(service);
         for kind in [internal, !internal] {
             let lb_name = self.lb_name(cluster, kind);
-            let lb = self.client.get_opt(&self.network_path("loadBalancers", &lb_name), NETWORK_API, &[]).await?;
+            let lb = self
+                .client
+                .get_opt(
+                    &self.network_path("loadBalancers", &lb_name),
+                    NETWORK_API,
+                    &[],
+                )
+                .await?;
             if let Some(lb) = lb {
-                let mut dsts: Vec<String> = self.frontend_ip(&lb, service).await?.into_iter().collect();
+                let mut dsts: Vec<String> =
+                    self.frontend_ip(&lb, service).await?.into_iter().collect();
                 if floating_ip_disabled(service) {
                     dsts = self.pool_member_ips(&lb).await?;
                 }
                 self.reconcile_nsg(service, kind, &dsts, false).await?;
             }
         }
-        self.remove_service_from_lb(&self.lb_name(cluster, internal), service).await?;
-        self.remove_service_from_lb(&self.lb_name(cluster, !internal), service).await?;
+        self.remove_service_from_lb(&self.lb_name(cluster, internal), service)
+            .await?;
+        self.remove_service_from_lb(&self.lb_name(cluster, !internal), service)
+            .await?;
         self.reconcile_public_ips(cluster, service, None).await
     }
 
     /// Private IPs of an LB's pool members (`GetBackendPrivateIPs`).
     async fn pool_member_ips(&self, lb: &Value) -> Result<Vec<String>, LbError> {
         let mut out = Vec::new();
-        for pool in lb["properties"]["backendAddressPools"].as_array().into_iter().flatten() {
-            for c in pool["properties"]["backendIPConfigurations"].as_array().into_iter().flatten() {
-                let Some(id) = c.get("id").and_then(Value::as_str) else { continue };
-                let Some(nic_path) = nic_path_of(id) else { continue };
+        for pool in lb["properties"]["backendAddressPools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            for c in pool["properties"]["backendIPConfigurations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let Some(id) = c.get("id").and_then(Value::as_str) else {
+                    continue;
+                };
+                let Some(nic_path) = nic_path_of(id) else {
+                    continue;
+                };
                 if let Some(nic) = self.client.get_opt(&nic_path, NETWORK_API, &[]).await? {
-                    for config in nic["properties"]["ipConfigurations"].as_array().into_iter().flatten() {
+                    for config in nic["properties"]["ipConfigurations"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                    {
                         if str_at(config, "/id").is_some_and(|cid| cid.eq_ignore_ascii_case(id))
                             && let Some(ip) = str_at(config, "/properties/privateIPAddress")
                         {
@@ -987,18 +1196,28 @@ fn check_supported(service: &Service) -> Result<(), LbError> {
     if spec.ports.as_ref().is_none_or(|p| p.is_empty()) {
         return Err(LbError::Other("no service ports provided".to_owned()));
     }
-    if spec.ip_families.as_ref().is_some_and(|f| f.iter().any(|f| f == "IPv6")) {
+    if spec
+        .ip_families
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == "IPv6"))
+    {
         return Err(LbError::Other(
-            "IPv6 and dual-stack load balancers are not implemented by the reference CCM".to_owned(),
+            "IPv6 and dual-stack load balancers are not implemented by the reference CCM"
+                .to_owned(),
         ));
     }
-    if !is_internal(service) && (load_balancer_ip(service).is_some() || annotation(service, ANNOTATION_PIP_NAME).is_some()) {
+    if !is_internal(service)
+        && (load_balancer_ip(service).is_some()
+            || annotation(service, ANNOTATION_PIP_NAME).is_some())
+    {
         return Err(LbError::Other(
             "user-assigned public IPs (spec.loadBalancerIP / azure-pip-name) are not implemented by the reference CCM".to_owned(),
         ));
     }
     if service.metadata.uid.as_deref().is_none_or(str::is_empty) {
-        return Err(LbError::Other("service has no UID to name its frontend after".to_owned()));
+        return Err(LbError::Other(
+            "service has no UID to name its frontend after".to_owned(),
+        ));
     }
     Ok(())
 }
@@ -1012,7 +1231,11 @@ impl LoadBalancer for Azure {
         let lb_name = self.lb_name(cluster, is_internal(service));
         let Some(lb) = self
             .client
-            .get_opt(&self.network_path("loadBalancers", &lb_name), NETWORK_API, &[])
+            .get_opt(
+                &self.network_path("loadBalancers", &lb_name),
+                NETWORK_API,
+                &[],
+            )
             .await?
         else {
             return Ok(None);
@@ -1027,7 +1250,8 @@ impl LoadBalancer for Azure {
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, LbError> {
         let _guard = self.lb_lock.lock().await;
-        self.with_412_retry(|| self.ensure_once(cluster, service, nodes)).await
+        self.with_412_retry(|| self.ensure_once(cluster, service, nodes))
+            .await
     }
 
     async fn update_load_balancer(
@@ -1040,7 +1264,9 @@ impl LoadBalancer for Azure {
         if self.get_load_balancer(cluster, service).await?.is_none() {
             return Ok(());
         }
-        self.ensure_load_balancer(cluster, service, nodes).await.map(|_| ())
+        self.ensure_load_balancer(cluster, service, nodes)
+            .await
+            .map(|_| ())
     }
 
     async fn ensure_load_balancer_deleted(
@@ -1049,7 +1275,8 @@ impl LoadBalancer for Azure {
         service: &Service,
     ) -> Result<(), LbError> {
         let _guard = self.lb_lock.lock().await;
-        self.with_412_retry(|| self.delete_once(cluster, service)).await
+        self.with_412_retry(|| self.delete_once(cluster, service))
+            .await
     }
 }
 
@@ -1079,15 +1306,30 @@ mod tests {
         let s = svc(json!({}), json!({}));
         // DefaultLoadBalancerName cuts `a` + 32 hex digits to 32 characters.
         assert_eq!(default_lb_name(&s), "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c");
-        assert_eq!(rule_name(&s, "TCP", 80, false), "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-80");
-        assert_eq!(pip_name("kubernetes", &s, false), "kubernetes-a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c");
+        assert_eq!(
+            rule_name(&s, "TCP", 80, false),
+            "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-80"
+        );
+        assert_eq!(
+            pip_name("kubernetes", &s, false),
+            "kubernetes-a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c"
+        );
         let dual = svc(json!({}), json!({"ipFamilies": ["IPv4", "IPv6"]}));
-        assert_eq!(rule_name(&dual, "UDP", 53, true), "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-UDP-53-IPv6");
-        assert_eq!(rule_name(&dual, "UDP", 53, false), "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-UDP-53");
+        assert_eq!(
+            rule_name(&dual, "UDP", 53, true),
+            "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-UDP-53-IPv6"
+        );
+        assert_eq!(
+            rule_name(&dual, "UDP", 53, false),
+            "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-UDP-53"
+        );
         assert_eq!(pip_name(&"c".repeat(100), &s, false).len(), 75);
         assert_eq!(service_key(&s), "prod/web");
         assert!(!is_internal(&s));
-        assert!(is_internal(&svc(json!({ANNOTATION_INTERNAL: "True"}), json!({}))));
+        assert!(is_internal(&svc(
+            json!({ANNOTATION_INTERNAL: "True"}),
+            json!({})
+        )));
         assert_eq!(
             nic_path_of("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/nic-1/ipConfigurations/ipconfig1").as_deref(),
             Some("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/nic-1")
@@ -1097,10 +1339,17 @@ mod tests {
     #[test]
     fn cluster_policy_probes_per_tcp_port() {
         let s = svc(json!({}), json!({}));
-        let (probes, rules) = expected_probes_and_rules(&s, "/lb", "/lb/f", "/lb/p", false).expect("ok");
+        let (probes, rules) =
+            expected_probes_and_rules(&s, "/lb", "/lb/f", "/lb/p", false).expect("ok");
         assert_eq!(probes.len(), 1, "UDP gets no probe");
-        assert_eq!(probes[0]["properties"], json!({"protocol": "Tcp", "port": 30080, "intervalInSeconds": 5, "probeThreshold": 2}));
-        assert_eq!(rules[0]["properties"]["probe"]["id"], "/lb/probes/a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-80");
+        assert_eq!(
+            probes[0]["properties"],
+            json!({"protocol": "Tcp", "port": 30080, "intervalInSeconds": 5, "probeThreshold": 2})
+        );
+        assert_eq!(
+            rules[0]["properties"]["probe"]["id"],
+            "/lb/probes/a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-80"
+        );
         assert_eq!(rules[0]["properties"]["backendPort"], 80);
         assert_eq!(rules[0]["properties"]["enableFloatingIP"], true);
         assert_eq!(rules[0]["properties"]["enableTcpReset"], true);
@@ -1112,14 +1361,24 @@ mod tests {
 
     #[test]
     fn local_policy_uses_the_health_check_port() {
-        let s = svc(json!({}), json!({"externalTrafficPolicy": "Local", "healthCheckNodePort": 32000}));
-        let (probes, rules) = expected_probes_and_rules(&s, "/lb", "/lb/f", "/lb/p", false).expect("ok");
+        let s = svc(
+            json!({}),
+            json!({"externalTrafficPolicy": "Local", "healthCheckNodePort": 32000}),
+        );
+        let (probes, rules) =
+            expected_probes_and_rules(&s, "/lb", "/lb/f", "/lb/p", false).expect("ok");
         assert_eq!(probes.len(), 1);
-        assert_eq!(probes[0]["name"], "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-32000");
+        assert_eq!(
+            probes[0]["name"],
+            "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-32000"
+        );
         assert_eq!(probes[0]["properties"]["protocol"], "Http");
         assert_eq!(probes[0]["properties"]["requestPath"], "/healthz");
         for r in &rules {
-            assert_eq!(r["properties"]["probe"]["id"], "/lb/probes/a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-32000");
+            assert_eq!(
+                r["properties"]["probe"]["id"],
+                "/lb/probes/a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-32000"
+            );
         }
     }
 
@@ -1130,7 +1389,8 @@ mod tests {
                    ANNOTATION_PROBE_PROTOCOL: "http", ANNOTATION_DISABLE_TCP_RESET: "true"}),
             json!({"sessionAffinity": "ClientIP"}),
         );
-        let (probes, rules) = expected_probes_and_rules(&s, "/lb", "/lb/f", "/lb/p", true).expect("ok");
+        let (probes, rules) =
+            expected_probes_and_rules(&s, "/lb", "/lb/f", "/lb/p", true).expect("ok");
         assert_eq!(probes[0]["properties"]["protocol"], "Http");
         assert_eq!(probes[0]["properties"]["requestPath"], "/");
         let r = &rules[0]["properties"];
@@ -1147,7 +1407,8 @@ mod tests {
     #[test]
     fn matching_ignores_what_arm_adds() {
         let s = svc(json!({}), json!({}));
-        let (probes, rules) = expected_probes_and_rules(&s, "/LB", "/LB/f", "/LB/p", false).expect("ok");
+        let (probes, rules) =
+            expected_probes_and_rules(&s, "/LB", "/LB/f", "/LB/p", false).expect("ok");
         let mut stored = rules[0].clone();
         stored["id"] = json!("/LB/loadBalancingRules/x");
         stored["etag"] = json!("W/\"1\"");
@@ -1160,7 +1421,11 @@ mod tests {
         probe["properties"]["provisioningState"] = json!("Succeeded");
         assert!(probe_matches(&probe, &probes[0]));
         // An unchanged list is not dirty; a foreign rule is kept.
-        let mut list = vec![json!({"name": "other-TCP-1"}), rules[0].clone(), rules[1].clone()];
+        let mut list = vec![
+            json!({"name": "other-TCP-1"}),
+            rules[0].clone(),
+            rules[1].clone(),
+        ];
         assert!(!reconcile_list(&mut list, &rules, &s, rule_matches));
         assert!(reconcile_list(&mut list, &rules[..1], &s, rule_matches));
         assert_eq!(list.len(), 2);
@@ -1168,8 +1433,18 @@ mod tests {
 
     #[test]
     fn unsupported_services_get_clear_errors() {
-        assert!(matches!(check_supported(&svc(json!({}), json!({"ipFamilies": ["IPv6"]}))), Err(LbError::Other(m)) if m.contains("IPv6")));
-        assert!(matches!(check_supported(&svc(json!({}), json!({"loadBalancerIP": "1.2.3.4"}))), Err(LbError::Other(m)) if m.contains("user-assigned")));
-        assert!(check_supported(&svc(json!({ANNOTATION_INTERNAL: "true"}), json!({"loadBalancerIP": "10.0.0.9"}))).is_ok());
+        assert!(
+            matches!(check_supported(&svc(json!({}), json!({"ipFamilies": ["IPv6"]}))), Err(LbError::Other(m)) if m.contains("IPv6"))
+        );
+        assert!(
+            matches!(check_supported(&svc(json!({}), json!({"loadBalancerIP": "1.2.3.4"}))), Err(LbError::Other(m)) if m.contains("user-assigned"))
+        );
+        assert!(
+            check_supported(&svc(
+                json!({ANNOTATION_INTERNAL: "true"}),
+                json!({"loadBalancerIP": "10.0.0.9"})
+            ))
+            .is_ok()
+        );
     }
 }

@@ -71,7 +71,10 @@ impl Azure {
     pub async fn with_client(config: AzureConfig, client: ArmClient) -> Result<Self, AzureError> {
         let registration = client
             .get(
-                &format!("/subscriptions/{}/providers/Microsoft.Compute", client.subscription),
+                &format!(
+                    "/subscriptions/{}/providers/Microsoft.Compute",
+                    client.subscription
+                ),
                 RESOURCES_API,
                 &[],
             )
@@ -166,8 +169,11 @@ impl Azure {
     /// The VM's primary NIC (`getPrimaryInterfaceWithVMSet`): GET by the NIC ID's group.
     pub async fn primary_nic(&self, vm: &Value) -> Result<Value, CloudError> {
         let id = instances::primary_nic_id(vm)?;
-        let rg = instances::resource_group_of(&id)
-            .ok_or_else(|| CloudError::Other(format!("error of extracting resourceGroup from nicID {id:?}")))?;
+        let rg = instances::resource_group_of(&id).ok_or_else(|| {
+            CloudError::Other(format!(
+                "error of extracting resourceGroup from nicID {id:?}"
+            ))
+        })?;
         let path = self.resource_path(
             &rg,
             "Microsoft.Network/networkInterfaces",
@@ -220,14 +226,24 @@ pub fn region_zones(registration: &Value) -> BTreeMap<String, Vec<String>> {
         if !is_vm {
             continue;
         }
-        for m in rt.get("zoneMappings").and_then(Value::as_array).into_iter().flatten() {
+        for m in rt
+            .get("zoneMappings")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let Some(location) = m.get("location").and_then(Value::as_str) else {
                 continue;
             };
             let zones = m
                 .get("zones")
                 .and_then(Value::as_array)
-                .map(|z| z.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .map(|z| {
+                    z.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
                 .unwrap_or_default();
             out.insert(location.to_ascii_lowercase().replace(' ', ""), zones);
         }
@@ -279,7 +295,9 @@ impl Instances for Azure {
         let instance_type = vm
             .pointer("/properties/hardwareProfile/vmSize")
             .and_then(Value::as_str)
-            .ok_or_else(|| CloudError::Other(format!("HardwareProfile of node({node_name}) is nil")))?
+            .ok_or_else(|| {
+                CloudError::Other(format!("HardwareProfile of node({node_name}) is nil"))
+            })?
             .to_owned();
         let (private, public, _) = self.ips_of(&vm).await?;
         let (zone, region) = instances::zone_of(&vm)?;

@@ -38,7 +38,8 @@ pub const RULE_PREFIX: &str = "k8s-azure-lb";
 pub const MIN_PRIORITY: i64 = 500;
 pub const MAX_PRIORITY: i64 = 4096;
 pub const SERVICE_TAG_INTERNET: &str = "Internet";
-pub const ANNOTATION_ALLOWED_SERVICE_TAGS: &str = "service.beta.kubernetes.io/azure-allowed-service-tags";
+pub const ANNOTATION_ALLOWED_SERVICE_TAGS: &str =
+    "service.beta.kubernetes.io/azure-allowed-service-tags";
 pub const ANNOTATION_ALLOWED_IP_RANGES: &str = "service.beta.kubernetes.io/azure-allowed-ip-ranges";
 pub const ANNOTATION_DENY_ALL_EXCEPT: &str =
     "service.beta.kubernetes.io/azure-deny-all-except-load-balancer-source-ranges";
@@ -69,7 +70,11 @@ pub fn parse_cidr(s: &str) -> Option<(Ipv4Addr, u8)> {
     if len > 32 {
         return None;
     }
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
+    let mask = if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(len))
+    };
     Some((Ipv4Addr::from(u32::from(ip) & mask), len))
 }
 
@@ -77,7 +82,11 @@ fn contains(outer: (Ipv4Addr, u8), inner: (Ipv4Addr, u8)) -> bool {
     if outer.1 > inner.1 {
         return false;
     }
-    let mask = if outer.1 == 0 { 0 } else { u32::MAX << (32 - u32::from(outer.1)) };
+    let mask = if outer.1 == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(outer.1))
+    };
     u32::from(inner.0) & mask == u32::from(outer.0)
 }
 
@@ -195,7 +204,11 @@ impl AccessControl {
 fn strs(v: Option<&Value>) -> Vec<String> {
     match v {
         Some(Value::String(s)) if !s.is_empty() => vec![s.clone()],
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -241,7 +254,9 @@ fn set_destinations(rule: &mut Value, prefixes: Vec<String>) {
 }
 
 fn priority(rule: &Value) -> i64 {
-    rule.pointer("/properties/priority").and_then(Value::as_i64).unwrap_or(0)
+    rule.pointer("/properties/priority")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
 }
 
 fn name(rule: &Value) -> &str {
@@ -303,7 +318,9 @@ impl RuleSet {
     fn next_priority(&self, from_end: bool) -> Result<i64, String> {
         let used: BTreeSet<i64> = self.rules.iter().map(priority).collect();
         let found = if from_end {
-            (MIN_PRIORITY..MAX_PRIORITY).rev().find(|p| !used.contains(p))
+            (MIN_PRIORITY..MAX_PRIORITY)
+                .rev()
+                .find(|p| !used.contains(p))
         } else {
             (MIN_PRIORITY..MAX_PRIORITY).find(|p| !used.contains(p))
         };
@@ -385,8 +402,13 @@ impl RuleSet {
                 continue;
             }
             let current = destinations(rule);
-            let keep: Vec<String> = current.iter().filter(|d| !dsts.contains(d)).cloned().collect();
-            let is_deny = rule.pointer("/properties/access").and_then(Value::as_str) == Some("Deny");
+            let keep: Vec<String> = current
+                .iter()
+                .filter(|d| !dsts.contains(d))
+                .cloned()
+                .collect();
+            let is_deny =
+                rule.pointer("/properties/access").and_then(Value::as_str) == Some("Deny");
             if is_deny {
                 set_destinations(rule, keep);
                 continue;
@@ -420,7 +442,10 @@ impl RuleSet {
 
 /// Destination ports by NSG protocol (`SecurityRuleDestinationPortsByProtocol`): the
 /// service port, or the node port with floating IP disabled. SCTP is `*`.
-pub fn ports_by_protocol(service: &Service, floating_ip_disabled: bool) -> BTreeMap<String, Vec<i32>> {
+pub fn ports_by_protocol(
+    service: &Service,
+    floating_ip_disabled: bool,
+) -> BTreeMap<String, Vec<i32>> {
     let mut out: BTreeMap<String, Vec<i32>> = BTreeMap::new();
     for p in service
         .spec
@@ -527,8 +552,14 @@ mod tests {
         assert_eq!(rules.len(), 2);
         assert_eq!(rules[0]["properties"]["priority"], 500);
         assert_eq!(rules[0]["properties"]["sourceAddressPrefix"], "Internet");
-        assert_eq!(rules[0]["properties"]["destinationAddressPrefix"], "127.61.0.10");
-        assert_eq!(rules[0]["properties"]["destinationPortRanges"], json!(["80"]));
+        assert_eq!(
+            rules[0]["properties"]["destinationAddressPrefix"],
+            "127.61.0.10"
+        );
+        assert_eq!(
+            rules[0]["properties"]["destinationPortRanges"],
+            json!(["80"])
+        );
         assert_eq!(rules[1]["properties"]["protocol"], "Udp");
         // What ARM answers back (with ids and states) is unchanged by a second reconcile.
         let mut stored = rules.clone();
@@ -536,7 +567,10 @@ mod tests {
             r["id"] = json!("/x");
             r["properties"]["provisioningState"] = json!("Succeeded");
         }
-        assert_eq!(reconcile(&nsg(json!(stored)), &s, false, &dst, false, true), Ok(None));
+        assert_eq!(
+            reconcile(&nsg(json!(stored)), &s, false, &dst, false, true),
+            Ok(None)
+        );
         // Deleting removes the destination and with it both rules.
         let gone = reconcile(&nsg(json!(stored)), &s, false, &dst, false, false)
             .expect("ok")
@@ -553,17 +587,34 @@ mod tests {
         let ac = AccessControl::of(&s, false);
         assert!(!ac.allow_from_internet());
         assert_eq!(ac.ranges(), vec!["10.0.0.0/8", "192.168.1.0/24"]);
-        let rules = reconcile(&nsg(json!([])), &s, false, &["1.1.1.1".to_owned()], false, true)
-            .expect("ok")
-            .expect("changed");
+        let rules = reconcile(
+            &nsg(json!([])),
+            &s,
+            false,
+            &["1.1.1.1".to_owned()],
+            false,
+            true,
+        )
+        .expect("ok")
+        .expect("changed");
         let deny = rules.last().expect("deny");
         assert_eq!(deny["name"], "k8s-azure-lb_deny-all_IPv4");
         assert_eq!(deny["properties"]["priority"], 4095);
-        assert_eq!(rules[0]["properties"]["sourceAddressPrefixes"], json!(["10.0.0.0/8", "192.168.1.0/24"]));
+        assert_eq!(
+            rules[0]["properties"]["sourceAddressPrefixes"],
+            json!(["10.0.0.0/8", "192.168.1.0/24"])
+        );
         // A second Service with the same settings joins the same rules.
-        let again = reconcile(&nsg(json!(rules)), &s, false, &["2.2.2.2".to_owned()], false, true)
-            .expect("ok")
-            .expect("changed");
+        let again = reconcile(
+            &nsg(json!(rules)),
+            &s,
+            false,
+            &["2.2.2.2".to_owned()],
+            false,
+            true,
+        )
+        .expect("ok")
+        .expect("changed");
         assert_eq!(again.len(), 3);
         assert_eq!(
             again[0]["properties"]["destinationAddressPrefixes"],
@@ -573,7 +624,11 @@ mod tests {
         let bad = AccessControl::of(&svc(json!({}), json!(["nope"])), false);
         assert!(bad.deny_all() && !bad.allow_from_internet());
         // Internal services are not opened to the Internet without ranges.
-        assert!(AccessControl::of(&svc(json!({}), json!(null)), true).tags().is_empty());
+        assert!(
+            AccessControl::of(&svc(json!({}), json!(null)), true)
+                .tags()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -582,8 +637,15 @@ mod tests {
             "access": "Allow", "direction": "Inbound", "sourceAddressPrefix": "*",
             "destinationAddressPrefix": "127.61.0.10", "destinationPortRange": "22"}}]);
         let s = svc(json!({}), json!(null));
-        let rules = reconcile(&nsg(seeded), &s, false, &["127.61.0.10".to_owned()], false, false)
-            .expect("ok");
+        let rules = reconcile(
+            &nsg(seeded),
+            &s,
+            false,
+            &["127.61.0.10".to_owned()],
+            false,
+            false,
+        )
+        .expect("ok");
         assert_eq!(rules, None, "unmanaged rule untouched, nothing to write");
     }
 }

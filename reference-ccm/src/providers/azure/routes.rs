@@ -31,7 +31,9 @@ pub const SEPARATOR: &str = "____";
 
 /// `cidrtoRfc1035`.
 pub fn cidr_to_rfc1035(cidr: &str) -> String {
-    cidr.chars().filter(|c| !matches!(c, ':' | '.' | '/')).collect()
+    cidr.chars()
+        .filter(|c| !matches!(c, ':' | '.' | '/'))
+        .collect()
 }
 
 /// `mapNodeNameToRouteName` with dual stack enabled.
@@ -69,7 +71,10 @@ impl Azure {
     }
 
     /// Read-modify-write of the route list; `change` answers whether it changed anything.
-    async fn update_routes(&self, change: impl Fn(&mut Vec<Value>) -> bool) -> Result<(), CloudError> {
+    async fn update_routes(
+        &self,
+        change: impl Fn(&mut Vec<Value>) -> bool,
+    ) -> Result<(), CloudError> {
         let _guard = self.route_lock.lock().await;
         let path = self.route_table_path();
         for attempt in 0..3 {
@@ -87,7 +92,11 @@ impl Azure {
             }
             rt["properties"]["routes"] = json!(routes);
             let etag = rt.get("etag").and_then(Value::as_str).map(str::to_owned);
-            match self.client.put(&path, NETWORK_API, &rt, etag.as_deref()).await {
+            match self
+                .client
+                .put(&path, NETWORK_API, &rt, etag.as_deref())
+                .await
+            {
                 Ok(_) => return Ok(()),
                 Err(e) if e.is_precondition_failed() && attempt < 2 => continue,
                 Err(e) => return Err(e.into()),
@@ -104,7 +113,9 @@ impl Azure {
         instances::private_ips(&nic)
             .into_iter()
             .find(|ip| ip.contains(':') == v6)
-            .ok_or_else(|| CloudError::Other("no match found matching the ipfamily requested".to_owned()))
+            .ok_or_else(|| {
+                CloudError::Other("no match found matching the ipfamily requested".to_owned())
+            })
     }
 }
 
@@ -147,8 +158,15 @@ impl Routes for Azure {
             .collect())
     }
 
-    async fn create_route(&self, _cluster: &str, _name_hint: &str, route: &Route) -> Result<(), CloudError> {
-        let hop = self.next_hop(&route.target_node, &route.destination_cidr).await?;
+    async fn create_route(
+        &self,
+        _cluster: &str,
+        _name_hint: &str,
+        route: &Route,
+    ) -> Result<(), CloudError> {
+        let hop = self
+            .next_hop(&route.target_node, &route.destination_cidr)
+            .await?;
         let name = route_name(&route.target_node, &route.destination_cidr);
         let legacy = route.target_node.clone();
         let wanted = json!({"name": name, "properties": {
@@ -160,10 +178,17 @@ impl Routes for Azure {
             let before = routes.len();
             routes.retain(|r| name_of(r) != legacy);
             let mut dirty = routes.len() != before;
-            let existing = routes.iter().position(|r| name_of(r).eq_ignore_ascii_case(&name));
+            let existing = routes
+                .iter()
+                .position(|r| name_of(r).eq_ignore_ascii_case(&name));
             let same = existing.is_some_and(|i| {
                 let p = &routes[i]["properties"];
-                let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default().to_ascii_lowercase();
+                let s = |k: &str| {
+                    p.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_ascii_lowercase()
+                };
                 s("addressPrefix") == route.destination_cidr.to_ascii_lowercase()
                     && s("nextHopIpAddress") == hop.to_ascii_lowercase()
             });

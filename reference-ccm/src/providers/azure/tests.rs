@@ -43,7 +43,11 @@ struct Fake {
 type Shared = Arc<Mutex<Fake>>;
 
 fn arm_error(status: StatusCode, code: &str, message: &str) -> Response {
-    (status, axum::Json(json!({"error": {"code": code, "message": message}}))).into_response()
+    (
+        status,
+        axum::Json(json!({"error": {"code": code, "message": message}})),
+    )
+        .into_response()
 }
 
 fn rg_prefix() -> String {
@@ -72,17 +76,25 @@ impl Fake {
             body["properties"]["ipAddress"] = json!(format!("127.61.0.{}", 10 + n));
         }
         if path.to_ascii_lowercase().contains("/loadbalancers/") {
-            for key in ["frontendIPConfigurations", "backendAddressPools", "loadBalancingRules", "probes"] {
+            for key in [
+                "frontendIPConfigurations",
+                "backendAddressPools",
+                "loadBalancingRules",
+                "probes",
+            ] {
                 for item in body["properties"][key].as_array_mut().into_iter().flatten() {
                     let n = item["name"].as_str().unwrap_or_default().to_owned();
                     item["id"] = json!(format!("{path}/{key}/{n}"));
-                    if key == "frontendIPConfigurations" && item.pointer("/properties/subnet").is_some() {
+                    if key == "frontendIPConfigurations"
+                        && item.pointer("/properties/subnet").is_some()
+                    {
                         item["properties"]["privateIPAddress"] = json!("127.62.0.10");
                     }
                 }
             }
         }
-        self.resources.insert(path.to_ascii_lowercase(), body.clone());
+        self.resources
+            .insert(path.to_ascii_lowercase(), body.clone());
         body
     }
 
@@ -90,19 +102,32 @@ impl Fake {
     fn read(&self, key: &str) -> Option<Value> {
         let mut v = self.resources.get(key)?.clone();
         if key.contains("/loadbalancers/") {
-            for pool in v["properties"]["backendAddressPools"].as_array_mut().into_iter().flatten() {
+            for pool in v["properties"]["backendAddressPools"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
                 let pool_id = pool["id"].as_str().unwrap_or_default().to_ascii_lowercase();
                 let mut members = Vec::new();
                 for (k, nic) in &self.resources {
                     if !k.contains("/networkinterfaces/") {
                         continue;
                     }
-                    for c in nic["properties"]["ipConfigurations"].as_array().into_iter().flatten() {
+                    for c in nic["properties"]["ipConfigurations"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                    {
                         let in_pool = c["properties"]["loadBalancerBackendAddressPools"]
                             .as_array()
                             .into_iter()
                             .flatten()
-                            .any(|p| p["id"].as_str().unwrap_or_default().eq_ignore_ascii_case(&pool_id));
+                            .any(|p| {
+                                p["id"]
+                                    .as_str()
+                                    .unwrap_or_default()
+                                    .eq_ignore_ascii_case(&pool_id)
+                            });
                         if in_pool {
                             members.push(json!({"id": c["id"]}));
                         }
@@ -115,7 +140,13 @@ impl Fake {
     }
 }
 
-async fn handle(State(fake): State<Shared>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(fake): State<Shared>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let mut f = match fake.lock() {
         Ok(f) => f,
         Err(p) => p.into_inner(),
@@ -134,27 +165,51 @@ async fn handle(State(fake): State<Shared>, method: Method, uri: Uri, headers: H
         if !form.contains(&format!("client_secret={SECRET}"))
             || !form.contains("scope=https%3A%2F%2Fmanagement.core.windows.net%2F.default")
         {
-            return (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "invalid_client", "error_description": "bad secret"}))).into_response();
+            return (
+                StatusCode::UNAUTHORIZED,
+                axum::Json(json!({"error": "invalid_client", "error_description": "bad secret"})),
+            )
+                .into_response();
         }
         f.tokens_issued += 1;
         return axum::Json(json!({"token_type": "Bearer", "access_token": format!("tok-{}", f.tokens_issued), "expires_in": 3599})).into_response();
     }
-    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     if auth != format!("Bearer tok-{}", f.tokens_issued) || f.reject_token_once {
         f.reject_token_once = false;
-        return arm_error(StatusCode::UNAUTHORIZED, "ExpiredAuthenticationToken", "expired");
+        return arm_error(
+            StatusCode::UNAUTHORIZED,
+            "ExpiredAuthenticationToken",
+            "expired",
+        );
     }
     if !query.contains("api-version=") {
-        return arm_error(StatusCode::BAD_REQUEST, "MissingApiVersionParameter", "no api-version");
+        return arm_error(
+            StatusCode::BAD_REQUEST,
+            "MissingApiVersionParameter",
+            "no api-version",
+        );
     }
     if f.throttle_next {
         f.throttle_next = false;
-        return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "0")], axum::Json(json!({"error": {"code": "TooManyRequests", "message": "slow down"}}))).into_response();
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "0")],
+            axum::Json(json!({"error": {"code": "TooManyRequests", "message": "slow down"}})),
+        )
+            .into_response();
     }
     if key.starts_with("/operations/") {
         return axum::Json(json!({"status": "Succeeded"})).into_response();
     }
-    let op = [("azure-asyncoperation", format!("{}/operations/1?api-version=2025-05-01", f.base))];
+    let op = [(
+        "azure-asyncoperation",
+        format!("{}/operations/1?api-version=2025-05-01", f.base),
+    )];
     match method {
         Method::GET => {
             if let Some(v) = f.read(&key) {
@@ -168,9 +223,14 @@ async fn handle(State(fake): State<Shared>, method: Method, uri: Uri, headers: H
                 .filter(|k| k.starts_with(&prefix) && !k[prefix.len()..].contains('/'))
                 .filter_map(|k| f.read(k))
                 .collect();
-            let is_collection = key.ends_with("/publicipaddresses") || key.ends_with("/virtualmachines");
+            let is_collection =
+                key.ends_with("/publicipaddresses") || key.ends_with("/virtualmachines");
             if !is_collection {
-                return arm_error(StatusCode::NOT_FOUND, "ResourceNotFound", &format!("{path} not found"));
+                return arm_error(
+                    StatusCode::NOT_FOUND,
+                    "ResourceNotFound",
+                    &format!("{path} not found"),
+                );
             }
             let skip: usize = query
                 .split('&')
@@ -180,7 +240,11 @@ async fn handle(State(fake): State<Shared>, method: Method, uri: Uri, headers: H
             let page: Vec<Value> = items.iter().skip(skip).take(2).cloned().collect();
             let mut answer = json!({"value": page});
             if skip + 2 < items.len() {
-                answer["nextLink"] = json!(format!("{}{path}?api-version=2025-05-01&skip={}", f.base, skip + 2));
+                answer["nextLink"] = json!(format!(
+                    "{}{path}?api-version=2025-05-01&skip={}",
+                    f.base,
+                    skip + 2
+                ));
             }
             axum::Json(answer).into_response()
         }
@@ -190,20 +254,32 @@ async fn handle(State(fake): State<Shared>, method: Method, uri: Uri, headers: H
             {
                 f.fail_put_412 = None;
                 f.etag_counter += 1;
-                return arm_error(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", "stale etag");
+                return arm_error(
+                    StatusCode::PRECONDITION_FAILED,
+                    "PreconditionFailed",
+                    "stale etag",
+                );
             }
             let existing = f.resources.get(&key).cloned();
             if let Some(want) = headers.get("if-match").and_then(|v| v.to_str().ok())
                 && existing.as_ref().and_then(|e| e["etag"].as_str()) != Some(want)
             {
-                return arm_error(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", "stale etag");
+                return arm_error(
+                    StatusCode::PRECONDITION_FAILED,
+                    "PreconditionFailed",
+                    "stale etag",
+                );
             }
             let Ok(v) = serde_json::from_slice::<Value>(&body) else {
                 return arm_error(StatusCode::BAD_REQUEST, "InvalidRequestContent", "bad json");
             };
             f.writes.push(format!("PUT {key}"));
             let stored = f.put_resource(&path, v);
-            let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
+            let status = if existing.is_some() {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
             (status, op, axum::Json(stored)).into_response()
         }
         Method::DELETE => {
@@ -224,8 +300,14 @@ fn seed(f: &mut Fake) {
         json!({"resourceTypes": [{"resourceType": "virtualMachines", "locations": ["East US"],
             "zoneMappings": [{"location": "East US", "zones": ["1", "2", "3"]}]}]}),
     );
-    f.put_resource(&format!("{p}/Microsoft.Network/networkSecurityGroups/nsg-ccm"), json!({"location": "eastus", "properties": {"securityRules": []}}));
-    f.put_resource(&format!("{p}/Microsoft.Network/virtualNetworks/vnet-ccm/subnets/subnet-ccm"), json!({"properties": {"addressPrefix": "10.0.0.0/24"}}));
+    f.put_resource(
+        &format!("{p}/Microsoft.Network/networkSecurityGroups/nsg-ccm"),
+        json!({"location": "eastus", "properties": {"securityRules": []}}),
+    );
+    f.put_resource(
+        &format!("{p}/Microsoft.Network/virtualNetworks/vnet-ccm/subnets/subnet-ccm"),
+        json!({"properties": {"addressPrefix": "10.0.0.0/24"}}),
+    );
     for (i, name) in ["node-a", "node-b"].iter().enumerate() {
         let nic = format!("{p}/Microsoft.Network/networkInterfaces/{name}-nic");
         let mut ip_config = json!({"name": "ipconfig1", "id": format!("{nic}/ipConfigurations/ipconfig1"),
@@ -235,8 +317,11 @@ fn seed(f: &mut Fake) {
             f.put_resource(&pip, json!({"properties": {"ipAddress": "127.61.0.200"}}));
             ip_config["properties"]["publicIPAddress"] = json!({"id": pip});
         }
-        f.put_resource(&nic, json!({"properties": {"ipConfigurations": [ip_config],
-            "virtualMachine": {"id": format!("{p}/Microsoft.Compute/virtualMachines/{name}")}}}));
+        f.put_resource(
+            &nic,
+            json!({"properties": {"ipConfigurations": [ip_config],
+            "virtualMachine": {"id": format!("{p}/Microsoft.Compute/virtualMachines/{name}")}}}),
+        );
         let mut vm = json!({"location": "eastus", "properties": {
             "hardwareProfile": {"vmSize": "Standard_D2s_v3"},
             "networkProfile": {"networkInterfaces": [{"id": nic}]},
@@ -258,13 +343,21 @@ async fn start() -> (Shared, Azure) {
         Ok(l) => l,
         Err(e) => panic!("bind: {e}"),
     };
-    let base = format!("http://{}", listener.local_addr().map(|a| a.to_string()).unwrap_or_default());
+    let base = format!(
+        "http://{}",
+        listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
+    );
     {
         let mut f = fake.lock().unwrap_or_else(|p| p.into_inner());
         f.base = base.clone();
         seed(&mut f);
     }
-    let app = axum::Router::new().fallback(handle).with_state(fake.clone());
+    let app = axum::Router::new()
+        .fallback(handle)
+        .with_state(fake.clone());
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -318,7 +411,9 @@ fn service(annotations: Value) -> Service {
 
 #[test]
 fn plain_http_is_refused_outside_tests() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
     let Ok(rt) = rt else { return };
     rt.block_on(async {
         let text = r#"{"tenantId":"t","subscriptionId":"s","aadClientId":"c","aadClientSecret":"x",
@@ -339,12 +434,18 @@ async fn instances_follow_upstream() {
         .expect("some");
     assert_eq!(
         meta.provider_id,
-        format!("azure:///subscriptions/{SUB}/resourceGroups/rg-ccm/providers/Microsoft.Compute/virtualMachines/node-a")
+        format!(
+            "azure:///subscriptions/{SUB}/resourceGroups/rg-ccm/providers/Microsoft.Compute/virtualMachines/node-a"
+        )
     );
     assert_eq!(meta.instance_type, "Standard_D2s_v3");
     assert_eq!(meta.zone, "eastus-2");
     assert_eq!(meta.region, "eastus");
-    let addrs: Vec<(String, String)> = meta.node_addresses.iter().map(|a| (a.type_.clone(), a.address.clone())).collect();
+    let addrs: Vec<(String, String)> = meta
+        .node_addresses
+        .iter()
+        .map(|a| (a.type_.clone(), a.address.clone()))
+        .collect();
     assert_eq!(
         addrs,
         vec![
@@ -353,15 +454,39 @@ async fn instances_follow_upstream() {
             ("ExternalIP".to_owned(), "127.61.0.200".to_owned()),
         ]
     );
-    let b = az.instance_metadata(&node("node-b", None)).await.expect("b").expect("some");
+    let b = az
+        .instance_metadata(&node("node-b", None))
+        .await
+        .expect("b")
+        .expect("some");
     assert_eq!(b.zone, "1", "fault domain without zones");
-    assert!(az.instance_exists(&node("node-a", None)).await.expect("exists"));
-    assert!(!az.instance_exists(&node("gone", None)).await.expect("missing"));
+    assert!(
+        az.instance_exists(&node("node-a", None))
+            .await
+            .expect("exists")
+    );
+    assert!(
+        !az.instance_exists(&node("gone", None))
+            .await
+            .expect("missing")
+    );
     let by_id = node("whatever", Some(&meta.provider_id));
     assert!(az.instance_exists(&by_id).await.expect("by id"));
-    assert!(!az.instance_shutdown(&node("node-a", None)).await.expect("running"));
-    assert!(az.instance_shutdown(&node("node-b", None)).await.expect("deallocated"));
-    assert!(!az.instance_shutdown(&node("gone", None)).await.expect("missing is not shut down"));
+    assert!(
+        !az.instance_shutdown(&node("node-a", None))
+            .await
+            .expect("running")
+    );
+    assert!(
+        az.instance_shutdown(&node("node-b", None))
+            .await
+            .expect("deallocated")
+    );
+    assert!(
+        !az.instance_shutdown(&node("gone", None))
+            .await
+            .expect("missing is not shut down")
+    );
     assert!(writes(&fake).is_empty(), "instances only read");
 }
 
@@ -370,58 +495,138 @@ async fn load_balancer_create_is_idempotent_and_delete_cleans_up() {
     let (fake, az) = start().await;
     let svc = service(json!({}));
     let nodes = vec![node("node-a", None), node("node-b", None)];
-    let status = az.ensure_load_balancer("kubernetes", &svc, &nodes).await.expect("ensure");
-    let ip = status.ingress.as_ref().and_then(|i| i.first()).and_then(|i| i.ip.clone()).unwrap_or_default();
+    let status = az
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .expect("ensure");
+    let ip = status
+        .ingress
+        .as_ref()
+        .and_then(|i| i.first())
+        .and_then(|i| i.ip.clone())
+        .unwrap_or_default();
     assert!(ip.starts_with("127.61.0."), "{ip}");
     let w = writes(&fake);
     let p = rg_prefix();
     assert_eq!(
         w,
         vec![
-            format!("PUT {p}microsoft.network/publicipaddresses/kubernetes-a1111111122223333444455555555555"),
+            format!(
+                "PUT {p}microsoft.network/publicipaddresses/kubernetes-a1111111122223333444455555555555"
+            ),
             format!("PUT {p}microsoft.network/loadbalancers/kubernetes"),
             format!("PUT {p}microsoft.network/networkinterfaces/node-a-nic"),
             format!("PUT {p}microsoft.network/networkinterfaces/node-b-nic"),
             format!("PUT {p}microsoft.network/networksecuritygroups/nsg-ccm"),
         ]
     );
-    let lb = get(&fake, &format!("{p}microsoft.network/loadbalancers/kubernetes")).expect("lb");
+    let lb = get(
+        &fake,
+        &format!("{p}microsoft.network/loadbalancers/kubernetes"),
+    )
+    .expect("lb");
     assert_eq!(lb["sku"]["name"], "Standard");
-    assert_eq!(lb["properties"]["frontendIPConfigurations"][0]["name"], "a1111111122223333444455555555555");
-    assert_eq!(lb["properties"]["loadBalancingRules"][0]["name"], "a1111111122223333444455555555555-TCP-8080");
-    assert_eq!(lb["properties"]["backendAddressPools"][0]["properties"]["backendIPConfigurations"].as_array().map(Vec::len), Some(2));
-    let pip = get(&fake, &format!("{p}microsoft.network/publicipaddresses/kubernetes-a1111111122223333444455555555555")).expect("pip");
+    assert_eq!(
+        lb["properties"]["frontendIPConfigurations"][0]["name"],
+        "a1111111122223333444455555555555"
+    );
+    assert_eq!(
+        lb["properties"]["loadBalancingRules"][0]["name"],
+        "a1111111122223333444455555555555-TCP-8080"
+    );
+    assert_eq!(
+        lb["properties"]["backendAddressPools"][0]["properties"]["backendIPConfigurations"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    let pip = get(
+        &fake,
+        &format!(
+            "{p}microsoft.network/publicipaddresses/kubernetes-a1111111122223333444455555555555"
+        ),
+    )
+    .expect("pip");
     assert_eq!(pip["tags"]["k8s-azure-service"], "default/web");
     assert_eq!(pip["tags"]["k8s-azure-cluster-name"], "kubernetes");
     assert_eq!(pip["zones"], json!(["1", "2", "3"]));
-    let nsg = get(&fake, &format!("{p}microsoft.network/networksecuritygroups/nsg-ccm")).expect("nsg");
+    let nsg = get(
+        &fake,
+        &format!("{p}microsoft.network/networksecuritygroups/nsg-ccm"),
+    )
+    .expect("nsg");
     let rule = &nsg["properties"]["securityRules"][0];
     assert_eq!(rule["properties"]["sourceAddressPrefix"], "Internet");
     assert_eq!(rule["properties"]["destinationAddressPrefix"], json!(ip));
     assert_eq!(rule["properties"]["destinationPortRanges"], json!(["8080"]));
 
     // Unchanged Service: no write at all.
-    let again = az.ensure_load_balancer("kubernetes", &svc, &nodes).await.expect("again");
+    let again = az
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .expect("again");
     assert_eq!(again, status);
     assert_eq!(writes(&fake), Vec::<String>::new());
-    assert_eq!(az.get_load_balancer("kubernetes", &svc).await.expect("get"), Some(status));
+    assert_eq!(
+        az.get_load_balancer("kubernetes", &svc).await.expect("get"),
+        Some(status)
+    );
 
     // A node leaves: its NIC leaves the pool, nothing else is written.
-    az.update_load_balancer("kubernetes", &svc, &nodes[..1]).await.expect("update");
-    assert_eq!(writes(&fake), vec![format!("PUT {p}microsoft.network/networkinterfaces/node-b-nic")]);
+    az.update_load_balancer("kubernetes", &svc, &nodes[..1])
+        .await
+        .expect("update");
+    assert_eq!(
+        writes(&fake),
+        vec![format!(
+            "PUT {p}microsoft.network/networkinterfaces/node-b-nic"
+        )]
+    );
 
-    az.ensure_load_balancer_deleted("kubernetes", &svc).await.expect("delete");
+    az.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .expect("delete");
     let w = writes(&fake);
-    assert!(w.contains(&format!("DELETE {p}microsoft.network/loadbalancers/kubernetes")), "{w:?}");
+    assert!(
+        w.contains(&format!(
+            "DELETE {p}microsoft.network/loadbalancers/kubernetes"
+        )),
+        "{w:?}"
+    );
     assert!(w.contains(&format!("DELETE {p}microsoft.network/publicipaddresses/kubernetes-a1111111122223333444455555555555")), "{w:?}");
-    assert!(get(&fake, &format!("{p}microsoft.network/loadbalancers/kubernetes")).is_none());
-    let nsg = get(&fake, &format!("{p}microsoft.network/networksecuritygroups/nsg-ccm")).expect("nsg");
+    assert!(
+        get(
+            &fake,
+            &format!("{p}microsoft.network/loadbalancers/kubernetes")
+        )
+        .is_none()
+    );
+    let nsg = get(
+        &fake,
+        &format!("{p}microsoft.network/networksecuritygroups/nsg-ccm"),
+    )
+    .expect("nsg");
     assert_eq!(nsg["properties"]["securityRules"], json!([]));
-    let nic = get(&fake, &format!("{p}microsoft.network/networkinterfaces/node-a-nic")).expect("nic");
-    assert_eq!(nic["properties"]["ipConfigurations"][0]["properties"]["loadBalancerBackendAddressPools"], json!([]));
+    let nic = get(
+        &fake,
+        &format!("{p}microsoft.network/networkinterfaces/node-a-nic"),
+    )
+    .expect("nic");
+    assert_eq!(
+        nic["properties"]["ipConfigurations"][0]["properties"]["loadBalancerBackendAddressPools"],
+        json!([])
+    );
     // The seeded node public IP is not the Service's and stays.
-    assert!(get(&fake, &format!("{p}microsoft.network/publicipaddresses/node-a-pip")).is_some());
-    az.ensure_load_balancer_deleted("kubernetes", &svc).await.expect("delete twice");
+    assert!(
+        get(
+            &fake,
+            &format!("{p}microsoft.network/publicipaddresses/node-a-pip")
+        )
+        .is_some()
+    );
+    az.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .expect("delete twice");
     assert!(writes(&fake).is_empty());
 }
 
@@ -439,19 +644,43 @@ async fn internal_service_uses_the_subnet_and_stale_etags_are_retried() {
         .ensure_load_balancer("kubernetes", &svc, &[node("node-a", None)])
         .await
         .expect("ensure despite 401, 429 and 412");
-    assert_eq!(status.ingress.and_then(|i| i.first().and_then(|i| i.ip.clone())).as_deref(), Some("127.62.0.10"));
+    assert_eq!(
+        status
+            .ingress
+            .and_then(|i| i.first().and_then(|i| i.ip.clone()))
+            .as_deref(),
+        Some("127.62.0.10")
+    );
     let p = rg_prefix();
-    let lb = get(&fake, &format!("{p}microsoft.network/loadbalancers/kubernetes-internal")).expect("internal lb");
+    let lb = get(
+        &fake,
+        &format!("{p}microsoft.network/loadbalancers/kubernetes-internal"),
+    )
+    .expect("internal lb");
     assert_eq!(
         lb["properties"]["frontendIPConfigurations"][0]["properties"]["privateIPAllocationMethod"],
         "Dynamic"
     );
     let w = writes(&fake);
-    assert!(!w.iter().any(|w| w.contains("publicipaddresses")), "no public IP: {w:?}");
-    assert_eq!(w.iter().filter(|w| w.contains("loadbalancers")).count(), 1, "{w:?}");
-    assert!(!w.iter().any(|w| w.contains("networksecuritygroups")), "{w:?}");
+    assert!(
+        !w.iter().any(|w| w.contains("publicipaddresses")),
+        "no public IP: {w:?}"
+    );
+    assert_eq!(
+        w.iter().filter(|w| w.contains("loadbalancers")).count(),
+        1,
+        "{w:?}"
+    );
+    assert!(
+        !w.iter().any(|w| w.contains("networksecuritygroups")),
+        "{w:?}"
+    );
     // Internal without source ranges: no Internet rule, so the NSG stays empty.
-    let nsg = get(&fake, &format!("{p}microsoft.network/networksecuritygroups/nsg-ccm")).expect("nsg");
+    let nsg = get(
+        &fake,
+        &format!("{p}microsoft.network/networksecuritygroups/nsg-ccm"),
+    )
+    .expect("nsg");
     assert_eq!(nsg["properties"]["securityRules"], json!([]));
 }
 
@@ -464,7 +693,9 @@ async fn routes_create_list_delete() {
         ..Default::default()
     };
     assert!(az.list_routes("kubernetes").await.expect("list").is_empty());
-    az.create_route("kubernetes", "uid", &route).await.expect("create");
+    az.create_route("kubernetes", "uid", &route)
+        .await
+        .expect("create");
     let p = rg_prefix();
     assert_eq!(
         writes(&fake),
@@ -474,7 +705,9 @@ async fn routes_create_list_delete() {
         ],
         "table created, then the route written"
     );
-    az.create_route("kubernetes", "uid", &route).await.expect("again");
+    az.create_route("kubernetes", "uid", &route)
+        .await
+        .expect("again");
     assert!(writes(&fake).is_empty(), "same route: no write");
     let listed = az.list_routes("kubernetes").await.expect("list");
     assert_eq!(listed.len(), 1);
@@ -482,8 +715,16 @@ async fn routes_create_list_delete() {
     assert_eq!(listed[0].target_node, "node-a");
     assert_eq!(listed[0].destination_cidr, "10.244.1.0/24");
     let rt = get(&fake, &format!("{p}microsoft.network/routetables/rt-ccm")).expect("rt");
-    assert_eq!(rt["properties"]["routes"][0]["properties"]["nextHopType"], "VirtualAppliance");
-    assert_eq!(rt["properties"]["routes"][0]["properties"]["nextHopIpAddress"], "127.60.0.10");
-    az.delete_route("kubernetes", &listed[0]).await.expect("delete");
+    assert_eq!(
+        rt["properties"]["routes"][0]["properties"]["nextHopType"],
+        "VirtualAppliance"
+    );
+    assert_eq!(
+        rt["properties"]["routes"][0]["properties"]["nextHopIpAddress"],
+        "127.60.0.10"
+    );
+    az.delete_route("kubernetes", &listed[0])
+        .await
+        .expect("delete");
     assert!(az.list_routes("kubernetes").await.expect("list").is_empty());
 }
