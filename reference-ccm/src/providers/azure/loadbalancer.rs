@@ -840,7 +840,8 @@ impl Azure {
                 .map(last_segment)
                 .unwrap_or_default()
                 .to_ascii_lowercase();
-            if names.contains(&vm_name) {
+            // A NIC attached to no VM is not a node's: left alone.
+            if vm_name.is_empty() || names.contains(&vm_name) {
                 continue;
             }
             self.remove_pool_from_nic(&nic_path, pool_id).await?;
