@@ -42,6 +42,8 @@ pub enum StartupError {
     Aws(#[from] providers::aws::AwsError),
     #[error("vsphere provider: {0}")]
     Vsphere(#[from] providers::vsphere::VsphereError),
+    #[error("azure provider: {0}")]
+    Azure(#[from] providers::azure::AzureError),
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
     #[error("kubernetes client: {0}")]
@@ -180,6 +182,9 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     let (mut cloud, mut warnings) = if opts.cloud_provider == "aws" {
         let (aws, warnings) = providers::aws::Aws::new(&opts.cloud_config).await?;
         (providers::AnyCloud::Aws(aws), warnings)
+    } else if opts.cloud_provider == providers::azure::instances::PROVIDER_NAME {
+        let (az, warnings) = providers::azure::Azure::new(&opts.cloud_config).await?;
+        (providers::AnyCloud::Azure(az), warnings)
     } else if opts.cloud_provider == providers::vsphere::PROVIDER_NAME {
         let (vs, warnings) = providers::vsphere::Vsphere::new(&opts.cloud_config).await?;
         let vs = vs.with_node_labels(opts.node_labels());

@@ -174,7 +174,7 @@ impl Options {
     pub fn validate(&self) -> Result<(), OptionsError> {
         match self.cloud_provider.as_str() {
             "" => return Err(OptionsError::MissingCloudProvider),
-            "openstack" | "aws" | "vsphere" => {}
+            "openstack" | "aws" | "vsphere" | "azure" => {}
             other => return Err(OptionsError::UnknownCloudProvider(other.to_owned())),
         }
         self.enabled_controllers()?;

@@ -8,6 +8,7 @@
 //! and [`crate::cloud::Routes`].
 
 pub mod aws;
+pub mod azure;
 pub mod openstack;
 pub mod quirks;
 pub mod vsphere;
@@ -42,6 +43,7 @@ pub enum AnyCloud {
     OpenStack(openstack::OpenStack),
     Aws(aws::Aws),
     Vsphere(vsphere::Vsphere),
+    Azure(azure::Azure),
 }
 
 /// `$body` with `$c` bound to the provider inside `$cloud`, whichever it is: every provider
@@ -52,6 +54,7 @@ macro_rules! each_cloud {
             AnyCloud::OpenStack($c) => $body,
             AnyCloud::Aws($c) => $body,
             AnyCloud::Vsphere($c) => $body,
+            AnyCloud::Azure($c) => $body,
         }
     };
 }
