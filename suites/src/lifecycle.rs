@@ -19,6 +19,7 @@
 use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
+use ccm_harness::cloud::Feature;
 use ccm_harness::node::{describe_taints, provider_id};
 use ccm_harness::{
     Case, CaseError, Environment, FaultSpec, InstancePatch, InstanceSpec, NodeOptions, Probe, Tag,
@@ -335,6 +336,7 @@ async fn nl06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 async fn nl07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.cloud().require(Feature::ReplacementGetsNewProviderId)?;
     let (old, node) = initialized_node(env, "node-a", NodeOptions::default()).await?;
     let old_uid = node.metadata.uid.clone();
     ensure!(

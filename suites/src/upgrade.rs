@@ -418,6 +418,8 @@ fn with_replica_logs(env: &Environment, err: CaseError) -> CaseError {
 /// may keep identity without renaming.
 async fn up06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     env.cloud().require(Feature::LoadBalancers)?;
+    env.cloud()
+        .require(Feature::LoadBalancersSurviveClusterRename)?;
     env.start_ccm().await?;
     for name in ["node-a", "node-b"] {
         initialized_node(env, name, NodeOptions::default()).await?;

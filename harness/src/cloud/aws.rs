@@ -191,6 +191,12 @@ impl Backend for Aws {
             // pkg/providers/v1/aws_loadbalancer.go returns ImplementedElsewhere for
             // `aws-load-balancer-type: external` (the AWS Load Balancer Controller's).
             Feature::ImplementedElsewhere => Ok(()),
+            // Instance IDs are never reused; a classic ELB or NLB deleted out of band makes
+            // the update fail (LoadBalancerNotFound); ELB names are `a<uid>`, free of the
+            // cluster name.
+            Feature::ReplacementGetsNewProviderId
+            | Feature::UpdateFailsForMissingLoadBalancer
+            | Feature::LoadBalancersSurviveClusterRename => Ok(()),
         }
     }
 

@@ -28,13 +28,17 @@ use super::{
 use crate::ensure;
 use crate::error::CaseError;
 
-/// The zone a VM gets when a case does not choose (the mock's first zone).
-const DEFAULT_ZONE: &str = "1";
+/// The mock's availability zones (its `Config::zones` default) and the one a VM gets
+/// when a case does not choose.
+const ZONES: [&str; 3] = ["1", "2", "3"];
+const DEFAULT_ZONE: &str = ZONES[0];
 
 /// The mock Azure.
 pub(crate) struct Azure {
     mock: AzureMock,
     address_block: u8,
+    /// Case zone name -> Azure zone, assigned on first use ([`Azure::zone_for`]).
+    zones: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 impl Azure {
@@ -50,11 +54,25 @@ impl Azure {
         Ok(Self {
             mock,
             address_block,
+            zones: std::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
     fn admin(&self) -> mock_azure::Admin {
         self.mock.admin()
+    }
+
+    /// The Azure zone (`"1"`, `"2"`, `"3"`) for a case's zone name: Azure zones are numbers
+    /// (cloud-provider-azure `azure_standard.go` parses them as such), so a name like `az-2`
+    /// gets one assigned on first use, always the same for the same name; `""` stays (no
+    /// zone).
+    fn zone_for(&self, wanted: &str) -> String {
+        if wanted.is_empty() || ZONES.contains(&wanted) {
+            return wanted.to_string();
+        }
+        let mut map = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+        let next = ZONES[map.len() % ZONES.len()].to_string();
+        map.entry(wanted.to_string()).or_insert(next).clone()
     }
 
     fn location(&self) -> String {
@@ -144,6 +162,15 @@ impl Backend for Azure {
             Feature::DualStackAddresses | Feature::DualStackRoutes => Err(
                 "the mock Azure gives VMs IPv4 addresses only (IPv6 IP configurations are not modelled yet)".into(),
             ),
+            Feature::ReplacementGetsNewProviderId => Err(
+                "an Azure providerID is the VM's ARM resource ID, which ends in its name: a VM recreated under the same name has the same providerID (cloud-provider-azure pkg/provider/azure_standard.go providerIDRE)".into(),
+            ),
+            Feature::UpdateFailsForMissingLoadBalancer => Err(
+                "cloud-provider-azure's UpdateLoadBalancer returns nil for a load balancer that no longer exists (pkg/provider/azure_loadbalancer.go shouldUpdateLoadBalancer)".into(),
+            ),
+            Feature::LoadBalancersSurviveClusterRename => Err(
+                "cloud-provider-azure names the shared load balancer and each Service's public IP after --cluster-name and owns them by the k8s-azure-cluster-name tag (pkg/provider/azure_loadbalancer.go getAzureLoadBalancerName, azure_standard.go getPublicIPName), so a rename moves every Service to a new load balancer and address".into(),
+            ),
             Feature::ImplementedElsewhere => Err(
                 "the azure provider never answers ImplementedElsewhere: no Service setting hands its load balancer to another controller".into(),
             ),
@@ -164,6 +191,20 @@ impl Backend for Azure {
         (0..n)
             .map(|i| format!("127.61.{block}.{}", 250 - i % 50))
             .collect()
+    }
+
+    /// The same VM's ID with the resource group as the operator spelled it: ARM ids are
+    /// case-insensitive and upstream parses only the VM name out of a providerID
+    /// (`azure_standard.go` providerIDRE), so both forms name one VM.
+    fn alternate_provider_id(&self, instance: &Instance) -> Option<String> {
+        let rg = self.mock.ready_info().resource_group;
+        let lower = format!("/resourceGroups/{}/", rg.to_ascii_lowercase());
+        instance.provider_id.contains(&lower).then(|| {
+            instance.provider_id.replace(
+                &lower,
+                &format!("/resourceGroups/{}/", rg.to_ascii_uppercase()),
+            )
+        })
     }
 
     fn ready_info(&self) -> serde_json::Value {
@@ -232,6 +273,13 @@ impl Backend for Azure {
         true
     }
 
+    /// One backend pool named after the cluster on the shared load balancer, joined by each
+    /// node's NIC (cloud-provider-azure `azure_loadbalancer_backendpool.go`,
+    /// nodeIPConfiguration): a node join is one NIC write, whatever the number of Services.
+    fn load_balancers_share_backends(&self) -> bool {
+        true
+    }
+
     fn region(&self) -> String {
         self.location()
     }
@@ -241,7 +289,7 @@ impl Backend for Azure {
             .admin()
             .create_vm(VmSpec {
                 name: spec.name,
-                zone: Some(spec.zone.unwrap_or_else(|| DEFAULT_ZONE.to_string())),
+                zone: Some(self.zone_for(spec.zone.as_deref().unwrap_or(DEFAULT_ZONE))),
                 vm_size: spec.instance_type,
                 private_ips: spec.internal_ips.unwrap_or_default(),
                 public_ips: spec.external_ips,
@@ -259,7 +307,7 @@ impl Backend for Azure {
                 VmPatch {
                     private_ips: patch.internal_ips,
                     public_ips: patch.external_ips,
-                    zone: patch.zone,
+                    zone: patch.zone.map(|z| self.zone_for(&z)),
                     running: patch.running,
                     power_state: None,
                 },
@@ -322,8 +370,10 @@ impl Backend for Azure {
                 let path = "(?i)/providers/Microsoft\\.Compute/virtualMachines(/|$)".to_string();
                 self.fault("GET", path, instance_id.as_deref(), status, count)
             }
+            // cloud-provider-azure writes routes by PUT of the whole route table
+            // (pkg/provider/azure_routes.go delayedRouteUpdater), some clients per route.
             FaultSpec::RouteWrite { status, count } => {
-                let path = "(?i)/providers/Microsoft\\.Network/routeTables/[^/]+/routes/".into();
+                let path = "(?i)/providers/Microsoft\\.Network/routeTables/".into();
                 self.fault("PUT", path, None, status, count)
             }
             FaultSpec::LoadBalancerWrite {

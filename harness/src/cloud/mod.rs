@@ -130,6 +130,15 @@ pub enum Feature {
     /// the load balancer to another controller (LB-19); see
     /// [`CloudControl::implemented_elsewhere_annotations`].
     ImplementedElsewhere,
+    /// A machine replaced under the same name gets a new providerID, so the lifecycle
+    /// controller can tell the replacement from the machine that went (NL-07).
+    ReplacementGetsNewProviderId,
+    /// `UpdateLoadBalancer` fails for a load balancer deleted out of band, so no
+    /// `UpdatedLoadBalancer` event follows a node change (LB-26).
+    UpdateFailsForMissingLoadBalancer,
+    /// Load balancers that can keep their identity (and address) across a `--cluster-name`
+    /// change (UP-06).
+    LoadBalancersSurviveClusterRename,
 }
 
 /// A fault to inject into the cloud API the CCM uses.
@@ -423,6 +432,11 @@ pub(crate) trait Backend: Send + Sync {
     fn load_balancers_use_floating_ip(&self) -> bool {
         false
     }
+    /// Whether every Service's load balancer shares one set of backends, so a node change
+    /// is one backend write for all of them (Azure's per-cluster backend pool).
+    fn load_balancers_share_backends(&self) -> bool {
+        false
+    }
     fn region(&self) -> String;
 
     fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError>;
@@ -556,6 +570,13 @@ impl CloudControl {
     /// destination (Azure's floating IP), so the simulated kube-proxy serves Service ports.
     pub fn load_balancers_use_floating_ip(&self) -> bool {
         self.backend.load_balancers_use_floating_ip()
+    }
+
+    /// Whether every Service's load balancer shares one set of backends (Azure: one backend
+    /// pool per cluster, joined by each node's NIC), so a node change is one backend write
+    /// for all Services rather than one per Service.
+    pub fn load_balancers_share_backends(&self) -> bool {
+        self.backend.load_balancers_share_backends()
     }
 
     /// [`Self::supports`] as a case precondition: a skip with the reason when unsupported.

@@ -567,7 +567,9 @@ impl Backend for VsphereCloud {
             Feature::LoadBalancers
             | Feature::UdpLoadBalancers
             | Feature::LocalTrafficHealthChecks
-            | Feature::ImplementedElsewhere => Err(
+            | Feature::ImplementedElsewhere
+            | Feature::UpdateFailsForMissingLoadBalancer
+            | Feature::LoadBalancersSurviveClusterRename => Err(
                 "the vSphere cloud provider implements no load balancer (cloud-provider-vsphere returns false from LoadBalancer())".into(),
             ),
             Feature::Routes | Feature::DualStackRoutes => Err(
@@ -581,6 +583,8 @@ impl Backend for VsphereCloud {
             | Feature::NoAddresses
             | Feature::DualStackAddresses
             | Feature::SeparateExternalAddresses => Ok(()),
+            // A new VM has a new BIOS UUID, and the providerID is made of it.
+            Feature::ReplacementGetsNewProviderId => Ok(()),
         }
     }
 

@@ -18,7 +18,7 @@ use ccm_harness::env::NodeOptions;
 use ccm_harness::invariants::{QUIET_BEFORE_BASELINE, wait_services_quiet};
 use ccm_harness::{Case, CaseError, Environment, Probe, Tag, ensure, eventually};
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::common::initialized_node;
@@ -390,7 +390,13 @@ async fn wait_no_lbs(env: &Environment) -> Result<(), CaseError> {
 }
 
 async fn wait_gone(env: &Environment) -> Result<(), CaseError> {
-    let services = env.services();
+    wait_service_gone(env.services()).await
+}
+
+/// Waits until the Service `SVC` of `services`' cluster is gone: its CCM has finished
+/// `EnsureLoadBalancerDeleted` (it removes the finalizer last), whatever else (a public
+/// IP, a security group) it deletes after the load balancer itself.
+async fn wait_service_gone(services: Api<Service>) -> Result<(), CaseError> {
     eventually("the Service to be gone", LB_TIMEOUT, || {
         let services = services.clone();
         async move {

@@ -219,6 +219,7 @@ pub(super) async fn lb25(env: &mut Environment) -> Result<CaseMetrics, CaseError
         .await
         .map_err(|e| CaseError::infra("deleting the other cluster's Service", e))?;
     wait_no_lbs(env).await?;
+    wait_service_gone(other.services()).await?;
     env.stop_replica("other").await;
     delete_and_check_leaks(env).await?;
     Ok(vec![])

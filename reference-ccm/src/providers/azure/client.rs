@@ -720,8 +720,19 @@ pub fn parse_endpoints(
     })
 }
 
-/// `Retry-After` in seconds (or an HTTP date, read as "now").
+/// How long the server asks to wait: `retry-after-ms` or `x-ms-retry-after-ms` in
+/// milliseconds first, as azcore reads them (`sdk/azcore/internal/shared` `RetryAfter`),
+/// then `Retry-After` in seconds (or an HTTP date, read as "now").
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    for name in ["retry-after-ms", "x-ms-retry-after-ms"] {
+        if let Some(ms) = headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            return Some(Duration::from_millis(ms));
+        }
+    }
     let v = headers
         .get(reqwest::header::RETRY_AFTER)?
         .to_str()

@@ -1261,11 +1261,18 @@ impl LoadBalancer for Azure {
         service: &Service,
         nodes: &[Node],
     ) -> Result<(), LbError> {
-        // UpdateLoadBalancer: only when the Service is on its LB, then EnsureLoadBalancer.
+        // UpdateLoadBalancer: only when the Service is on its LB and not being deleted, then
+        // EnsureLoadBalancer (azure_loadbalancer.go `shouldUpdateLoadBalancer`). The check
+        // holds the lock the delete holds: a node sync that raced a delete must find the
+        // frontend gone, not bring it (and its public IP) back.
+        if service.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let _guard = self.lb_lock.lock().await;
         if self.get_load_balancer(cluster, service).await?.is_none() {
             return Ok(());
         }
-        self.ensure_load_balancer(cluster, service, nodes)
+        self.with_412_retry(|| self.ensure_once(cluster, service, nodes))
             .await
             .map(|_| ())
     }
