@@ -97,6 +97,22 @@ pub const CCMS: &[Upstream] = &[
         default_version: "v1.36.0",
         siblings: Siblings::Refuse,
     },
+    // cloud-provider-azure v1.36.5 (the newest tag of the repository, 2026-08; the proxy
+    // here refuses the version list and, by exact version, v1.35.8, v1.36.6 and v1.37.0):
+    // its go.mod has no `replace` and requires its nested modules (`pkg/azclient`,
+    // `pkg/azclient/cache`, `pkg/azclient/configloader`) at their own published versions,
+    // so the wrapper only copies `godebug default=go1.26`. Upstream's Makefile builds with
+    // CGO_ENABLED=1 and names the binary `azure-cloud-controller-manager`; the module and
+    // every package it links build without cgo (no `import "C"` on linux), so the static
+    // build the other CCMs get serves here too.
+    Upstream {
+        name: "azure",
+        module: "sigs.k8s.io/cloud-provider-azure",
+        package: "cmd/cloud-controller-manager",
+        binary: "azure-cloud-controller-manager",
+        default_version: "v1.36.5",
+        siblings: Siblings::Refuse,
+    },
 ];
 
 /// The upstream CCM of a provider.
@@ -591,11 +607,20 @@ mod tests {
 
     #[test]
     fn every_provider_has_one_ccm() {
-        for p in ["aws", "openstack", "vsphere"] {
+        for p in ["aws", "openstack", "vsphere", "azure"] {
             let u = ccm(p).unwrap();
             assert!(check_version(u.default_version).is_ok());
-            assert!(u.package.ends_with(u.binary));
+            // The binary is named after its main package, with the provider in front
+            // where the package's own name lacks it (Azure's Makefile prefixes `azure-`).
+            let main = u.package.rsplit('/').next().unwrap();
+            assert!(
+                u.binary == main || u.binary == format!("{p}-{main}"),
+                "{p}: {} for {}",
+                u.binary,
+                u.package
+            );
         }
+        assert_eq!(CCMS.len(), 4, "one CCM per provider");
         assert!(ccm("gcp").is_none());
     }
 
