@@ -41,6 +41,24 @@ pub struct Upstream {
     pub default_version: &'static str,
     /// What upstream's `replace` lines that point into its own repository become.
     pub siblings: Siblings,
+    /// Version packages the release build stamps besides component-base's (each gets
+    /// `gitVersion`, `gitMajor`, `gitMinor`; see [`Upstream::ldflags`]).
+    pub version_packages: &'static [&'static str],
+}
+
+impl Upstream {
+    /// The `-ldflags` of this binary's build at `version`: [`version_ldflags`] plus its
+    /// own [`Upstream::version_packages`].
+    pub fn ldflags(&self, version: &str) -> String {
+        let mut flags = version_ldflags(version);
+        let (major, minor) = major_minor(version);
+        for pkg in self.version_packages {
+            flags.push_str(&format!(
+                " -X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor}"
+            ));
+        }
+        flags
+    }
 }
 
 /// Upstream `replace` lines that point into the upstream repository itself (`./staging/…`,
@@ -80,6 +98,7 @@ pub const CCMS: &[Upstream] = &[
         binary: "aws-cloud-controller-manager",
         default_version: "v1.37.0",
         siblings: Siblings::Refuse,
+        version_packages: &[],
     },
     Upstream {
         name: "openstack",
@@ -88,6 +107,7 @@ pub const CCMS: &[Upstream] = &[
         binary: "openstack-cloud-controller-manager",
         default_version: "v1.36.0",
         siblings: Siblings::Refuse,
+        version_packages: &[],
     },
     Upstream {
         name: "vsphere",
@@ -96,6 +116,7 @@ pub const CCMS: &[Upstream] = &[
         binary: "vsphere-cloud-controller-manager",
         default_version: "v1.36.0",
         siblings: Siblings::Refuse,
+        version_packages: &[],
     },
     // cloud-provider-azure v1.36.5 (the newest tag of the repository, 2026-08; the proxy
     // here refuses the version list and, by exact version, v1.35.8, v1.36.6 and v1.37.0):
@@ -112,6 +133,13 @@ pub const CCMS: &[Upstream] = &[
         binary: "azure-cloud-controller-manager",
         default_version: "v1.36.5",
         siblings: Siblings::Refuse,
+        // `--version` prints cloud-provider-azure's own version package, and the release
+        // build stamps client-go's too (the User-Agent it sends the API server):
+        // hack/pkg-config.sh, which the Makefile's go build reads.
+        version_packages: &[
+            "sigs.k8s.io/cloud-provider-azure/pkg/version",
+            "k8s.io/client-go/pkg/version",
+        ],
     },
 ];
 
@@ -132,6 +160,7 @@ pub const CONTROL_PLANE: &[Upstream] = &[
         binary: "kube-apiserver",
         default_version: "v1.37.2",
         siblings: Siblings::Staging,
+        version_packages: &[],
     },
     Upstream {
         name: "etcd",
@@ -141,6 +170,7 @@ pub const CONTROL_PLANE: &[Upstream] = &[
         default_version: "v3.7.0",
         // The server module replaces api, client/pkg, client/v3 and pkg by ../<dir>.
         siblings: Siblings::SameVersion,
+        version_packages: &[],
     },
 ];
 
@@ -389,7 +419,7 @@ impl Builder {
             .arg("-mod=mod")
             .arg("-trimpath")
             .arg("-ldflags")
-            .arg(version_ldflags(version))
+            .arg(upstream.ldflags(version))
             .arg("-o")
             .arg(&out)
             .arg(&package)
@@ -510,14 +540,18 @@ impl Builder {
 /// CCM prints its own `main.version` (cloud-provider-vsphere `Makefile`, `LDFLAGS_CCM`); `-X`
 /// of a symbol a binary lacks is ignored by the linker, so one set serves every binary.
 pub fn version_ldflags(version: &str) -> String {
-    let core = version.trim_start_matches('v');
-    let mut parts = core.split(['.', '-', '+']);
-    let major = parts.next().unwrap_or("0");
-    let minor = parts.next().unwrap_or("0");
+    let (major, minor) = major_minor(version);
     let pkg = "k8s.io/component-base/version";
     format!(
         "-s -w -X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor} -X {pkg}.gitTreeState=clean -X main.version={version}"
     )
+}
+
+/// `("1", "36")` of `v1.36.0` (of any `vX.Y…`; missing parts are `0`).
+fn major_minor(version: &str) -> (&str, &str) {
+    let core = version.trim_start_matches('v');
+    let mut parts = core.split(['.', '-', '+']);
+    (parts.next().unwrap_or("0"), parts.next().unwrap_or("0"))
 }
 
 /// `vMAJOR.MINOR.PATCH` with an optional `-pre` or `+build` suffix (semantic versions, as
@@ -603,6 +637,22 @@ mod tests {
         assert!(f.contains("version.gitMajor=1 "));
         assert!(f.contains("version.gitMinor=36 "));
         assert!(f.contains("-X main.version=v1.36.0"));
+        // Only Azure's build stamps its own version package and client-go's.
+        assert_eq!(
+            ccm("aws").unwrap().ldflags("v1.37.0"),
+            version_ldflags("v1.37.0")
+        );
+        let azure = ccm("azure").unwrap().ldflags("v1.36.5");
+        for pkg in [
+            "sigs.k8s.io/cloud-provider-azure/pkg/version",
+            "k8s.io/client-go/pkg/version",
+        ] {
+            assert!(
+                azure.contains(&format!("-X {pkg}.gitVersion=v1.36.5 ")),
+                "{azure}"
+            );
+            assert!(azure.contains(&format!("-X {pkg}.gitMinor=36")), "{azure}");
+        }
     }
 
     #[test]
