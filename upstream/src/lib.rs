@@ -148,6 +148,39 @@ pub fn ccm(provider: &str) -> Option<&'static Upstream> {
     CCMS.iter().find(|u| u.name == provider)
 }
 
+/// Per-node agents a provider's CCM relies on, by provider. Azure's CCM leaves node
+/// initialization to `cloud-node-manager` (one per node, same module and release): its
+/// options never fill the cloud-node controller's `ConcurrentNodeSyncs`
+/// (cloud-provider-azure `cmd/cloud-controller-manager/app/options/options.go` Config
+/// copies only Generic, KubeCloudShared, ServiceController and NodeStatusUpdateFrequency),
+/// so the CCM's controller runs no worker and never takes the `uninitialized` taint off.
+/// With `--use-instance-metadata=false` the node manager reads ARM for the VM named like
+/// the host's name (`pkg/provider/azure_zones.go` GetZone uses `os.Hostname()`), so each
+/// one runs with its node's name as hostname (its own UTS namespace).
+pub const NODE_MANAGERS: &[(&str, Upstream)] = &[(
+    "azure",
+    Upstream {
+        name: "azure-cloud-node-manager",
+        module: "sigs.k8s.io/cloud-provider-azure",
+        package: "cmd/cloud-node-manager",
+        binary: "azure-cloud-node-manager",
+        default_version: "v1.36.5",
+        siblings: Siblings::Refuse,
+        version_packages: &[
+            "sigs.k8s.io/cloud-provider-azure/pkg/version",
+            "k8s.io/client-go/pkg/version",
+        ],
+    },
+)];
+
+/// The per-node agent a provider's upstream CCM needs beside it, if any.
+pub fn node_manager(provider: &str) -> Option<&'static Upstream> {
+    NODE_MANAGERS
+        .iter()
+        .find(|(p, _)| *p == provider)
+        .map(|(_, u)| u)
+}
+
 /// A real control plane to measure the embedded API server against
 /// (`shared/reference/upstream-builds.md`, "kube-apiserver and etcd"). Default versions:
 /// the newest Kubernetes release the module proxy lists here on 2026-11-26 (v1.37.2), and
@@ -672,6 +705,30 @@ mod tests {
         }
         assert_eq!(CCMS.len(), 4, "one CCM per provider");
         assert!(ccm("gcp").is_none());
+    }
+
+    #[test]
+    fn azure_has_a_node_manager_from_the_same_release() {
+        let (nm, ccm) = (node_manager("azure").unwrap(), ccm("azure").unwrap());
+        assert_eq!(
+            (nm.module, nm.default_version),
+            (ccm.module, ccm.default_version)
+        );
+        assert_eq!(nm.binary, "azure-cloud-node-manager");
+        assert!(nm.package.ends_with("cloud-node-manager"));
+        // Its own cache entry, not the CCM's.
+        let b = Builder {
+            cache_root: PathBuf::from("/c"),
+            go: PathBuf::from("go"),
+        };
+        assert_ne!(b.entry(nm, "v1.36.5"), b.entry(ccm, "v1.36.5"));
+        assert!(
+            nm.ldflags("v1.36.5")
+                .contains("cloud-provider-azure/pkg/version.gitVersion=v1.36.5")
+        );
+        for p in ["aws", "openstack", "vsphere", "gcp"] {
+            assert!(node_manager(p).is_none(), "{p}");
+        }
     }
 
     /// Tests that spawn a `go` hold this lock. A fake `go` is a script this process has
