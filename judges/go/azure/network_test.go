@@ -303,7 +303,7 @@ func nicJoinsPool(t *testing.T, r ready, n network, lbName, poolID string) {
 		}
 		return done.Interface
 	}
-	joined := put(nic)
+	put(nic)
 	t.Cleanup(func() {
 		cur, err := n.nics.Get(ctxFor(t), r.ResourceGroup, nicName, nil)
 		if err != nil {
@@ -313,7 +313,6 @@ func nicJoinsPool(t *testing.T, r ready, n network, lbName, poolID string) {
 		cur.Properties.IPConfigurations[0].Properties.LoadBalancerBackendAddressPools = original
 		put(cur.Interface)
 	})
-	_ = joined
 
 	lb, err := n.lbs.Get(ctx, r.ResourceGroup, lbName, nil)
 	if err != nil {
