@@ -107,6 +107,33 @@ func TestListVirtualMachines(t *testing.T) {
 	}
 }
 
+// TestListVirtualMachinesWithInstanceView: the CCM lists VMs with `$expand=instanceView`
+// (cloud-provider-azure pkg/azclient/virtualmachineclient/custom.go List), so every listed
+// VM carries its statuses.
+func TestListVirtualMachinesWithInstanceView(t *testing.T) {
+	r := loadReady(t)
+	pager := vmClient(t, r).NewListPager(r.ResourceGroup, &armcompute.VirtualMachinesClientListOptions{
+		Expand: to.Ptr(armcompute.ExpandTypeForListVMsInstanceView),
+	})
+	n := 0
+	for pager.More() {
+		page, err := pager.NextPage(ctxFor(t))
+		if err != nil {
+			t.Fatalf("listing VMs with $expand=instanceView: %v", err)
+		}
+		for _, vm := range page.Value {
+			n++
+			if vm.Properties == nil || vm.Properties.InstanceView == nil {
+				t.Fatalf("VM %v listed with $expand=instanceView has no instanceView", vm.Name)
+			}
+			checkStatuses(t, *vm.Name, vm.Properties.InstanceView.Statuses)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no VMs")
+	}
+}
+
 // TestGetVirtualMachineInstanceView: `$expand=instanceView` adds the statuses the CCM reads
 // for power and provisioning state (pkg/provider/azure_standard.go getPowerStatus /
 // getProvisioningState), and GET .../instanceView answers the same.
