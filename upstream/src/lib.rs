@@ -1,6 +1,7 @@
 //! Upstream's Go binaries, built from their Go modules with the `go` command into a cache
 //! outside the repository, so a run can put the real cloud-controller-managers (client-go,
-//! gophercloud, aws-sdk-go-v2, govmomi) through the suites, and measure the embedded API
+//! gophercloud, aws-sdk-go-v2, govmomi, the Azure SDK for Go) through the suites, with the
+//! per-node agents some of them rely on ([`NODE_MANAGERS`]), and measure the embedded API
 //! server against a real control plane (kube-apiserver and etcd, [`CONTROL_PLANE`]).
 //!
 //! Why a generated wrapper module per binary rather than `go install MODULE/cmd/x@v`:
@@ -37,7 +38,8 @@ pub struct Upstream {
     /// module version the proxy refuses, so AWS is v1.37.0; the proxy refuses to list the
     /// OpenStack and vSphere versions, and by exact version refused OpenStack
     /// v1.36.1–v1.37.1 and vSphere v1.35.0–v1.37.1 (vSphere v1.35.1's go.mod failed
-    /// checksum verification), so both are v1.36.0.
+    /// checksum verification), so both are v1.36.0. Azure: v1.36.5, the repository's newest
+    /// tag (the proxy refuses its version list and v1.36.6/v1.37.0 by exact version).
     pub default_version: &'static str,
     /// What upstream's `replace` lines that point into its own repository become.
     pub siblings: Siblings,
