@@ -1,6 +1,7 @@
 //! The mocks judged by the Go SDKs the upstream cloud-controller-managers build with, at
 //! the exact versions they pin (`judges/go/<cloud>/go.mod`): gophercloud v2 (OpenStack),
-//! aws-sdk-go-v2 (AWS), govmomi (vSphere). Each test starts `ccm-conformance mock <cloud>`
+//! aws-sdk-go-v2 (AWS), govmomi (vSphere), the Azure SDK for Go (azcore, azidentity,
+//! armcompute, armnetwork, armresources; Azure). Each test starts `ccm-conformance mock <cloud>`
 //! with a ready file, waits for the file, runs `go test -count=1 -v ./...` in the judge
 //! module with `CCM_JUDGE_READY` naming it, and fails with the Go output unless every Go
 //! test passed (none skipped). The Go tests decode every answer with the SDK's own
@@ -94,9 +95,15 @@ fn run_judge(cloud: &str, ready: &Path, dir: &Path) -> usize {
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("log handle"))
         .stderr(out);
-    // The SDKs' own environment must not steer the judges (endpoints, credentials, IMDS).
+    // The SDKs' own environment must not steer the judges (endpoints, credentials, IMDS):
+    // aws-sdk-go-v2 reads AWS_*, azidentity reads AZURE_* and MSAL's managed identity
+    // IDENTITY_*/MSI_*/IMDS_* (apps/managedidentity GetSource).
     for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("AWS_") {
+        let key_text = key.to_string_lossy();
+        if ["AWS_", "AZURE_", "IDENTITY_", "MSI_", "IMDS_"]
+            .iter()
+            .any(|prefix| key_text.starts_with(prefix))
+        {
             cmd.env_remove(&key);
         }
     }
@@ -163,4 +170,12 @@ fn govmomi_judges_mock_vsphere() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_mock, ready) = start_mock("vsphere", &[], dir.path());
     run_judge("vsphere", &ready, dir.path());
+}
+
+#[test]
+fn azure_sdk_for_go_judges_mock_azure() {
+    // HTTPS only; the judge trusts the ready file's ca_file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_mock, ready) = start_mock("azure", &[], dir.path());
+    run_judge("azure", &ready, dir.path());
 }

@@ -1,6 +1,7 @@
 //! Upstream's Go binaries, built from their Go modules with the `go` command into a cache
 //! outside the repository, so a run can put the real cloud-controller-managers (client-go,
-//! gophercloud, aws-sdk-go-v2, govmomi) through the suites, and measure the embedded API
+//! gophercloud, aws-sdk-go-v2, govmomi, the Azure SDK for Go) through the suites, with the
+//! per-node agents some of them rely on ([`NODE_MANAGERS`]), and measure the embedded API
 //! server against a real control plane (kube-apiserver and etcd, [`CONTROL_PLANE`]).
 //!
 //! Why a generated wrapper module per binary rather than `go install MODULE/cmd/x@v`:
@@ -37,10 +38,29 @@ pub struct Upstream {
     /// module version the proxy refuses, so AWS is v1.37.0; the proxy refuses to list the
     /// OpenStack and vSphere versions, and by exact version refused OpenStack
     /// v1.36.1–v1.37.1 and vSphere v1.35.0–v1.37.1 (vSphere v1.35.1's go.mod failed
-    /// checksum verification), so both are v1.36.0.
+    /// checksum verification), so both are v1.36.0. Azure: v1.36.5, the repository's newest
+    /// tag (the proxy refuses its version list and v1.36.6/v1.37.0 by exact version).
     pub default_version: &'static str,
     /// What upstream's `replace` lines that point into its own repository become.
     pub siblings: Siblings,
+    /// Version packages the release build stamps besides component-base's (each gets
+    /// `gitVersion`, `gitMajor`, `gitMinor`; see [`Upstream::ldflags`]).
+    pub version_packages: &'static [&'static str],
+}
+
+impl Upstream {
+    /// The `-ldflags` of this binary's build at `version`: [`version_ldflags`] plus its
+    /// own [`Upstream::version_packages`].
+    pub fn ldflags(&self, version: &str) -> String {
+        let mut flags = version_ldflags(version);
+        let (major, minor) = major_minor(version);
+        for pkg in self.version_packages {
+            flags.push_str(&format!(
+                " -X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor}"
+            ));
+        }
+        flags
+    }
 }
 
 /// Upstream `replace` lines that point into the upstream repository itself (`./staging/…`,
@@ -80,6 +100,7 @@ pub const CCMS: &[Upstream] = &[
         binary: "aws-cloud-controller-manager",
         default_version: "v1.37.0",
         siblings: Siblings::Refuse,
+        version_packages: &[],
     },
     Upstream {
         name: "openstack",
@@ -88,6 +109,7 @@ pub const CCMS: &[Upstream] = &[
         binary: "openstack-cloud-controller-manager",
         default_version: "v1.36.0",
         siblings: Siblings::Refuse,
+        version_packages: &[],
     },
     Upstream {
         name: "vsphere",
@@ -96,12 +118,69 @@ pub const CCMS: &[Upstream] = &[
         binary: "vsphere-cloud-controller-manager",
         default_version: "v1.36.0",
         siblings: Siblings::Refuse,
+        version_packages: &[],
+    },
+    // cloud-provider-azure v1.36.5 (the newest tag of the repository, 2026-08; the proxy
+    // here refuses the version list and, by exact version, v1.35.8, v1.36.6 and v1.37.0):
+    // its go.mod has no `replace` and requires its nested modules (`pkg/azclient`,
+    // `pkg/azclient/cache`, `pkg/azclient/configloader`) at their own published versions,
+    // so the wrapper only copies `godebug default=go1.26`. Upstream's Makefile builds with
+    // CGO_ENABLED=1 and names the binary `azure-cloud-controller-manager`; the module and
+    // every package it links build without cgo (no `import "C"` on linux), so the static
+    // build the other CCMs get serves here too.
+    Upstream {
+        name: "azure",
+        module: "sigs.k8s.io/cloud-provider-azure",
+        package: "cmd/cloud-controller-manager",
+        binary: "azure-cloud-controller-manager",
+        default_version: "v1.36.5",
+        siblings: Siblings::Refuse,
+        // `--version` prints cloud-provider-azure's own version package, and the release
+        // build stamps client-go's too (the User-Agent it sends the API server):
+        // hack/pkg-config.sh, which the Makefile's go build reads.
+        version_packages: &[
+            "sigs.k8s.io/cloud-provider-azure/pkg/version",
+            "k8s.io/client-go/pkg/version",
+        ],
     },
 ];
 
 /// The upstream CCM of a provider.
 pub fn ccm(provider: &str) -> Option<&'static Upstream> {
     CCMS.iter().find(|u| u.name == provider)
+}
+
+/// Per-node agents a provider's CCM relies on, by provider. Azure's CCM leaves node
+/// initialization to `cloud-node-manager` (one per node, same module and release): its
+/// options never fill the cloud-node controller's `ConcurrentNodeSyncs`
+/// (cloud-provider-azure `cmd/cloud-controller-manager/app/options/options.go` Config
+/// copies only Generic, KubeCloudShared, ServiceController and NodeStatusUpdateFrequency),
+/// so the CCM's controller runs no worker and never takes the `uninitialized` taint off.
+/// With `--use-instance-metadata=false` the node manager reads ARM for the VM named like
+/// the host's name (`pkg/provider/azure_zones.go` GetZone uses `os.Hostname()`), so each
+/// one runs with its node's name as hostname (its own UTS namespace).
+pub const NODE_MANAGERS: &[(&str, Upstream)] = &[(
+    "azure",
+    Upstream {
+        name: "azure-cloud-node-manager",
+        module: "sigs.k8s.io/cloud-provider-azure",
+        package: "cmd/cloud-node-manager",
+        binary: "azure-cloud-node-manager",
+        default_version: "v1.36.5",
+        siblings: Siblings::Refuse,
+        version_packages: &[
+            "sigs.k8s.io/cloud-provider-azure/pkg/version",
+            "k8s.io/client-go/pkg/version",
+        ],
+    },
+)];
+
+/// The per-node agent a provider's upstream CCM needs beside it, if any.
+pub fn node_manager(provider: &str) -> Option<&'static Upstream> {
+    NODE_MANAGERS
+        .iter()
+        .find(|(p, _)| *p == provider)
+        .map(|(_, u)| u)
 }
 
 /// A real control plane to measure the embedded API server against
@@ -116,6 +195,7 @@ pub const CONTROL_PLANE: &[Upstream] = &[
         binary: "kube-apiserver",
         default_version: "v1.37.2",
         siblings: Siblings::Staging,
+        version_packages: &[],
     },
     Upstream {
         name: "etcd",
@@ -125,6 +205,7 @@ pub const CONTROL_PLANE: &[Upstream] = &[
         default_version: "v3.7.0",
         // The server module replaces api, client/pkg, client/v3 and pkg by ../<dir>.
         siblings: Siblings::SameVersion,
+        version_packages: &[],
     },
 ];
 
@@ -373,7 +454,7 @@ impl Builder {
             .arg("-mod=mod")
             .arg("-trimpath")
             .arg("-ldflags")
-            .arg(version_ldflags(version))
+            .arg(upstream.ldflags(version))
             .arg("-o")
             .arg(&out)
             .arg(&package)
@@ -494,14 +575,18 @@ impl Builder {
 /// CCM prints its own `main.version` (cloud-provider-vsphere `Makefile`, `LDFLAGS_CCM`); `-X`
 /// of a symbol a binary lacks is ignored by the linker, so one set serves every binary.
 pub fn version_ldflags(version: &str) -> String {
-    let core = version.trim_start_matches('v');
-    let mut parts = core.split(['.', '-', '+']);
-    let major = parts.next().unwrap_or("0");
-    let minor = parts.next().unwrap_or("0");
+    let (major, minor) = major_minor(version);
     let pkg = "k8s.io/component-base/version";
     format!(
         "-s -w -X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} -X {pkg}.gitMinor={minor} -X {pkg}.gitTreeState=clean -X main.version={version}"
     )
+}
+
+/// `("1", "36")` of `v1.36.0` (of any `vX.Y…`; missing parts are `0`).
+fn major_minor(version: &str) -> (&str, &str) {
+    let core = version.trim_start_matches('v');
+    let mut parts = core.split(['.', '-', '+']);
+    (parts.next().unwrap_or("0"), parts.next().unwrap_or("0"))
 }
 
 /// `vMAJOR.MINOR.PATCH` with an optional `-pre` or `+build` suffix (semantic versions, as
@@ -587,16 +672,65 @@ mod tests {
         assert!(f.contains("version.gitMajor=1 "));
         assert!(f.contains("version.gitMinor=36 "));
         assert!(f.contains("-X main.version=v1.36.0"));
+        // Only Azure's build stamps its own version package and client-go's.
+        assert_eq!(
+            ccm("aws").unwrap().ldflags("v1.37.0"),
+            version_ldflags("v1.37.0")
+        );
+        let azure = ccm("azure").unwrap().ldflags("v1.36.5");
+        for pkg in [
+            "sigs.k8s.io/cloud-provider-azure/pkg/version",
+            "k8s.io/client-go/pkg/version",
+        ] {
+            assert!(
+                azure.contains(&format!("-X {pkg}.gitVersion=v1.36.5 ")),
+                "{azure}"
+            );
+            assert!(azure.contains(&format!("-X {pkg}.gitMinor=36")), "{azure}");
+        }
     }
 
     #[test]
     fn every_provider_has_one_ccm() {
-        for p in ["aws", "openstack", "vsphere"] {
+        for p in ["aws", "openstack", "vsphere", "azure"] {
             let u = ccm(p).unwrap();
             assert!(check_version(u.default_version).is_ok());
-            assert!(u.package.ends_with(u.binary));
+            // The binary is named after its main package, with the provider in front
+            // where the package's own name lacks it (Azure's Makefile prefixes `azure-`).
+            let main = u.package.rsplit('/').next().unwrap();
+            assert!(
+                u.binary == main || u.binary == format!("{p}-{main}"),
+                "{p}: {} for {}",
+                u.binary,
+                u.package
+            );
         }
+        assert_eq!(CCMS.len(), 4, "one CCM per provider");
         assert!(ccm("gcp").is_none());
+    }
+
+    #[test]
+    fn azure_has_a_node_manager_from_the_same_release() {
+        let (nm, ccm) = (node_manager("azure").unwrap(), ccm("azure").unwrap());
+        assert_eq!(
+            (nm.module, nm.default_version),
+            (ccm.module, ccm.default_version)
+        );
+        assert_eq!(nm.binary, "azure-cloud-node-manager");
+        assert!(nm.package.ends_with("cloud-node-manager"));
+        // Its own cache entry, not the CCM's.
+        let b = Builder {
+            cache_root: PathBuf::from("/c"),
+            go: PathBuf::from("go"),
+        };
+        assert_ne!(b.entry(nm, "v1.36.5"), b.entry(ccm, "v1.36.5"));
+        assert!(
+            nm.ldflags("v1.36.5")
+                .contains("cloud-provider-azure/pkg/version.gitVersion=v1.36.5")
+        );
+        for p in ["aws", "openstack", "vsphere", "gcp"] {
+            assert!(node_manager(p).is_none(), "{p}");
+        }
     }
 
     /// Tests that spawn a `go` hold this lock. A fake `go` is a script this process has
