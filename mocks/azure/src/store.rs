@@ -279,6 +279,7 @@ impl Cloud {
 
     fn remove(&mut self, key: &str) {
         if self.docs.remove(key).is_some() {
+            self.release_pool_members(key);
             return;
         }
         if let Some((parent, coll, name)) = path::split_sub_resource(key)
@@ -291,6 +292,46 @@ impl Cloud {
         {
             items.retain(|i| !name_is(i, &name));
             doc.value["etag"] = Value::String(new_etag());
+        }
+    }
+
+    /// ARM disassociates a deleted load balancer's backend pools from the NICs that joined
+    /// them (the NICs get a new etag): clients that then GET a NIC and PUT it back with
+    /// another pool must not be refused for a stale reference (cloud-provider-azure
+    /// `safeDeleteLoadBalancer` deletes without rewriting the NICs first).
+    fn release_pool_members(&mut self, lb_key: &str) {
+        let prefix = format!("{lb_key}/backendaddresspools/");
+        let nic = path::type_info(path::NIC).expect("known");
+        let nics: Vec<String> = self
+            .docs_of(nic)
+            .into_iter()
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in nics {
+            let Some(doc) = self.docs.get_mut(&k) else {
+                continue;
+            };
+            let mut changed = false;
+            for cfg in doc.value["properties"]["ipConfigurations"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
+                if let Some(pools) =
+                    cfg["properties"]["loadBalancerBackendAddressPools"].as_array_mut()
+                {
+                    let before = pools.len();
+                    pools.retain(|p| {
+                        !p["id"]
+                            .as_str()
+                            .is_some_and(|id| path::resource_key(id).starts_with(&prefix))
+                    });
+                    changed |= pools.len() != before;
+                }
+            }
+            if changed {
+                doc.value["etag"] = Value::String(new_etag());
+            }
         }
     }
 

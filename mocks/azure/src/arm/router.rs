@@ -169,6 +169,20 @@ fn handle(s: &Shared, req: ArmRequest) -> Result<Response, ArmError> {
                 crate::compute::api::handle(s, &key, &req)
             } else if let Some(info) = path::type_info(&key) {
                 crate::network::api::handle(s, info, &req)
+            } else if key == "microsoft.network/privatelinkservices" && req.method == Method::GET {
+                // A registered type the mock holds none of: cloud-provider-azure lists them
+                // on every frontend deletion (`azure_privatelinkservice.go`), and ARM
+                // answers an empty list, or 404 for one by name.
+                match req.path.name() {
+                    None => Ok(axum::Json(json!({"value": []})).into_response()),
+                    Some(name) => Err(ArmError::new(
+                        StatusCode::NOT_FOUND,
+                        "ResourceNotFound",
+                        format!(
+                            "The Resource 'Microsoft.Network/privateLinkServices/{name}' under resource group was not found."
+                        ),
+                    )),
+                }
             } else {
                 Err(ArmError::new(
                     StatusCode::NOT_FOUND,
