@@ -96,6 +96,8 @@ pub struct Environment {
     ccm_args: Vec<String>,
     kubeconfig: PathBuf,
     cloud_config: PathBuf,
+    /// The CCM's per-node agents, by node ([`crate::Settings::node_manager`]).
+    node_managers: BTreeMap<String, CcmProcess>,
     /// API servers of other clusters ([`Self::other_cluster`]).
     other_apiservers: Vec<ClusterApi>,
     /// The one Service watch every simulated kube-proxy of this cluster reads, started
@@ -138,6 +140,7 @@ impl Environment {
             ccm_args,
             kubeconfig,
             cloud_config,
+            node_managers: BTreeMap::new(),
             other_apiservers: Vec::new(),
             service_feed: None,
         })
@@ -212,6 +215,9 @@ impl Environment {
         self.stop_ccm().await;
         for name in self.replica_names() {
             self.stop_replica(&name).await;
+        }
+        for name in self.node_managers.keys().cloned().collect::<Vec<_>>() {
+            self.stop_node_manager(&name).await;
         }
         self.kubelets.clear();
         if let Some(cloud) = self.cloud.take() {

@@ -48,6 +48,10 @@ pub struct Settings {
     pub apiserver: ApiServerChoice,
     /// etcd and kube-apiserver for [`ApiServerChoice::Real`], once resolved.
     pub control_plane: Option<ccm_control_plane::Binaries>,
+    /// A per-node agent the CCM under test relies on, started beside every simulated
+    /// kubelet: upstream Azure's cloud-node-manager, which does the node initialization
+    /// its CCM leaves undone ([`ccm_upstream::node_manager`]). Set for `--ccm upstream`.
+    pub node_manager: Option<PathBuf>,
 }
 
 /// Which API server a hermetic case runs against.
@@ -112,6 +116,8 @@ pub struct UpstreamCcms {
     pub old: Option<Option<String>>,
     pub new: Option<Option<String>>,
     built: BTreeMap<(Provider, Option<String>), PathBuf>,
+    /// The node agents built for the `ccm` role, by provider.
+    node_managers: BTreeMap<Provider, PathBuf>,
 }
 
 impl UpstreamCcms {
@@ -161,6 +167,7 @@ impl Settings {
             upstream: UpstreamCcms::default(),
             apiserver: ApiServerChoice::Embedded,
             control_plane: None,
+            node_manager: None,
         }
     }
 
@@ -279,6 +286,32 @@ impl Settings {
                     .built
                     .insert((provider, version.clone()), built.path);
             }
+            // The CCM under test's node agent, of the same release.
+            if let (Some(version), Some(agent)) = (
+                self.upstream.ccm.clone(),
+                ccm_upstream::node_manager(provider.name()),
+            ) && !self.upstream.node_managers.contains_key(&provider)
+            {
+                let built = builder
+                    .build(agent, version.as_deref(), &mut |line| {
+                        progress(&format!(
+                            "upstream {} node manager: {line}",
+                            provider.name()
+                        ))
+                    })
+                    .map_err(|source| SettingsError::Upstream {
+                        provider: provider.name(),
+                        source,
+                    })?;
+                progress(&format!(
+                    "upstream {} node manager {}: {}{}",
+                    provider.name(),
+                    built.version,
+                    built.path.display(),
+                    if built.reused { " (cached)" } else { "" }
+                ));
+                self.upstream.node_managers.insert(provider, built.path);
+            }
         }
         Ok(())
     }
@@ -333,6 +366,7 @@ impl Settings {
         };
         if let Some(p) = pick(&self.upstream.ccm) {
             s.ccm = p;
+            s.node_manager = self.upstream.node_managers.get(&provider).cloned();
         }
         if let Some(p) = pick(&self.upstream.old) {
             s.ccm_old = Some(p);

@@ -244,6 +244,11 @@ impl Backend for Azure {
             "useInstanceMetadata": false,
             "useManagedIdentityExtension": false,
             "resourceManagerEndpoint": format!("{}/", r.endpoint),
+            // Upstream batches route-table writes every 30 s and sleeps 30 s after each
+            // (pkg/provider/config/azure.go, azure_routes.go delayedRouteUpdater); one
+            // second keeps routes within the cases' deadlines.
+            "routeUpdateIntervalInSeconds": 1,
+            "routeUpdateWaitingInSeconds": 1,
         });
         serde_json::to_string_pretty(&config).unwrap_or_default()
     }

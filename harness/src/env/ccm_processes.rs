@@ -11,8 +11,9 @@ use crate::cloud::CloudControl;
 use crate::error::CaseError;
 
 impl Environment {
-    /// Environment the CCM needs for the cloud (AWS credentials; empty for OpenStack).
-    fn cloud_env(&self) -> Vec<(String, String)> {
+    /// Environment the CCM (and its per-node agents) need for the cloud (AWS credentials;
+    /// empty for OpenStack).
+    pub(super) fn cloud_env(&self) -> Vec<(String, String)> {
         let mut env = self
             .cloud
             .as_ref()

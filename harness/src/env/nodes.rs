@@ -88,7 +88,50 @@ impl Environment {
             .await
             .map_err(|e| CaseError::infra("registering node", e))?;
         self.kubelets.insert(name.to_string(), kubelet);
+        self.start_node_manager(name).await
+    }
+
+    /// Starts the CCM's per-node agent for node `name`, when the CCM under test has one
+    /// ([`crate::Settings::node_manager`]: upstream Azure's cloud-node-manager). It runs
+    /// as its DaemonSet pod would on that node: with `--use-instance-metadata=false` it
+    /// finds its VM by the host's name (cloud-provider-azure `pkg/provider/azure_zones.go`
+    /// GetZone reads `os.Hostname()`), so it gets a UTS namespace whose hostname is the
+    /// node's (`unshare --uts`, which needs root).
+    async fn start_node_manager(&mut self, name: &str) -> Result<(), CaseError> {
+        let Some(agent) = self.settings.node_manager.clone() else {
+            return Ok(());
+        };
+        self.stop_node_manager(name).await;
+        let args = vec![
+            "--uts".to_string(),
+            "sh".into(),
+            "-c".into(),
+            "hostname \"$0\" && exec \"$@\"".into(),
+            name.to_string(),
+            agent.display().to_string(),
+            format!("--node-name={name}"),
+            format!("--cloud-config={}", self.cloud_config.display()),
+            format!("--kubeconfig={}", self.kubeconfig.display()),
+            "--use-instance-metadata=false".into(),
+            "--secure-port=0".into(),
+        ];
+        let log = self.dir.join(format!("node-manager-{name}.log"));
+        let process = crate::ccm::CcmProcess::spawn_with_env(
+            std::path::Path::new("unshare"),
+            &args,
+            &self.cloud_env(),
+            &log,
+            0,
+        )?;
+        self.node_managers.insert(name.to_string(), process);
         Ok(())
+    }
+
+    /// Stops node `name`'s agent, if it runs one.
+    pub(crate) async fn stop_node_manager(&mut self, name: &str) {
+        if let Some(mut p) = self.node_managers.remove(name) {
+            p.stop().await;
+        }
     }
 
     /// The Service watch the simulated kube-proxies share (one per cluster, like an
@@ -142,7 +185,8 @@ impl Environment {
         kubelet
             .restart_with(client, config)
             .await
-            .map_err(|e| CaseError::infra("restarting kubelet as external", e))
+            .map_err(|e| CaseError::infra("restarting kubelet as external", e))?;
+        self.start_node_manager(name).await
     }
 
     /// Restarts a node's kubelet (re-registration without re-tainting).
@@ -168,7 +212,10 @@ impl Environment {
         kubelet
             .stop()
             .await
-            .map_err(|e| CaseError::infra("stopping kubelet", e))
+            .map_err(|e| CaseError::infra("stopping kubelet", e))?;
+        // The machine is down: so is the agent that ran on it.
+        self.stop_node_manager(name).await;
+        Ok(())
     }
 
     /// Reboots node `name`'s instance and holds it mid-reboot until
