@@ -84,7 +84,7 @@ enum UpstreamCommand {
 
 #[derive(Args)]
 struct UpstreamBuildArgs {
-    /// aws, openstack or vsphere.
+    /// aws, openstack, vsphere or azure (azure also builds its cloud-node-manager).
     provider: String,
     /// A release tag of the provider's module (default: the newest one known to build).
     #[arg(long)]
@@ -251,7 +251,7 @@ struct RunArgs {
 
 #[derive(Args)]
 struct ClusterArgs {
-    /// Mock cloud to start beside the API server: openstack, aws or vsphere.
+    /// Mock cloud to start beside the API server: openstack, aws, vsphere or azure.
     #[arg(long)]
     cloud: Option<String>,
     /// Simulated kubelets to register (with instances named like them when --cloud is set).
@@ -684,6 +684,14 @@ fn upstream_build(args: UpstreamBuildArgs) -> Result<ExitCode> {
                 .join(", ")
         );
     };
+    // The per-node agent the CCM relies on (Azure's cloud-node-manager), same release;
+    // the CCM's path stays the last line.
+    if let Some(agent) = ccm_upstream::node_manager(&args.provider) {
+        println!(
+            "{}",
+            build_upstream(agent, args.version.as_deref())?.display()
+        );
+    }
     println!(
         "{}",
         build_upstream(upstream, args.version.as_deref())?.display()
