@@ -102,7 +102,7 @@ impl Environment {
             return Ok(());
         };
         self.stop_node_manager(name).await;
-        let args = vec![
+        let mut args = vec![
             "--uts".to_string(),
             "sh".into(),
             "-c".into(),
@@ -115,6 +115,14 @@ impl Environment {
             "--use-instance-metadata=false".into(),
             "--secure-port=0".into(),
         ];
+        // The node agent updates addresses on its own period: a case that shortens the
+        // CCM's (the address cases' 1 s) deploys its agent alike.
+        args.extend(
+            self.ccm_args
+                .iter()
+                .filter(|a| a.starts_with("--node-status-update-frequency="))
+                .cloned(),
+        );
         let log = self.dir.join(format!("node-manager-{name}.log"));
         let process = crate::ccm::CcmProcess::spawn_with_env(
             std::path::Path::new("unshare"),
