@@ -311,7 +311,10 @@ fn a_run_leaves_prow_files_and_publishes_to_a_file_bucket() {
     assert_eq!(finished["passed"], true);
     assert_eq!(finished["result"], "SUCCESS");
     // Every default provider, in run order.
-    assert_eq!(finished["metadata"]["provider"], "openstack,aws,vsphere,azure");
+    assert_eq!(
+        finished["metadata"]["provider"],
+        "openstack,aws,vsphere,azure"
+    );
     let log = std::fs::read_to_string(artifacts.join("build-log.txt")).unwrap();
     assert!(log.contains("PASS") && log.contains("(NI-01)"), "{log}");
 
