@@ -227,8 +227,12 @@ async fn tcp_health_check_takes_dead_backend_out_and_marks_error() {
 
 #[tokio::test]
 async fn health_rise_brings_a_backend_back() {
-    // Reserve a port, then free it: the backend starts dead and comes up later there.
-    let placeholder = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    // Reserve a port, then free it: the backend starts dead and comes up later there. On
+    // an address of its own in 127/8, not 127.0.0.1: there the freed port can be taken as
+    // an ephemeral port by any connection of the test run before the backend comes up,
+    // and the probe would find someone else's listener alive (seen under CI load).
+    let own = format!("127.251.{}.1:0", std::process::id() % 250);
+    let placeholder = TcpListener::bind(own.as_str()).await.expect("bind");
     let addr = placeholder.local_addr().expect("addr");
     drop(placeholder);
     let mut config = tcp_config(vec![addr]);
