@@ -782,10 +782,19 @@ async fn up07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     );
     let ip = ingress;
     wait_traffic(&format!("{ip}:{PORT}")).await?;
-    initialized_node(env, "node-c", NodeOptions::default()).await?;
+    // The restart cut the CCM's node watch too, and a watch retries with client-go's
+    // reflector backoff (kube-runtime's default: 0.8 s doubling to 30 s): a node added
+    // now may wait one full step before the CCM sees it (CI saw 20 s pass under load).
+    env.add_node("node-c", NodeOptions::default()).await?;
+    env.wait_initialized("node-c", INIT_TIMEOUT + WATCH_BACKOFF_MAX)
+        .await
+        .map_err(|e| env.with_ccm_log(e))?;
     env.ccm_alive()?;
     Ok(restart_metrics(down, converged))
 }
+
+/// The longest wait of a watch's retry backoff (client-go reflector, kube-runtime default).
+const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// UP-07 on a cloud without load balancers (vSphere): the API server restarts while two
 /// freshly registered nodes wait for initialization; after it is back both are
