@@ -516,13 +516,6 @@ impl Backend for Azure {
         classify
     }
 
-    fn journal_line(&self, e: &JournalEntry) -> String {
-        format!(
-            "{} {} {} {}?{} -> {}",
-            e.seq, e.service, e.method, e.path, e.query, e.status
-        )
-    }
-
     fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(mock_cloud::MockCloud::shutdown(self.mock))
     }

@@ -532,7 +532,13 @@ pub(crate) trait Backend: Send + Sync {
     /// How this cloud's journal entries read as [`CloudCall`]s.
     fn classifier(&self) -> fn(&JournalEntry) -> CloudCall;
     /// One journal entry as a line of a failure's detail.
-    fn journal_line(&self, e: &JournalEntry) -> String;
+    /// Default: the REST form (service, method, path and query, status).
+    fn journal_line(&self, e: &JournalEntry) -> String {
+        format!(
+            "{} {} {} {}?{} -> {}",
+            e.seq, e.service, e.method, e.path, e.query, e.status
+        )
+    }
 
     fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()>;
 }

@@ -500,13 +500,6 @@ impl Backend for OpenStack {
         classify
     }
 
-    fn journal_line(&self, e: &JournalEntry) -> String {
-        format!(
-            "{} {} {} {}?{} -> {}",
-            e.seq, e.service, e.method, e.path, e.query, e.status
-        )
-    }
-
     fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(self.mock.shutdown())
     }
