@@ -9,7 +9,9 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 
-/// Answers "which address does this load-balancer hostname stand for" (a mock cloud's DNS).
+/// Answers "which address does this load-balancer hostname stand for" (a mock cloud's DNS),
+/// or "where is this reported address served" (mock Azure reports public IPs in
+/// 198.18/15 and serves them on loopback twins); `None`: not one of mine.
 pub type Resolver = Arc<dyn Fn(&str) -> Option<IpAddr> + Send + Sync>;
 
 static RESOLVERS: Mutex<Vec<(u64, Resolver)>> = Mutex::new(Vec::new());
@@ -25,7 +27,8 @@ impl Drop for ResolverGuard {
 }
 
 /// Registers a resolver for load-balancer hostnames (a mock whose load balancers are
-/// reported by DNS name, as AWS ELBs are) for as long as the guard lives.
+/// reported by DNS name, as AWS ELBs are) or addresses (a mock that serves a reported
+/// address elsewhere) for as long as the guard lives.
 pub fn register_resolver(resolver: Resolver) -> ResolverGuard {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -36,13 +39,14 @@ pub fn register_resolver(resolver: Resolver) -> ResolverGuard {
     ResolverGuard(id)
 }
 
-/// `host:port` with a registered load-balancer hostname replaced by its address; other
-/// addresses unchanged (hermetic names do not exist in any real DNS).
+/// `host:port` with a registered load-balancer hostname or reported address replaced by
+/// the address that serves it; anything else unchanged (hermetic names do not exist in
+/// any real DNS).
 pub fn resolve_addr(addr: &str) -> String {
     let Some((host, port)) = addr.rsplit_once(':') else {
         return addr.to_string();
     };
-    if host.parse::<IpAddr>().is_ok() || host.starts_with('[') {
+    if host.starts_with('[') {
         return addr.to_string();
     }
     let resolvers: Vec<Resolver> = RESOLVERS
@@ -89,6 +93,12 @@ mod tests {
         );
         assert_eq!(resolve_addr("127.0.0.1:80"), "127.0.0.1:80");
         assert_eq!(resolve_addr("other.example:80"), "other.example:80");
+        let twin = register_resolver(Arc::new(|h: &str| {
+            (h == "198.18.7.10").then(|| IpAddr::from([127, 61, 7, 10]))
+        }));
+        assert_eq!(resolve_addr("198.18.7.10:80"), "127.61.7.10:80");
+        assert_eq!(resolve_addr("[::1]:80"), "[::1]:80");
+        drop(twin);
         drop(guard);
         assert_eq!(
             resolve_addr("lb-1.example.elb.amazonaws.com:8080"),

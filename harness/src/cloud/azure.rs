@@ -36,6 +36,8 @@ const DEFAULT_ZONE: &str = ZONES[0];
 /// The mock Azure.
 pub(crate) struct Azure {
     mock: AzureMock,
+    /// Traffic to a public IP goes to the loopback twin the mock serves it on.
+    _twins: crate::traffic::ResolverGuard,
     address_block: u8,
     /// Case zone name -> Azure zone, assigned on first use ([`Azure::zone_for`]).
     zones: std::sync::Mutex<BTreeMap<String, String>>,
@@ -51,8 +53,14 @@ impl Azure {
         let mock = AzureMock::start(config)
             .await
             .map_err(|e| CaseError::infra("starting mock Azure", e))?;
+        let twins = crate::traffic::register_resolver(Arc::new(move |host: &str| {
+            let ip: std::net::IpAddr = host.parse().ok()?;
+            let twin = mock_azure::listener_ip(ip);
+            (twin != ip).then_some(twin)
+        }));
         Ok(Self {
             mock,
+            _twins: twins,
             address_block,
             zones: std::sync::Mutex::new(BTreeMap::new()),
         })
@@ -189,7 +197,7 @@ impl Backend for Azure {
     fn spare_external_ips(&self, n: usize) -> Vec<String> {
         let block = self.address_block;
         (0..n)
-            .map(|i| format!("127.61.{block}.{}", 250 - i % 50))
+            .map(|i| format!("198.18.{block}.{}", 250 - i % 50))
             .collect()
     }
 

@@ -63,8 +63,8 @@ func createPublicIP(t *testing.T, r ready, n network, name string) *armnetwork.P
 		*pip.Properties.ProvisioningState != armnetwork.ProvisioningStateSucceeded {
 		t.Fatalf("public IP %s not Succeeded after polling: %+v", name, pip.Properties)
 	}
-	if pip.Properties.IPAddress == nil || !strings.HasPrefix(*pip.Properties.IPAddress, "127.61.") {
-		t.Fatalf("public IP %s: ipAddress %v, want one in 127.61/16", name, pip.Properties.IPAddress)
+	if pip.Properties.IPAddress == nil || !strings.HasPrefix(*pip.Properties.IPAddress, "198.18.") {
+		t.Fatalf("public IP %s: ipAddress %v, want one in 198.18/16 (the mock serves it on 127.61/16)", name, pip.Properties.IPAddress)
 	}
 	if pip.Etag == nil || *pip.Etag == "" || pip.ID == nil {
 		t.Fatalf("public IP %s has no etag/id", name)

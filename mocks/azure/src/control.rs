@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::arm::path;
 use crate::compute::state::{PowerState, Vm, VmInfo, VmPatch, VmSpec};
 use crate::compute::vmss::{Instance, ScaleSet, ScaleSetSpec, base36};
-use crate::store::{Cloud, PRIVATE_POOL, PUBLIC_POOL};
+use crate::store::{Cloud, PRIVATE_POOL, PUBLIC_POOL, Pool};
 use crate::{LIFECYCLE_TYPES, LifecycleMode, LifecyclePolicies, Shared};
 
 /// Why an admin call was refused.
@@ -232,7 +232,7 @@ fn write_nic(
 }
 
 /// Allocates `n` addresses of a pool not used yet.
-fn allocate_n(cloud: &Cloud, pool: u8, n: usize) -> Result<Vec<Ipv4Addr>, AdminError> {
+fn allocate_n(cloud: &Cloud, pool: Pool, n: usize) -> Result<Vec<Ipv4Addr>, AdminError> {
     let mut taken = std::collections::HashSet::new();
     let mut out = Vec::new();
     for _ in 0..n {

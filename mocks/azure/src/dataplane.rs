@@ -40,7 +40,7 @@ use serde_json::Value;
 use crate::Shared;
 use crate::arm::path;
 use crate::control::one_or_many;
-use crate::store::{Cloud, PRIVATE_POOL};
+use crate::store::{Cloud, PRIVATE_POOL, listener_ip};
 
 /// How often the reconciler runs when nothing wakes it (time-based lifecycles).
 const RECONCILE_PERIOD: Duration = Duration::from_millis(100);
@@ -183,7 +183,7 @@ fn prefix_cidrs(prefix: &str, block: u8) -> Vec<Cidr> {
     match p.to_ascii_lowercase().as_str() {
         "*" | "internet" | "any" | "0.0.0.0/0" => vec![Cidr::parse("127.0.0.0/8").expect("valid")],
         "virtualnetwork" => {
-            vec![Cidr::parse(&format!("127.{PRIVATE_POOL}.{block}.0/24")).expect("valid")]
+            vec![Cidr::parse(&PRIVATE_POOL.cidr(block)).expect("valid")]
         }
         _ => Cidr::parse(p).map(|c| vec![c]).unwrap_or_default(),
     }
@@ -427,7 +427,7 @@ pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
                 plans.push(ListenerPlan {
                     rule: rule_name.clone(),
                     protocol: *protocol,
-                    listen: SocketAddr::new(*frontend, fport),
+                    listen: SocketAddr::new(listener_ip(*frontend), fport),
                     backends: backends.clone(),
                     allowed: rule_sources(
                         nsg,

@@ -12,10 +12,12 @@
 //! and `api`), `gate` (classification, faults, journal), `dataplane` (load balancer
 //! traffic), `admin_api` and `leaks`.
 //!
-//! Addresses live in 127/8 so the data plane needs no root: VM private IPs
-//! `127.60.<block>.<n>`, public IPs `127.61.<block>.<n>`, internal load balancer frontends
-//! `127.62.<block>.<n>`, n from 10; `address_block` keeps mocks running side by side
-//! apart.
+//! The data plane listens in 127/8 so it needs no root: VM private IPs
+//! `127.60.<block>.<n>`, internal load balancer frontends `127.62.<block>.<n>`, n from 10;
+//! `address_block` keeps mocks running side by side apart. Public IPs are reported as
+//! `198.18.<block>.<n>` (cloud-provider-azure refuses a loopback or private address for
+//! an external Service) and served on their twin `127.61.<block>.<n>`: dial
+//! [`listener_ip`] of what ARM reports.
 //!
 //! # Control API (`/admin`), by example
 //!
@@ -66,6 +68,7 @@ pub use control::{
 };
 pub use leaks::{LeakedResource, Leaks};
 pub use mock_cloud::{Mode as LifecycleMode, Policies as LifecyclePolicies};
+pub use store::listener_ip;
 
 use crate::store::{Cloud, Ctx};
 

@@ -17,7 +17,7 @@
 //! progress keeps carrying traffic as before, and one still being created carries none.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use axum::http::StatusCode;
 use mock_cloud::{Lifecycle, Phase, Policies};
@@ -44,10 +44,51 @@ pub struct Ctx {
 
 /// First host number allocated in each /24.
 pub const FIRST_HOST: u8 = 10;
-/// Second octet of VM private IPs, public IPs and internal frontends.
-pub const PRIVATE_POOL: u8 = 60;
-pub const PUBLIC_POOL: u8 = 61;
-pub const INTERNAL_POOL: u8 = 62;
+/// An address pool: `<a>.<b>.<block>.<n>`, one /24 per mock (its `address_block`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pool(pub [u8; 2]);
+
+impl Pool {
+    pub fn addr(self, block: u8, n: u8) -> Ipv4Addr {
+        Ipv4Addr::new(self.0[0], self.0[1], block, n)
+    }
+
+    /// The pool's /24 for `block`, as `a.b.block.0/24`.
+    pub fn cidr(self, block: u8) -> String {
+        format!("{}/24", self.addr(block, 0))
+    }
+
+    pub fn holds(self, block: u8, ip: Ipv4Addr) -> bool {
+        ip.octets()[..3] == [self.0[0], self.0[1], block]
+    }
+}
+
+/// VM private IPs.
+pub const PRIVATE_POOL: Pool = Pool([127, 60]);
+/// Public IPs as ARM reports them: 198.18.0.0/15 (RFC 2544's benchmarking range, routed
+/// nowhere) because cloud-provider-azure refuses a Service address that is not global
+/// unicast or is private (`pkg/provider/azure_publicip_repo.go`,
+/// `validatePublicIPCandidate`), which 127/8 and RFC 1918 both are. The data plane
+/// listens on each one's loopback twin in [`PUBLIC_LISTENER_POOL`] ([`listener_ip`]).
+pub const PUBLIC_POOL: Pool = Pool([198, 18]);
+/// Where the data plane serves public frontends: `127.61.<block>.<n>` for
+/// `198.18.<block>.<n>`, so no root and no interface setup are needed.
+pub const PUBLIC_LISTENER_POOL: Pool = Pool([127, 61]);
+/// Internal load balancer frontends (private, as ARM's are: in the VMs' address space).
+pub const INTERNAL_POOL: Pool = Pool([127, 62]);
+
+/// The address the data plane listens on for a frontend address: a public IP's loopback
+/// twin; any other address unchanged. Clients of the mock (the harness, `curl`) dial
+/// this for a public IP they read from ARM.
+pub fn listener_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) if v4.octets()[..2] == PUBLIC_POOL.0 => {
+            let [_, _, block, n] = v4.octets();
+            IpAddr::V4(PUBLIC_LISTENER_POOL.addr(block, n))
+        }
+        other => other,
+    }
+}
 
 /// One stored top-level resource.
 #[derive(Debug, Clone)]
@@ -504,19 +545,16 @@ impl Cloud {
         used
     }
 
-    /// The next free address of a pool (`127.<pool>.<block>.<n>`, n from 10).
-    pub fn allocate(&self, pool: u8, taken: &HashSet<Ipv4Addr>) -> Result<Ipv4Addr, ArmError> {
+    /// The next free address of a pool (`<pool>.<block>.<n>`, n from 10).
+    pub fn allocate(&self, pool: Pool, taken: &HashSet<Ipv4Addr>) -> Result<Ipv4Addr, ArmError> {
         let used = self.used_ips();
         (FIRST_HOST..=254)
-            .map(|n| Ipv4Addr::new(127, pool, self.ctx.block, n))
+            .map(|n| pool.addr(self.ctx.block, n))
             .find(|ip| !used.contains(ip) && !taken.contains(ip))
             .ok_or_else(|| {
                 ArmError::bad_request(
                     "PublicIPCountLimitReached",
-                    format!(
-                        "No free address is left in 127.{pool}.{}.0/24.",
-                        self.ctx.block
-                    ),
+                    format!("No free address is left in {}.", pool.cidr(self.ctx.block)),
                 )
             })
     }

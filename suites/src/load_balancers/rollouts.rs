@@ -57,13 +57,10 @@ async fn set_endpoints(env: &Environment, list: &str) -> Result<(), CaseError> {
     patch_service(env, json!({"metadata": {"annotations": {ENDPOINTS: list}}})).await
 }
 
-/// The address a client sends to: the ingress IP, or what an ingress hostname stands for.
-fn target(env: &Environment, ingress: &str, port: u16) -> String {
-    let ip = env
-        .cloud()
-        .resolve_ingress(ingress)
-        .unwrap_or_else(|| ingress.to_string());
-    format!("{ip}:{port}")
+/// The address a client sends to: the ingress IP, or what an ingress hostname stands for
+/// (through the mock clouds' resolvers, as TCP clients dial).
+fn target(ingress: &str, port: u16) -> String {
+    ccm_harness::traffic::resolve_addr(&format!("{ingress}:{port}"))
 }
 
 /// One UDP client socket (one 5-tuple for the whole case) sending a datagram every 100 ms
@@ -174,7 +171,7 @@ pub(super) async fn lb22(env: &mut Environment) -> Result<CaseMetrics, CaseError
     create(env, &svc).await?;
     let ingress = ready_ingress(env).await?;
     wait_reason(env, "EnsuredLoadBalancer").await?;
-    let target = target(env, &ingress, UDP_PORT);
+    let target = target(&ingress, UDP_PORT);
     let flow = UdpFlow::start(target.clone()).await?;
     flow.wait_for("server-1", Instant::now()).await?;
     // The server pod is deleted and comes back on the same node, then on the other node;

@@ -58,7 +58,7 @@ pub struct VmSpec {
     /// from `127.60.<block>.0/24`.
     #[serde(default, alias = "privateIPs")]
     pub private_ips: Vec<String>,
-    /// Public IPs: `None` (omitted): one allocated from `127.61.<block>.0/24`; `[]`: none;
+    /// Public IPs: `None` (omitted): one allocated from `198.18.<block>.0/24`; `[]`: none;
     /// otherwise these (the first on the primary ipConfiguration).
     #[serde(default, alias = "publicIPs")]
     pub public_ips: Option<Vec<String>>,

@@ -295,7 +295,7 @@ mod tests {
             .await;
         assert_eq!(r.status, StatusCode::CREATED);
         assert_eq!(r.body["properties"]["provisioningState"], "Updating");
-        assert_eq!(r.body["properties"]["ipAddress"], "127.61.0.10");
+        assert_eq!(r.body["properties"]["ipAddress"], "198.18.0.10");
         assert!(
             r.body["etag"]
                 .as_str()
@@ -320,10 +320,10 @@ mod tests {
             )
             .await;
         assert_eq!(r.status, StatusCode::OK);
-        assert_eq!(r.body["properties"]["ipAddress"], "127.61.0.10");
+        assert_eq!(r.body["properties"]["ipAddress"], "198.18.0.10");
         assert_ne!(r.body["etag"], etag);
         let second = make_pip(&m, &t, "pip-b").await;
-        assert_eq!(second["properties"]["ipAddress"], "127.61.0.11");
+        assert_eq!(second["properties"]["ipAddress"], "198.18.0.11");
         let list = m
             .arm(
                 "GET",
@@ -766,7 +766,7 @@ mod tests {
             json!({"name": name, "properties": {
             "protocol": "Tcp", "access": "Allow", "direction": "Inbound", "priority": priority,
             "sourceAddressPrefix": "Internet", "sourcePortRange": "*",
-            "destinationAddressPrefix": "127.61.0.10", "destinationPortRange": "80"}})
+            "destinationAddressPrefix": "198.18.0.10", "destinationPortRange": "80"}})
         };
         nsg["properties"]["securityRules"] =
             json!([rule("a1-TCP-80-Internet", 500), rule("dup", 500)]);

@@ -245,7 +245,7 @@ pub fn prepare(
                         .and_then(Value::as_str)
                         .and_then(|s| s.parse::<Ipv4Addr>().ok())
                         .filter(|ip| {
-                            ip.octets()[..3] == [127, PUBLIC_POOL, cloud.ctx.block]
+                            PUBLIC_POOL.holds(cloud.ctx.block, *ip)
                                 && !cloud.used_ips().contains(ip)
                         });
                     match wanted {

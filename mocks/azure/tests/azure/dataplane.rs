@@ -88,7 +88,9 @@ async fn traffic_reaches_pool_members_through_the_frontend_as_the_nsg_allows() -
             json!([{"id": format!("{lb_id}/backendAddressPools/kubernetes")}]);
         arm.put(&rest, &nic).await?;
     }
-    let frontend = SocketAddr::new(vip, 18080);
+    // ARM reports a 198.18/15 address; the data plane serves its loopback twin.
+    assert!(vip.to_string().starts_with("198.18."), "{vip}");
+    let frontend = SocketAddr::new(mock_azure::listener_ip(vip), 18080);
     let client: IpAddr = "127.99.0.1".parse()?;
     let outsider: IpAddr = "127.98.0.1".parse()?;
 
@@ -262,7 +264,7 @@ async fn udp_rules_use_the_backend_port_and_http_probes_drop_sick_members() -> R
         "destinationAddressPrefixes": [ip(0)?.to_string(), ip(1)?.to_string()],
         "destinationPortRanges": ["31053"]}}]);
     arm.put(nsg_rest, &nsg).await?;
-    let frontend = SocketAddr::new(vip, 18053);
+    let frontend = SocketAddr::new(mock_azure::listener_ip(vip), 18053);
     let client: IpAddr = "127.99.0.2".parse()?;
     // node-1's probe fails: every new flow ends up on node-0.
     eventually("only the healthy member answers", || async {

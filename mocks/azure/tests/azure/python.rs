@@ -93,7 +93,7 @@ async fn azure_sdk_for_python_judges_the_mock() -> Result<()> {
         "msi.vm": "node-1",
         "nic.ip_prefix": "127.60.41",
         "pip.delete_in_use": "PublicIPAddressInUse",
-        "pip.ip_prefix": "127.61.41",
+        "pip.ip_prefix": "198.18.41",
         "pip.state": "Succeeded",
         "pip.tags": {"k8s-azure-service": "default/judge"},
         "route.state": "Succeeded",
