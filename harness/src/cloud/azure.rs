@@ -257,6 +257,19 @@ impl Backend for Azure {
             // second keeps routes within the cases' deadlines.
             "routeUpdateIntervalInSeconds": 1,
             "routeUpdateWaitingInSeconds": 1,
+            // Upstream answers instance lookups from a VM cache that lives 60 s
+            // (pkg/provider/azure_wrap.go vmCacheTTLDefaultInSeconds), longer than a
+            // case's compressed --node-status-update-frequency: address sync and
+            // shutdown detection would see one lookup a minute. One second matches the
+            // periods the harness compresses.
+            "vmCacheTTLInSeconds": 1,
+            // The ARM clients retry a failed call (429, 5xx) 3 times starting 5 s apart
+            // (sigs.k8s.io/cloud-provider-azure/pkg/azclient utils/options.go
+            // DefaultRetryDelay, arm_conf.go): 35 s before an error reaches the
+            // controller, longer than a case waits for its event. One second keeps the
+            // three retries and their doubling.
+            "cloudProviderBackoff": true,
+            "cloudProviderBackoffDuration": 1,
         });
         serde_json::to_string_pretty(&config).unwrap_or_default()
     }
@@ -379,10 +392,24 @@ impl Backend for Azure {
                 instance_id,
                 status,
                 count,
-            } => {
-                let path = "(?i)/providers/Microsoft\\.Compute/virtualMachines(/|$)".to_string();
-                self.fault("GET", path, instance_id.as_deref(), status, count)
-            }
+            } => match instance_id {
+                // What upstream reads of one VM is the VM and its NIC (addresses,
+                // azure_standard.go GetIPByNodeName); the VM comes from a cache
+                // (vmCacheTTLInSeconds), the NIC does not, so a fault on the VM alone would
+                // leave the addresses readable while the VM entry is fresh.
+                Some(id) => {
+                    let id = regex::escape(&id);
+                    let path = format!(
+                        "(?i)/providers/Microsoft\\.(Compute/virtualMachines/{id}|Network/networkInterfaces/{id}-nic)(/|$)"
+                    );
+                    self.fault("GET", path, None, status, count)
+                }
+                None => {
+                    let path =
+                        "(?i)/providers/Microsoft\\.Compute/virtualMachines(/|$)".to_string();
+                    self.fault("GET", path, None, status, count)
+                }
+            },
             // cloud-provider-azure writes routes by PUT of the whole route table
             // (pkg/provider/azure_routes.go delayedRouteUpdater), some clients per route.
             FaultSpec::RouteWrite { status, count } => {

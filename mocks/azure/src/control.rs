@@ -167,26 +167,46 @@ fn write_nic(
     public: &[Ipv4Addr],
     keep_pools: Option<&Value>,
 ) -> Result<String, AdminError> {
-    // Drop the VM's old public IP documents first.
+    // Drop the VM's old public IP documents first, remembering their addresses: an
+    // address kept keeps its resource, a new address is a new resource, because a static
+    // public IP's address is fixed for its life in ARM (so a client's cache keyed by name,
+    // as cloud-provider-azure's is, sees the change as ARM would show it).
     let pip_info = path::type_info(path::PIP).expect("known");
     let prefix = format!("{}-pip", vm_name.to_ascii_lowercase());
-    let old: Vec<String> = cloud
+    let old: Vec<(String, String, String)> = cloud
         .docs_of(pip_info)
         .into_iter()
-        .filter(|(_, d)| {
-            d.value
-                .get("name")
-                .and_then(Value::as_str)
-                .is_some_and(|n| n.to_ascii_lowercase().starts_with(&prefix))
+        .filter_map(|(k, d)| {
+            let name = d.value.get("name").and_then(Value::as_str)?;
+            name.to_ascii_lowercase().starts_with(&prefix).then(|| {
+                let addr = d.value["properties"]["ipAddress"]
+                    .as_str()
+                    .unwrap_or_default();
+                (k.clone(), name.to_string(), addr.to_string())
+            })
         })
-        .map(|(k, _)| k.clone())
         .collect();
-    for k in old {
-        cloud.docs.remove(&k);
+    for (k, _, _) in &old {
+        cloud.docs.remove(k);
+    }
+    let mut names: Vec<String> = Vec::new();
+    for ip in public {
+        let kept = old
+            .iter()
+            .find(|(_, _, addr)| *addr == ip.to_string())
+            .map(|(_, name, _)| name.clone());
+        let name = kept.unwrap_or_else(|| {
+            (0..)
+                .map(|i| pip_name(vm_name, i))
+                .find(|n| {
+                    !old.iter().any(|(_, o, _)| o.eq_ignore_ascii_case(n)) && !names.contains(n)
+                })
+                .expect("a free name")
+        });
+        names.push(name);
     }
     let mut pip_ids = Vec::new();
-    for (i, ip) in public.iter().enumerate() {
-        let name = pip_name(vm_name, i);
+    for (ip, name) in public.iter().zip(names) {
         let id = cloud.id(path::PIP, &[&name]);
         let body = json!({"sku": {"name": "Standard", "tier": "Regional"},
             "properties": {"publicIPAllocationMethod": "Static", "ipAddress": ip.to_string()}});
