@@ -221,6 +221,9 @@ impl Environment {
         }
         self.kubelets.clear();
         if let Some(cloud) = self.cloud.take() {
+            // The mock cloud's request journal beside the CCM's log: what the CCM asked
+            // and what it was answered, for whoever reads a failure.
+            let _ = std::fs::write(self.dir.join("cloud-journal.txt"), cloud.journal_dump());
             cloud.shutdown().await;
         }
         if let Some(api) = self.apiserver.take() {

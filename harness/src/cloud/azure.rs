@@ -263,13 +263,12 @@ impl Backend for Azure {
             // shutdown detection would see one lookup a minute. One second matches the
             // periods the harness compresses.
             "vmCacheTTLInSeconds": 1,
-            // The ARM clients retry a failed call (429, 5xx) 3 times starting 5 s apart
-            // (sigs.k8s.io/cloud-provider-azure/pkg/azclient utils/options.go
-            // DefaultRetryDelay, arm_conf.go): 35 s before an error reaches the
-            // controller, longer than a case waits for its event. One second keeps the
-            // three retries and their doubling.
-            "cloudProviderBackoff": true,
-            "cloudProviderBackoffDuration": 1,
+            // Not compressed, because it cannot be: the ARM clients retry a failed call
+            // (429, 5xx) 3 times 5 s, 10 s and 20 s apart (pkg/azclient utils/options.go
+            // DefaultRetryDelay), and azure.json's `cloudProviderBackoffDuration` does not
+            // reach them: pkg/provider/config/azure_auth.go AzureClientConfig declares the
+            // same JSON key as the azclient.ARMClientConfig it embeds, and encoding/json
+            // fills the shallower field, so arm_conf.go GetAzCoreClientOption sees 0.
         });
         serde_json::to_string_pretty(&config).unwrap_or_default()
     }

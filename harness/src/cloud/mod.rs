@@ -911,6 +911,17 @@ impl CloudControl {
             .join("\n")
     }
 
+    /// The whole journal, one timestamped line per request (the case's
+    /// `cloud-journal.txt`).
+    pub fn journal_dump(&self) -> String {
+        self.backend
+            .journal()
+            .entries()
+            .iter()
+            .map(|e| format!("{} {}\n", e.time, self.backend.journal_line(e)))
+            .collect()
+    }
+
     pub async fn shutdown(self) {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.backend.shutdown()).await;
     }

@@ -96,11 +96,19 @@ impl Environment {
     /// as its DaemonSet pod would on that node: with `--use-instance-metadata=false` it
     /// finds its VM by the host's name (cloud-provider-azure `pkg/provider/azure_zones.go`
     /// GetZone reads `os.Hostname()`), so it gets a UTS namespace whose hostname is the
-    /// node's (`unshare --uts`, which needs root).
+    /// node's (`unshare --uts`, which needs root). A case that turns the CCM's
+    /// cloud-node controller off (`--controllers=...,-cloud-node-controller`) gets no
+    /// agent either: the agent is that controller, moved onto the node.
     async fn start_node_manager(&mut self, name: &str) -> Result<(), CaseError> {
         let Some(agent) = self.settings.node_manager.clone() else {
             return Ok(());
         };
+        if self.ccm_args.iter().any(|a| {
+            a.strip_prefix("--controllers=")
+                .is_some_and(|list| list.split(',').any(|c| c == "-cloud-node-controller"))
+        }) {
+            return Ok(());
+        }
         self.stop_node_manager(name).await;
         let mut args = vec![
             "--uts".to_string(),
