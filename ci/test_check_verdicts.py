@@ -22,7 +22,7 @@ def junit(cases):
 
 
 class CheckVerdicts(unittest.TestCase):
-    def run_check(self, up, expected, ref=None, retry=None, min_ratio="0.5"):
+    def run_check(self, up, expected, ref=None, retry=None, min_ratio="0.5", extra=()):
         d = tempfile.mkdtemp()
         files = {}
         for name, text in [("up.xml", junit(up)), ("exp.tsv", expected)] + (
@@ -31,7 +31,7 @@ class CheckVerdicts(unittest.TestCase):
             with open(files[name], "w") as f:
                 f.write(text)
         args = [sys.executable, os.path.join(HERE, "check_verdicts.py"), files["up.xml"],
-                "--expected", files["exp.tsv"], "--min-ratio", min_ratio]
+                "--expected", files["exp.tsv"], "--min-ratio", min_ratio, *extra]
         if ref:
             args += ["--reference", files["ref.xml"]]
         if retry:
@@ -73,6 +73,22 @@ class CheckVerdicts(unittest.TestCase):
         up = [("aws", "NI-01", "pass"), ("aws", "NI-02", "fail")]
         self.assertEqual(self.run_check(up, listed, ref=ref, min_ratio="0.5").returncode, 0)
         self.assertEqual(self.run_check(up, listed, ref=ref, min_ratio="0.9").returncode, 1)
+
+    def test_a_provider_can_have_its_own_minimum(self):
+        ref = [("aws", "NI-01", "pass"), ("aws", "NI-02", "pass"),
+               ("azure", "NI-01", "pass"), ("azure", "NI-02", "pass")]
+        listed = "azure\tNI-02\tfail\tupstream-design\tcited\n"
+        up = [("aws", "NI-01", "pass"), ("aws", "NI-02", "pass"),
+              ("azure", "NI-01", "pass"), ("azure", "NI-02", "fail")]
+        self.assertEqual(self.run_check(up, listed, ref=ref, min_ratio="0.9").returncode, 1)
+        r = self.run_check(up, listed, ref=ref, min_ratio="0.9", extra=["--min-ratio", "azure=0.5"])
+        self.assertEqual(r.returncode, 0, r.stdout)
+        # The per-provider floor does not lower the others'.
+        up_aws = [("aws", "NI-01", "pass"), ("aws", "NI-02", "fail")] + up[2:]
+        listed_aws = listed + "aws\tNI-02\tfail\tupstream-bug\tcited\n"
+        r = self.run_check(up_aws, listed_aws, ref=ref, min_ratio="0.9", extra=["--min-ratio", "azure=0.5"])
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertNotEqual(self.run_check(up, listed, ref=ref, extra=["--min-ratio", "azure=x"]).returncode, 0)
 
     def test_an_entry_without_a_reason_is_refused(self):
         r = self.run_check([("aws", "NI-01", "fail")], "aws\tNI-01\tfail\tupstream-bug\t \n")

@@ -48,6 +48,11 @@ impl Azure {
         let config = Config {
             nodes,
             address_block,
+            // ARM pages lists server-side; the mock's default of 5 makes every client
+            // follow `nextLink` (what its own tests want), which with a hundred Services
+            // turns one public-IP list into thirty requests. A hundred keeps paging real
+            // for the big runs (`bench lb`) without that.
+            page_size: 100,
             ..Config::default()
         };
         let mock = AzureMock::start(config)

@@ -116,7 +116,8 @@ pub struct Config {
     pub subnet_name: String,
     pub security_group_name: String,
     pub route_table_name: String,
-    /// Which /24 of 127.60/61/62 to allocate from.
+    /// Which /24 of 127.60 (VMs), 198.18 (public IPs, served on 127.61) and 127.62
+    /// (internal frontends) to allocate from.
     pub address_block: u8,
     /// Items per list page (small, so clients' paging is exercised).
     pub page_size: usize,

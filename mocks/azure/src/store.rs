@@ -281,6 +281,14 @@ impl Cloud {
         }
     }
 
+    /// Whether an operation's first poll will find it ended (an immediate lifecycle), so
+    /// its answer can tell the client to poll at once. Looks without applying anything.
+    pub fn op_ends_at_first_poll(&self, op_id: &str) -> bool {
+        self.ops
+            .get(op_id)
+            .is_some_and(|op| op.applied.is_some() || op.lifecycle.clone().read() != Phase::Pending)
+    }
+
     /// Looks at an operation (`count_read`: a client polled it) and applies its end.
     pub fn observe_op(&mut self, op_id: &str, count_read: bool) -> Option<(Operation, Phase)> {
         let op = self.ops.get_mut(op_id)?;

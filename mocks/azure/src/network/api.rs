@@ -548,10 +548,27 @@ mod tests {
             )
             .await;
         let op = r.header("azure-asyncoperation").expect("op").to_string();
+        // A pending operation tells the client how soon to poll.
+        assert_eq!(r.header("retry-after-ms"), Some("100"));
         assert_eq!(
             poll(&m, &t, &op).await,
             vec!["InProgress", "InProgress", "Succeeded"]
         );
+        // One its first poll will find ended does not (azcore would wait it out first).
+        m.admin()
+            .set_lifecycle(LifecycleTarget::Type("publicipaddresses".into()), None)
+            .expect("mode");
+        let r = m
+            .arm(
+                "PUT",
+                &pip_path(&m, "quick"),
+                &t,
+                Some(json!({"properties": {}})),
+            )
+            .await;
+        assert!(r.header("azure-asyncoperation").is_some());
+        assert_eq!(r.header("retry-after-ms"), None);
+        assert_eq!(r.header("retry-after"), None);
         // Error mode: the operation fails and the resource says so.
         m.admin()
             .set_lifecycle(

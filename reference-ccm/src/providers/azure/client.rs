@@ -573,7 +573,9 @@ impl ArmClient {
         };
         let started = Instant::now();
         let mut polls = 0usize;
-        let mut wait = retry_after(headers);
+        // The first poll waits only for the initial answer's `Retry-After`, as azcore's
+        // `runtime.Poller.PollUntilDone` does; later ones fall back to the schedule.
+        let mut wait = Some(retry_after(headers).unwrap_or(Duration::ZERO));
         loop {
             let delay = wait.unwrap_or_else(|| {
                 self.retry

@@ -200,6 +200,17 @@ fn owned_by(name: &str, service: &Service) -> bool {
         .starts_with(&default_lb_name(service).to_ascii_uppercase())
 }
 
+/// The node's first InternalIP address.
+fn internal_ip(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+}
+
 /// Whether `node` is a control-plane node (`isControlPlaneNode`).
 pub fn is_control_plane(node: &Node) -> bool {
     let Some(labels) = node.metadata.labels.as_ref() else {
@@ -759,12 +770,52 @@ impl Azure {
                 .map(str::to_owned)
                 .unwrap_or(name)
         };
+        // The pool's members as ARM reports them (`backendIPConfigurations`).
+        let members: Vec<String> = lb["properties"]["backendAddressPools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| {
+                str_at(p, "/id").is_some_and(|id| id.eq_ignore_ascii_case(pool_id))
+                    || name_of(p).eq_ignore_ascii_case(last_segment(pool_id))
+            })
+            .flat_map(|p| {
+                p["properties"]["backendIPConfigurations"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        let member_keys: BTreeSet<String> =
+            members.iter().map(|m| m.to_ascii_lowercase()).collect();
+        let known = self
+            .ip_configs
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default();
         let mut ips = Vec::new();
+        // IP configurations of eligible nodes (lowercased): members to keep.
+        let mut kept: BTreeSet<String> = BTreeSet::new();
         for node in &eligible {
             let node_name = node.metadata.name.clone().unwrap_or_default();
+            let key = node_name.to_ascii_lowercase();
+            // Already a member: its IP as upstream takes a member's, from the Node's
+            // addresses (`azure_loadbalancer_backendpool.go` `GetBackendPrivateIPs` reads
+            // `nodePrivateIPs`, which `azure.go` `updateNodeCaches` fills from Nodes).
+            if let Some(config) = known.get(&key).filter(|c| member_keys.contains(*c))
+                && let Some(ip) = internal_ip(node)
+            {
+                kept.insert(config.clone());
+                ips.push(ip);
+                continue;
+            }
             let vm = match self.get_vm(&node_name).await {
                 Ok(vm) => vm,
                 Err(CloudError::InstanceNotFound) => {
+                    if let Ok(mut m) = self.ip_configs.lock() {
+                        m.remove(&key);
+                    }
                     tracing::warn!(node = %node_name, "no VM for node; left out of the backend pool");
                     continue;
                 }
@@ -783,6 +834,13 @@ impl Azure {
                     )
                 {
                     ips.push(ip.to_owned());
+                }
+                if let Some(id) = str_at(&nic["properties"]["ipConfigurations"][i], "/id") {
+                    let id = id.to_ascii_lowercase();
+                    kept.insert(id.clone());
+                    if let Ok(mut m) = self.ip_configs.lock() {
+                        m.insert(key.clone(), id);
+                    }
                 }
                 let config = &mut nic["properties"]["ipConfigurations"][i];
                 let pools: Vec<String> = config
@@ -812,25 +870,13 @@ impl Azure {
                 }
             }
         }
-        // Members of nodes no longer eligible.
-        let members: Vec<String> = lb["properties"]["backendAddressPools"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|p| {
-                str_at(p, "/id").is_some_and(|id| id.eq_ignore_ascii_case(pool_id))
-                    || name_of(p).eq_ignore_ascii_case(last_segment(pool_id))
-            })
-            .flat_map(|p| {
-                p["properties"]["backendIPConfigurations"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_owned))
-            .collect();
-        for ip_config_id in members {
-            let Some(nic_path) = nic_path_of(&ip_config_id) else {
+        // Members of nodes no longer eligible (an eligible node's own configuration is
+        // kept without reading its NIC).
+        for ip_config_id in members
+            .iter()
+            .filter(|m| !kept.contains(&m.to_ascii_lowercase()))
+        {
+            let Some(nic_path) = nic_path_of(ip_config_id) else {
                 continue;
             };
             let Some(nic) = self.client.get_opt(&nic_path, NETWORK_API, &[]).await? else {

@@ -56,6 +56,12 @@ pub struct Azure {
     /// Serializes route-table writes, as upstream's `delayedRouteUpdater`
     /// (`pkg/provider/azure_routes.go`) batches them.
     route_lock: tokio::sync::Mutex<()>,
+    /// Node name (lowercased) -> the ID of its primary NIC's primary IP configuration
+    /// (lowercased), learned when the node last joined a backend pool. A VM keeps its
+    /// NIC for life, so a node whose configuration is already a pool member needs no VM
+    /// or NIC read on the next reconcile (upstream reads VMs from its 60 s cache,
+    /// `azure_vmsets_repo.go` `newVMCache`).
+    ip_configs: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 impl Azure {
@@ -85,6 +91,7 @@ impl Azure {
             config,
             lb_lock: Default::default(),
             route_lock: Default::default(),
+            ip_configs: Default::default(),
         })
     }
 
