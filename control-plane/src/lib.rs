@@ -150,41 +150,13 @@ impl ControlPlane {
             ),
         )?;
 
-        // A fresh cluster every time: data left in `dir` by an earlier start is dropped.
-        let data = file(ETCD_DATA);
-        if data.exists() {
-            std::fs::remove_dir_all(&data).map_err(io(format!("removing {}", data.display())))?;
-        }
-        let etcd_client = free_port()?;
-        let etcd_peer = free_port()?;
-        let etcd_url = format!("http://127.0.0.1:{etcd_client}");
-        let etcd_log = file("etcd.log");
-        let mut etcd = spawn(
-            &bins.etcd,
-            &[
-                format!("--data-dir={}", file(ETCD_DATA).display()),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer}"),
-                format!("--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}"),
-                format!("--initial-cluster=default=http://127.0.0.1:{etcd_peer}"),
-                "--unsafe-no-fsync=true".into(),
-                "--log-level=warn".into(),
-            ],
-            &etcd_log,
-        )?;
+        // A fresh cluster every time: data left in `dir` by an earlier start is dropped
+        // (by `start_etcd`, before each attempt).
         let plain = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| Error::Setup(e.to_string()))?;
-        wait_ready(
-            "etcd",
-            &mut etcd,
-            &etcd_log,
-            plain.get(format!("{etcd_url}/health")),
-            |body| body.contains("\"health\":\"true\""),
-        )
-        .await?;
+        let (mut etcd, etcd_url) = start_etcd(bins, dir, &plain).await?;
 
         write("audit-policy.json", AUDIT_POLICY)?;
         let port = free_port()?;
@@ -462,6 +434,62 @@ fn spawn(binary: &Path, args: &[String], log: &Path) -> Result<Child, Error> {
 }
 
 /// Polls `request` until `ok(body)` holds on a 200, the child exits, or the deadline.
+/// Times etcd is started on fresh ports when the ones picked were taken before it bound
+/// them ([`free_port`] releases its probe socket, so another process can take the port
+/// in between: CI saw `bind: address already in use`).
+const ETCD_BIND_ATTEMPTS: usize = 3;
+
+/// Starts etcd on free loopback ports in `dir` and waits until it is healthy; its client
+/// URL.
+async fn start_etcd(
+    bins: &Binaries,
+    dir: &Path,
+    plain: &reqwest::Client,
+) -> Result<(Child, String), Error> {
+    let data = dir.join(ETCD_DATA);
+    let log = dir.join("etcd.log");
+    let mut attempt = 1;
+    loop {
+        if data.exists() {
+            std::fs::remove_dir_all(&data).map_err(io(format!("removing {}", data.display())))?;
+        }
+        let client = free_port()?;
+        let peer = free_port()?;
+        let url = format!("http://127.0.0.1:{client}");
+        let mut etcd = spawn(
+            &bins.etcd,
+            &[
+                format!("--data-dir={}", data.display()),
+                format!("--listen-client-urls={url}"),
+                format!("--advertise-client-urls={url}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+                format!("--initial-cluster=default=http://127.0.0.1:{peer}"),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ],
+            &log,
+        )?;
+        match wait_ready(
+            "etcd",
+            &mut etcd,
+            &log,
+            plain.get(format!("{url}/health")),
+            |b| b.contains("\"health\":\"true\""),
+        )
+        .await
+        {
+            Ok(()) => return Ok((etcd, url)),
+            Err(Error::Exited { ref tail, .. })
+                if attempt < ETCD_BIND_ATTEMPTS && tail.contains("address already in use") =>
+            {
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 async fn wait_ready(
     what: &'static str,
     child: &mut Child,
