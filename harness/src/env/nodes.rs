@@ -103,10 +103,7 @@ impl Environment {
         let Some(agent) = self.settings.node_manager.clone() else {
             return Ok(());
         };
-        if self.ccm_args.iter().any(|a| {
-            a.strip_prefix("--controllers=")
-                .is_some_and(|list| list.split(',').any(|c| c == "-cloud-node-controller"))
-        }) {
+        if turns_off_cloud_node_controller(&self.ccm_args) {
             return Ok(());
         }
         self.stop_node_manager(name).await;
@@ -397,5 +394,30 @@ impl Environment {
             .await
             .map(|l| l.items)
             .map_err(|e| CaseError::infra("listing events", e))
+    }
+}
+
+/// Whether CCM flags turn the cloud-node controller off (`--controllers=*,-cloud-node-controller`).
+fn turns_off_cloud_node_controller(args: &[String]) -> bool {
+    args.iter().any(|a| {
+        a.strip_prefix("--controllers=")
+            .is_some_and(|list| list.split(',').any(|c| c == "-cloud-node-controller"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::turns_off_cloud_node_controller as off;
+
+    #[test]
+    fn the_node_agent_follows_the_cloud_node_controller_flag() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(off(&args(&[
+            "--v=2",
+            "--controllers=*,-cloud-node-controller"
+        ])));
+        assert!(!off(&args(&["--controllers=*,-service-lb-controller"])));
+        assert!(!off(&args(&["--controllers=*"])));
+        assert!(!off(&args(&[])));
     }
 }

@@ -270,6 +270,57 @@ mod tests {
 
     use crate::testing::Mock;
 
+    /// A VM's public address changing is a new public IP resource (a static one keeps its
+    /// address for life); an address kept keeps its resource.
+    #[tokio::test]
+    async fn a_new_public_address_is_a_new_public_ip_resource() {
+        let m = Mock::seeded(1);
+        let t = m.token().await;
+        async fn nic_pip(m: &Mock, t: String) -> String {
+            let path = m.rg_path("Microsoft.Network/networkInterfaces/node-0-nic");
+            let nic = m.arm("GET", &path, &t, None).await.body;
+            nic["properties"]["ipConfigurations"][0]["properties"]["publicIPAddress"]["id"]
+                .as_str()
+                .map(|id| id.rsplit('/').next().unwrap_or_default().to_string())
+                .unwrap_or_default()
+        }
+        let before = nic_pip(&m, t.clone()).await;
+        assert_eq!(before, "node-0-pip");
+        let moved = m
+            .admin()
+            .update_vm(
+                "node-0",
+                crate::VmPatch {
+                    public_ips: Some(vec!["198.18.0.200".into()]),
+                    ..Default::default()
+                },
+            )
+            .expect("update");
+        assert_eq!(moved.public_ips, vec!["198.18.0.200".to_string()]);
+        let after = nic_pip(&m, t.clone()).await;
+        assert_ne!(after, before);
+        let old = m
+            .arm(
+                "GET",
+                &m.rg_path(&format!("Microsoft.Network/publicIPAddresses/{before}")),
+                &t,
+                None,
+            )
+            .await;
+        assert_eq!(old.status, StatusCode::NOT_FOUND);
+        // A change that keeps the address keeps the resource.
+        m.admin()
+            .update_vm(
+                "node-0",
+                crate::VmPatch {
+                    private_ips: Some(vec!["127.60.0.99".into()]),
+                    ..Default::default()
+                },
+            )
+            .expect("update");
+        assert_eq!(nic_pip(&m, t.clone()).await, after);
+    }
+
     #[tokio::test]
     async fn vm_get_with_instance_view_zones_and_fault_domains() {
         let m = Mock::new(crate::Config {

@@ -30,6 +30,8 @@ struct Fake {
     base: String,
     resources: BTreeMap<String, Value>,
     writes: Vec<String>,
+    /// Paths (lowercased) of every authorized GET.
+    reads: Vec<String>,
     etag_counter: u64,
     tokens_issued: u64,
     /// Answer the next request with 429 + Retry-After.
@@ -186,6 +188,9 @@ async fn handle(
             "ExpiredAuthenticationToken",
             "expired",
         );
+    }
+    if method == Method::GET {
+        f.reads.push(key.clone());
     }
     if !query.contains("api-version=") {
         return arm_error(
@@ -388,6 +393,11 @@ async fn start() -> (Shared, Azure) {
 fn writes(fake: &Shared) -> Vec<String> {
     let mut f = fake.lock().unwrap_or_else(|p| p.into_inner());
     std::mem::take(&mut f.writes)
+}
+
+fn reads(fake: &Shared) -> Vec<String> {
+    let mut f = fake.lock().unwrap_or_else(|p| p.into_inner());
+    std::mem::take(&mut f.reads)
 }
 
 fn get(fake: &Shared, key: &str) -> Option<Value> {
@@ -727,4 +737,47 @@ async fn routes_create_list_delete() {
         .await
         .expect("delete");
     assert!(az.list_routes("kubernetes").await.expect("list").is_empty());
+}
+
+/// A node whose IP configuration is already a pool member costs no VM or NIC read on the
+/// next reconcile; its member IP comes from the Node (upstream `GetBackendPrivateIPs`). A
+/// node without an InternalIP, and a member that left the pool, are read again.
+#[tokio::test]
+async fn pool_members_need_no_vm_or_nic_reads_on_the_next_reconcile() {
+    let (fake, az) = start().await;
+    let svc = service(json!({}));
+    let with_ip = |name: &str, ip: &str| -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "status": {"addresses": [{"type": "InternalIP", "address": ip}]}}))
+        .unwrap_or_default()
+    };
+    let nodes = vec![with_ip("node-a", "127.60.0.10"), node("node-b", None)];
+    az.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .expect("ensure");
+    let first = reads(&fake);
+    writes(&fake);
+    let vm_or_nic = |r: &[String], name: &str| {
+        r.iter()
+            .filter(|p| {
+                p.ends_with(&format!("/virtualmachines/{name}"))
+                    || p.ends_with(&format!("/networkinterfaces/{name}-nic"))
+            })
+            .count()
+    };
+    assert!(vm_or_nic(&first, "node-a") >= 2, "{first:?}");
+    az.update_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .expect("update");
+    let second = reads(&fake);
+    assert_eq!(vm_or_nic(&second, "node-a"), 0, "{second:?}");
+    assert!(
+        vm_or_nic(&second, "node-b") >= 2,
+        "no InternalIP: read again {second:?}"
+    );
+    assert!(
+        writes(&fake)
+            .iter()
+            .all(|w| !w.contains("networkinterfaces"))
+    );
 }
