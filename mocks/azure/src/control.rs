@@ -958,10 +958,11 @@ impl Admin {
         }) else {
             return Vec::new();
         };
+        let refs = crate::network::state::BackRefs::of(&cloud);
         cloud
             .docs_of(info)
             .into_iter()
-            .map(|(_, d)| crate::network::state::render(&cloud, info, &d.value))
+            .map(|(_, d)| refs.render(info, &d.value))
             .collect()
     }
 

@@ -300,23 +300,52 @@ fn rule_sources(
     out
 }
 
+/// What planning needs from the store, copied out under its lock so that computing the
+/// plan (every rule's NSG sources, quadratic in rules) does not hold up ARM requests.
+pub struct PlanInput {
+    members: HashMap<String, Vec<IpAddr>>,
+    nsg: Option<Value>,
+    pips: HashMap<String, IpAddr>,
+    lbs: Vec<Value>,
+    block: u8,
+}
+
+impl PlanInput {
+    pub fn of(cloud: &Cloud) -> Self {
+        let nsg_id = cloud.id(path::NSG, &[&cloud.ctx.nsg]);
+        PlanInput {
+            members: pool_members(cloud),
+            nsg: cloud.docs.get(&key(&nsg_id)).and_then(|d| d.served.clone()),
+            pips: served(cloud, path::PIP)
+                .into_iter()
+                .filter_map(|p| {
+                    let ip = str_at(p, "ipAddress")?.parse().ok()?;
+                    Some((key(p["id"].as_str()?), ip))
+                })
+                .collect(),
+            lbs: served(cloud, path::LB).into_iter().cloned().collect(),
+            block: cloud.ctx.block,
+        }
+    }
+}
+
 /// What should be served now.
 pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
-    let members = pool_members(cloud);
-    let nsg_id = cloud.id(path::NSG, &[&cloud.ctx.nsg]);
-    let nsg = cloud
-        .docs
-        .get(&key(&nsg_id))
-        .and_then(|d| d.served.as_ref());
-    let pips: HashMap<String, IpAddr> = served(cloud, path::PIP)
-        .into_iter()
-        .filter_map(|p| {
-            let ip = str_at(p, "ipAddress")?.parse().ok()?;
-            Some((key(p["id"].as_str()?), ip))
-        })
-        .collect();
+    plan_from(&PlanInput::of(cloud))
+}
+
+/// What should be served for a snapshot of the store.
+pub fn plan_from(input: &PlanInput) -> Vec<ListenerPlan> {
+    let PlanInput {
+        members,
+        nsg,
+        pips,
+        lbs,
+        block,
+    } = input;
+    let nsg = nsg.as_ref();
     let mut plans = Vec::new();
-    for lb in served(cloud, path::LB) {
+    for lb in lbs {
         let lb_name = lb["name"].as_str().unwrap_or_default().to_ascii_lowercase();
         let p = &lb["properties"];
         let frontends: HashMap<String, IpAddr> = p["frontendIPConfigurations"]
@@ -430,13 +459,7 @@ pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
                     listen: SocketAddr::new(listener_ip(*frontend), fport),
                     backends: backends.clone(),
                     allowed: rule_sources(
-                        nsg,
-                        *frontend,
-                        fport,
-                        floating,
-                        &backends,
-                        *protocol,
-                        cloud.ctx.block,
+                        nsg, *frontend, fport, floating, &backends, *protocol, *block,
                     ),
                     health: probe.as_ref().map(|(h, _)| h.clone()),
                 });
@@ -457,11 +480,14 @@ impl Planner for Planner_ {
     const LABEL: &'static str = "azure data plane";
 
     fn plan(&mut self, retrying: bool) -> Option<Vec<ListenerPlan>> {
-        let cloud = self.shared.cloud();
-        let stamp = (self.shared.wake.rev(), cloud.transitions);
-        let stale = self.planned != Some(stamp) || retrying;
-        self.planned = Some(stamp);
-        stale.then(|| plan(&cloud))
+        let input = {
+            let cloud = self.shared.cloud();
+            let stamp = (self.shared.wake.rev(), cloud.transitions);
+            let stale = self.planned != Some(stamp) || retrying;
+            self.planned = Some(stamp);
+            stale.then(|| PlanInput::of(&cloud))
+        };
+        input.map(|i| plan_from(&i))
     }
 }
 

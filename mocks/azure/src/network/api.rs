@@ -136,11 +136,14 @@ fn list(
 ) -> Result<Response, ArmError> {
     let cloud = s.cloud();
     let items: Vec<Value> = match info.parent {
-        None => cloud
-            .docs_of(info)
-            .into_iter()
-            .map(|(_, d)| crate::network::state::render(&cloud, info, &d.value))
-            .collect(),
+        None => {
+            let refs = crate::network::state::BackRefs::of(&cloud);
+            cloud
+                .docs_of(info)
+                .into_iter()
+                .map(|(_, d)| refs.render(info, &d.value))
+                .collect()
+        }
         Some((parent_ty, coll)) => {
             let parent_id = cloud.id(parent_ty, &names[..1]);
             cloud

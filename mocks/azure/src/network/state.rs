@@ -16,7 +16,7 @@
 //!   computed from the NICs and read-only;
 //! - deleting a public IP still used is 400 `PublicIPAddressInUse`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 
 use serde_json::{Map, Value, json};
@@ -609,84 +609,114 @@ fn nic_configs(cloud: &Cloud) -> Vec<(String, &Value)> {
         .collect()
 }
 
-/// Who uses a public IP: a load balancer frontend or a NIC ipConfiguration id.
-fn pip_user(cloud: &Cloud, pip_id: &str) -> Option<String> {
-    let lb = path::type_info(path::LB).expect("known");
-    for (_, d) in cloud.docs_of(lb) {
-        for fe in d
-            .value
-            .get("properties")
-            .and_then(|p| p.get("frontendIPConfigurations"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if ref_id(fe, "publicIPAddress").is_some_and(|p| same_id(p, pip_id)) {
-                return fe.get("id").and_then(Value::as_str).map(str::to_string);
-            }
-        }
-    }
-    nic_configs(cloud)
-        .into_iter()
-        .find(|(_, c)| ref_id(c, "publicIPAddress").is_some_and(|p| same_id(p, pip_id)))
-        .map(|(id, _)| id)
+/// The read-only back-references ARM adds to what it answers (who uses a public IP, which
+/// NIC ipConfigurations are in a backend pool), gathered in one pass over the load
+/// balancers and NICs, so a list renders in time linear in the store, not quadratic.
+pub struct BackRefs {
+    /// Public IP key -> the id of the LB frontend (first) or NIC ipConfiguration using it.
+    pip_users: HashMap<String, String>,
+    /// Backend pool key -> ids of the NIC ipConfigurations in it.
+    pool_members: HashMap<String, Vec<String>>,
 }
 
-/// The answer for a stored document: read-only back-references added.
-pub fn render(cloud: &Cloud, info: &TypeInfo, stored: &Value) -> Value {
-    let mut v = stored.clone();
-    let id = stored
-        .get("id")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    match info.key {
-        path::PIP => {
-            if let Some(user) = pip_user(cloud, &id) {
-                v["properties"]["ipConfiguration"] = json!({"id": user});
+impl BackRefs {
+    pub fn of(cloud: &Cloud) -> Self {
+        let mut pip_users = HashMap::new();
+        let lb = path::type_info(path::LB).expect("known");
+        for (_, d) in cloud.docs_of(lb) {
+            let frontends = d
+                .value
+                .get("properties")
+                .and_then(|p| p.get("frontendIPConfigurations"))
+                .and_then(Value::as_array);
+            for fe in frontends.into_iter().flatten() {
+                if let (Some(pip), Some(fe_id)) = (
+                    ref_id(fe, "publicIPAddress"),
+                    fe.get("id").and_then(Value::as_str),
+                ) {
+                    pip_users
+                        .entry(path::resource_key(pip))
+                        .or_insert_with(|| fe_id.to_string());
+                }
             }
         }
-        path::LB => {
-            let configs = nic_configs(cloud);
-            if let Some(pools) = v
-                .get_mut("properties")
-                .and_then(|p| p.get_mut("backendAddressPools"))
-                .and_then(Value::as_array_mut)
-            {
-                for pool in pools {
-                    let pool_id = pool
-                        .get("id")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string();
-                    let members: Vec<Value> = configs
-                        .iter()
-                        .filter(|(_, c)| {
-                            c.get("properties")
-                                .and_then(|p| p.get("loadBalancerBackendAddressPools"))
-                                .and_then(Value::as_array)
-                                .is_some_and(|ps| {
-                                    ps.iter().any(|p| {
-                                        p.get("id")
-                                            .and_then(Value::as_str)
-                                            .is_some_and(|i| same_id(i, &pool_id))
-                                    })
-                                })
-                        })
-                        .map(|(cid, _)| json!({"id": cid}))
-                        .collect();
-                    if !members.is_empty() {
-                        pool["properties"]["backendIPConfigurations"] = Value::Array(members);
+        let mut pool_members: HashMap<String, Vec<String>> = HashMap::new();
+        for (config_id, c) in nic_configs(cloud) {
+            if let Some(pip) = ref_id(c, "publicIPAddress") {
+                pip_users
+                    .entry(path::resource_key(pip))
+                    .or_insert_with(|| config_id.clone());
+            }
+            let pools = c
+                .get("properties")
+                .and_then(|p| p.get("loadBalancerBackendAddressPools"))
+                .and_then(Value::as_array);
+            for pool in pools.into_iter().flatten() {
+                if let Some(pool_id) = pool.get("id").and_then(Value::as_str) {
+                    let members = pool_members.entry(path::resource_key(pool_id)).or_default();
+                    if !members.contains(&config_id) {
+                        members.push(config_id.clone());
                     }
                 }
             }
         }
-        path::NSG => {
-            v["properties"]["defaultSecurityRules"] = default_security_rules(&id);
+        BackRefs {
+            pip_users,
+            pool_members,
         }
-        _ => {}
     }
-    v
+
+    /// The answer for a stored document: read-only back-references added.
+    pub fn render(&self, info: &TypeInfo, stored: &Value) -> Value {
+        let mut v = stored.clone();
+        let id = stored
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        match info.key {
+            path::PIP => {
+                if let Some(user) = self.pip_users.get(&path::resource_key(&id)) {
+                    v["properties"]["ipConfiguration"] = json!({ "id": user });
+                }
+            }
+            path::LB => {
+                if let Some(pools) = v
+                    .get_mut("properties")
+                    .and_then(|p| p.get_mut("backendAddressPools"))
+                    .and_then(Value::as_array_mut)
+                {
+                    for pool in pools {
+                        let pool_key = path::resource_key(
+                            pool.get("id").and_then(Value::as_str).unwrap_or_default(),
+                        );
+                        if let Some(members) = self.pool_members.get(&pool_key) {
+                            pool["properties"]["backendIPConfigurations"] =
+                                members.iter().map(|cid| json!({ "id": cid })).collect();
+                        }
+                    }
+                }
+            }
+            path::NSG => {
+                v["properties"]["defaultSecurityRules"] = default_security_rules(&id);
+            }
+            _ => {}
+        }
+        v
+    }
+}
+
+/// The answer for one stored document (see [`BackRefs`]; lists build those once).
+pub fn render(cloud: &Cloud, info: &TypeInfo, stored: &Value) -> Value {
+    let refs = if matches!(info.key, path::PIP | path::LB) {
+        BackRefs::of(cloud)
+    } else {
+        BackRefs {
+            pip_users: HashMap::new(),
+            pool_members: HashMap::new(),
+        }
+    };
+    refs.render(info, stored)
 }
 
 /// Azure's default rules of every NSG (lowest priority, not deletable).
@@ -754,7 +784,7 @@ pub fn check_delete(cloud: &Cloud, info: &TypeInfo, key: &str) -> Result<(), Arm
                 .and_then(Value::as_str)
                 .unwrap_or(key)
                 .to_string();
-            if let Some(user) = pip_user(cloud, &id) {
+            if let Some(user) = BackRefs::of(cloud).pip_users.get(&path::resource_key(&id)) {
                 return Err(invalid(
                     "PublicIPAddressInUse",
                     format!(

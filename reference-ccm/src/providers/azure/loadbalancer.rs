@@ -595,14 +595,16 @@ impl Azure {
         }
     }
 
+    /// A new frontend for the Service, and the public IP it was given (if external).
     async fn new_frontend(
         &self,
         cluster: &str,
         service: &Service,
         internal: bool,
         lb_id: &str,
-    ) -> Result<Value, LbError> {
+    ) -> Result<(Value, Option<Value>), LbError> {
         let name = default_lb_name(service);
+        let mut new_pip = None;
         let props = if internal {
             let vnet = self.resource_path(
                 &self.config.vnet_resource_group,
@@ -647,22 +649,24 @@ impl Azure {
                 .unwrap_or_else(|| {
                     self.network_path("publicIPAddresses", &pip_name(cluster, service, false))
                 });
+            new_pip = Some(pip);
             json!({"publicIPAddress": {"id": id}})
         };
-        Ok(
+        Ok((
             json!({"name": name, "id": format!("{lb_id}/frontendIPConfigurations/{name}"), "properties": props}),
-        )
+            new_pip,
+        ))
     }
 
-    /// `reconcileLoadBalancer` with `wantLb=true`: the LB after the change, and the
-    /// private IPs of the backend nodes.
+    /// `reconcileLoadBalancer` with `wantLb=true`: the LB after the change, the private
+    /// IPs of the backend nodes, and the public IP created or bound for a new frontend.
     async fn reconcile_wanted_lb(
         &self,
         cluster: &str,
         service: &Service,
         nodes: &[Node],
         internal: bool,
-    ) -> Result<(Value, Vec<String>), LbError> {
+    ) -> Result<(Value, Vec<String>, Option<Value>), LbError> {
         let lb_name = self.lb_name(cluster, internal);
         let lb_path = self.network_path("loadBalancers", &lb_name);
         let lb_id = lb_path.clone();
@@ -700,6 +704,7 @@ impl Azure {
                 dirty = true;
             }
         }
+        let mut new_pip = None;
         let fip_id = match &owned {
             Some(fip) => fip
                 .get("id")
@@ -707,9 +712,10 @@ impl Azure {
                 .map(str::to_owned)
                 .unwrap_or_else(|| format!("{lb_id}/frontendIPConfigurations/{}", name_of(fip))),
             None => {
-                let fip = self
+                let (fip, pip) = self
                     .new_frontend(cluster, service, internal, &lb_id)
                     .await?;
+                new_pip = pip;
                 let id = fip["id"].as_str().unwrap_or_default().to_owned();
                 kept.push(fip);
                 dirty = true;
@@ -741,7 +747,7 @@ impl Azure {
                 .await?;
         }
         let backend_ips = self.reconcile_backend_hosts(&lb, &pool_id, nodes).await?;
-        Ok((lb, backend_ips))
+        Ok((lb, backend_ips, new_pip))
     }
 
     /// `EnsureHostsInPool` plus removal of members whose node is gone or excluded; the
@@ -1005,8 +1011,14 @@ impl Azure {
         Ok(())
     }
 
-    /// The Service's frontend IP on an LB (public IP address or private IP).
-    async fn frontend_ip(&self, lb: &Value, service: &Service) -> Result<Option<String>, LbError> {
+    /// The Service's frontend IP on an LB (public IP address or private IP); `known_pip` is
+    /// a public IP just read, which saves reading it again.
+    async fn frontend_ip(
+        &self,
+        lb: &Value,
+        service: &Service,
+        known_pip: Option<&Value>,
+    ) -> Result<Option<String>, LbError> {
         let Some(fip) = lb["properties"]["frontendIPConfigurations"]
             .as_array()
             .into_iter()
@@ -1019,6 +1031,13 @@ impl Azure {
             return Ok(Some(ip.to_owned()));
         }
         if let Some(pip_id) = str_at(fip, "/properties/publicIPAddress/id") {
+            let known = known_pip.filter(|p| {
+                eq_ci(str_at(p, "/id"), Some(pip_id))
+                    && str_at(p, "/properties/ipAddress").is_some_and(|ip| !ip.is_empty())
+            });
+            if let Some(p) = known {
+                return Ok(str_at(p, "/properties/ipAddress").map(str::to_owned));
+            }
             let pip = self.client.get_opt(pip_id, NETWORK_API, &[]).await?;
             return Ok(pip.and_then(|p| str_at(&p, "/properties/ipAddress").map(str::to_owned)));
         }
@@ -1115,26 +1134,32 @@ impl Azure {
     ) -> Result<LoadBalancerStatus, LbError> {
         check_supported(service)?;
         let internal = is_internal(service);
-        let (lb, backend_ips) = self
+        let (lb, backend_ips, new_pip) = self
             .reconcile_wanted_lb(cluster, service, nodes, internal)
             .await?;
-        let ip = self.frontend_ip(&lb, service).await?.ok_or_else(|| {
-            LbError::Other(format!(
-                "no load balancer IP for setting up security rules for service {}",
-                service_key(service)
-            ))
-        })?;
+        let ip = self
+            .frontend_ip(&lb, service, new_pip.as_ref())
+            .await?
+            .ok_or_else(|| {
+                LbError::Other(format!(
+                    "no load balancer IP for setting up security rules for service {}",
+                    service_key(service)
+                ))
+            })?;
         let dsts = if floating_ip_disabled(service) {
             backend_ips
         } else {
             vec![ip.clone()]
         };
-        self.reconcile_nsg(service, internal, &dsts, true).await?;
-        self.remove_service_from_lb(&self.lb_name(cluster, !internal), service)
-            .await?;
+        // Upstream runs these one after the other; they touch disjoint resources (the NSG;
+        // the LB of the other kind and the public IPs), so the reference CCM overlaps them.
         let keep = (!internal).then(|| pip_name(cluster, service, false));
-        self.reconcile_public_ips(cluster, service, keep.as_deref())
-            .await?;
+        let other_kind = self.lb_name(cluster, !internal);
+        tokio::try_join!(self.reconcile_nsg(service, internal, &dsts, true), async {
+            self.remove_service_from_lb(&other_kind, service).await?;
+            self.reconcile_public_ips(cluster, service, keep.as_deref())
+                .await
+        },)?;
         Ok(ingress(&ip))
     }
 
@@ -1151,8 +1176,11 @@ impl Azure {
                 )
                 .await?;
             if let Some(lb) = lb {
-                let mut dsts: Vec<String> =
-                    self.frontend_ip(&lb, service).await?.into_iter().collect();
+                let mut dsts: Vec<String> = self
+                    .frontend_ip(&lb, service, None)
+                    .await?
+                    .into_iter()
+                    .collect();
                 if floating_ip_disabled(service) {
                     dsts = self.pool_member_ips(&lb).await?;
                 }
@@ -1287,7 +1315,10 @@ impl LoadBalancer for Azure {
         else {
             return Ok(None);
         };
-        Ok(self.frontend_ip(&lb, service).await?.map(|ip| ingress(&ip)))
+        Ok(self
+            .frontend_ip(&lb, service, None)
+            .await?
+            .map(|ip| ingress(&ip)))
     }
 
     async fn ensure_load_balancer(
