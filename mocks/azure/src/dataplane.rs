@@ -32,9 +32,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mock_cloud::{
-    Backend, Cidr, ExpectedCodes, HealthCheck, Planner, Probe, Protocol, ProxyConfig, Reconciler,
-};
+use mock_cloud::{Backend, Cidr, ExpectedCodes, HealthCheck, Planner, Probe, Protocol, Reconciler};
 use serde_json::Value;
 
 use crate::Shared;
@@ -46,34 +44,7 @@ use crate::store::{Cloud, PRIVATE_POOL, listener_ip};
 const RECONCILE_PERIOD: Duration = Duration::from_millis(100);
 
 /// One frontend listener.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerPlan {
-    /// `lb/rule`, lowercased.
-    pub rule: String,
-    pub protocol: Protocol,
-    pub listen: SocketAddr,
-    pub backends: Vec<Backend>,
-    pub allowed: Vec<Cidr>,
-    pub health: Option<HealthCheck>,
-}
-
-impl mock_cloud::Listener for ListenerPlan {
-    type Key = (String, SocketAddr, Protocol);
-
-    fn key(&self) -> Self::Key {
-        (self.rule.clone(), self.listen, self.protocol)
-    }
-
-    fn config(&self) -> ProxyConfig {
-        ProxyConfig {
-            protocol: self.protocol,
-            listen: self.listen,
-            backends: self.backends.clone(),
-            allowed_cidrs: self.allowed.clone(),
-            health: self.health.clone(),
-        }
-    }
-}
+pub type ListenerPlan = mock_cloud::RuleListener;
 
 fn str_at<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
     v.get("properties")?.get(field)?.as_str()
@@ -329,7 +300,8 @@ impl PlanInput {
     }
 }
 
-/// What should be served now.
+/// What should be served now (tests; the planner plans from a snapshot).
+#[cfg(test)]
 pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
     plan_from(&PlanInput::of(cloud))
 }

@@ -45,6 +45,6 @@ pub use gate::{Call, Classified, Gate, GateLayer, GateService, Wake};
 pub use journal::{DEFAULT_JOURNAL_CAPACITY, Journal, JournalEntry, Record};
 pub use lifecycle::{Lifecycle, LifecycleError, Mode, Phase, Policies};
 pub use mock::{MockCloud, MockOptions};
-pub use reconcile::{Listener, Planner, Reconciler};
+pub use reconcile::{Listener, Planner, Reconciler, RuleListener};
 pub use seed::{LifecycleSeed, SeedError, SeedFile};
 pub use serve::{BoundListener, ServeError, ServerHandle, bind, connection_reset, serve};

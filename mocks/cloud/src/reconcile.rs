@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::dataplane::{Proxy, ProxyConfig};
+use crate::dataplane::{Backend, Cidr, HealthCheck, Protocol, Proxy, ProxyConfig};
 use crate::gate::Wake;
 
 /// One listener the data plane should serve.
@@ -29,6 +29,38 @@ pub trait Listener: Clone + PartialEq + Send + Sync + 'static {
     /// The proxy that serves it (protocol and address are read at start only; backends,
     /// allowed CIDRs and the health check are updated in place).
     fn config(&self) -> ProxyConfig;
+}
+
+/// The plain listener of a load-balancing rule, keyed by rule, address and protocol: the
+/// plan of mocks whose rules carry everything the proxy needs (Azure's LB rules, GCE's
+/// forwarding rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleListener {
+    /// The rule's name, as the mock spells it in logs (`lb/rule`, the forwarding rule).
+    pub rule: String,
+    pub protocol: Protocol,
+    pub listen: std::net::SocketAddr,
+    pub backends: Vec<Backend>,
+    pub allowed: Vec<Cidr>,
+    pub health: Option<HealthCheck>,
+}
+
+impl Listener for RuleListener {
+    type Key = (String, std::net::SocketAddr, Protocol);
+
+    fn key(&self) -> Self::Key {
+        (self.rule.clone(), self.listen, self.protocol)
+    }
+
+    fn config(&self) -> ProxyConfig {
+        ProxyConfig {
+            protocol: self.protocol,
+            listen: self.listen,
+            backends: self.backends.clone(),
+            allowed_cidrs: self.allowed.clone(),
+            health: self.health.clone(),
+        }
+    }
 }
 
 /// What a mock supplies to the reconciler.
