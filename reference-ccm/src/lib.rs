@@ -44,6 +44,8 @@ pub enum StartupError {
     Vsphere(#[from] providers::vsphere::VsphereError),
     #[error("azure provider: {0}")]
     Azure(#[from] providers::azure::AzureError),
+    #[error("gce provider: {0}")]
+    Gce(#[from] providers::gce::GceError),
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
     #[error("kubernetes client: {0}")]
@@ -185,6 +187,9 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     } else if opts.cloud_provider == providers::azure::instances::PROVIDER_NAME {
         let (az, warnings) = providers::azure::Azure::new(&opts.cloud_config).await?;
         (providers::AnyCloud::Azure(az), warnings)
+    } else if opts.cloud_provider == providers::gce::instances::PROVIDER_NAME {
+        let (gce, warnings) = providers::gce::Gce::new(&opts.cloud_config).await?;
+        (providers::AnyCloud::Gce(gce), warnings)
     } else if opts.cloud_provider == providers::vsphere::PROVIDER_NAME {
         let (vs, warnings) = providers::vsphere::Vsphere::new(&opts.cloud_config).await?;
         let vs = vs.with_node_labels(opts.node_labels());

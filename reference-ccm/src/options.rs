@@ -29,7 +29,7 @@ const KNOWN_CONTROLLERS: [(&str, &str); 4] = [
 pub enum OptionsError {
     #[error("--cloud-provider cannot be empty")]
     MissingCloudProvider,
-    #[error("unknown cloud provider {0:?} (known: openstack, aws, vsphere)")]
+    #[error("unknown cloud provider {0:?} (known: openstack, aws, vsphere, azure, gce)")]
     UnknownCloudProvider(String),
     #[error("--controllers: {0:?} is not in the list of known controllers")]
     UnknownController(String),
@@ -174,7 +174,7 @@ impl Options {
     pub fn validate(&self) -> Result<(), OptionsError> {
         match self.cloud_provider.as_str() {
             "" => return Err(OptionsError::MissingCloudProvider),
-            "openstack" | "aws" | "vsphere" | "azure" => {}
+            "openstack" | "aws" | "vsphere" | "azure" | "gce" => {}
             other => return Err(OptionsError::UnknownCloudProvider(other.to_owned())),
         }
         self.enabled_controllers()?;

@@ -9,6 +9,7 @@
 
 pub mod aws;
 pub mod azure;
+pub mod gce;
 pub mod openstack;
 pub mod quirks;
 pub mod vsphere;
@@ -44,6 +45,7 @@ pub enum AnyCloud {
     Aws(aws::Aws),
     Vsphere(vsphere::Vsphere),
     Azure(azure::Azure),
+    Gce(gce::Gce),
 }
 
 /// `$body` with `$c` bound to the provider inside `$cloud`, whichever it is: every provider
@@ -55,6 +57,7 @@ macro_rules! each_cloud {
             AnyCloud::Aws($c) => $body,
             AnyCloud::Vsphere($c) => $body,
             AnyCloud::Azure($c) => $body,
+            AnyCloud::Gce($c) => $body,
         }
     };
 }

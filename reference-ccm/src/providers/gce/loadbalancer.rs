@@ -1,0 +1,1305 @@
+//! The external (target-pool) network load balancer of a Service, as
+//! kubernetes/cloud-provider-gcp `providers/gce/gce_loadbalancer_external.go` builds it.
+//!
+//! Resources, all named after `cloudprovider.DefaultLoadBalancerName` (`a` + the UID
+//! without dashes, at most 32 characters; `gce_loadbalancer.go` `GetLoadBalancerName`):
+//! - a regional static address, reserved while the forwarding rule is (re)created and
+//!   released afterwards unless `spec.loadBalancerIP` names a static address the user
+//!   owns (`ensureStaticIP`, `verifyUserRequestedIP`, the deferred release in
+//!   `ensureExternalLoadBalancer`);
+//! - firewall `k8s-fw-<lb>`: the Service's protocol and ports (`getPortRanges` merges
+//!   consecutive ports), source ranges from `loadBalancerSourceRanges` (else the
+//!   annotation, else `0.0.0.0/0`), destination the LB IP, priority 1000, target tags
+//!   from `node-tags` or else the instances' tags (`firewallObject`, `GetNodeTags` /
+//!   `computeHostTags`: per instance the longest tag that prefixes its name);
+//! - a legacy HTTP health check: with `externalTrafficPolicy: Local` one named like the
+//!   LB on `healthCheckNodePort` `/healthz`, else the shared `k8s-<cluster-id>-node` on
+//!   10256 `/healthz` (`gce_healthchecks.go`, `gce_loadbalancer_naming.go`), 8 s interval,
+//!   1 s timeout, thresholds 1/3 (`gce.go` `gceHc*`), drift fixed with a PUT
+//!   (`ensureHTTPHealthCheck`), and its firewall from the health checkers' ranges
+//!   130.211.0.0/22, 35.191.0.0/16, 209.85.152.0/22, 209.85.204.0/22
+//!   (`gce_loadbalancer.go` `l4LbSrcRngsFlag`): `k8s-<cluster-id>-node-http-hc` or
+//!   `k8s-<lb>-http-hc` (`ensureHTTPHealthCheckFirewall`);
+//! - target pool: instance URLs, `sessionAffinity` `CLIENT_IP` or `NONE`
+//!   (`translateAffinityType`), the health check; recreated (with the forwarding rule)
+//!   when the affinity or the health-check kind changes (`targetPoolNeedsRecreation`);
+//!   otherwise members change with one `addInstance` and/or one `removeInstance` carrying
+//!   the diff, then the pool is read back and its size checked (`updateTargetPool`);
+//! - forwarding rule: `IPAddress`, `IPProtocol`, `portRange` min-max, `target` = the pool
+//!   URL, description `{"kubernetes.io/service-name":"<ns>/<name>"}`; recreated when the
+//!   requested IP, protocol or port range changes (`forwardingRuleNeedsUpdate`).
+//!
+//! Deletion (`ensureExternalLoadBalancerDeleted`, `DeleteExternalTargetPoolAndChecks`)
+//! removes the firewall, the forwarding rule, the pool, then the health checks, and the
+//! address last (upstream deletes it in parallel with the rest and retries while a
+//! forwarding rule still holds it; a Compute that refuses to release an address in use,
+//! as the harness's mock does, needs this order). Health checks: the shared node check only when the API lets it go (a 400 "being used by"
+//! from another pool keeps it, `isInUsedByError`), each deleted check's firewall after it.
+//! The shared check and its firewall are handled under one lock (`sharedResourceLock`).
+//!
+//! Mixed protocols are refused ("mixed protocol is not supported for LoadBalancer",
+//! `checkMixedProtocol`), as are protocols other than TCP/UDP (`getProtocol`) and an
+//! empty node list (`errStrLbNoHosts`). Internal load balancers
+//! (`networking.gke.io/load-balancer-type: Internal`) are not implemented here.
+//!
+//! Deviations, on purpose: upstream reserves and then releases the static address on
+//! every ensure, two writes per sync even when nothing changed; here the address is only
+//! touched when the forwarding rule is created or recreated (its IP cannot change
+//! otherwise), so an unchanged Service costs no write. Pools are created with full
+//! instance URLs (upstream sends `/zones/<z>/instances/<n>`, which GCE expands). The
+//! `gke.networking.io/l4-netlb-v1` finalizer, the `LoadBalancerPortsError` condition,
+//! network tiers other than PREMIUM and XPN firewall events are not modelled.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use serde_json::{Value, json};
+
+use super::Gce;
+use super::client::ComputeError;
+use crate::cloud::{LbError, LoadBalancer};
+
+/// `l4LbSrcRngsFlag` defaults: where GCE's health checkers and L4 proxies come from.
+pub const HEALTH_CHECK_SOURCE_RANGES: [&str; 4] = [
+    "130.211.0.0/22",
+    "35.191.0.0/16",
+    "209.85.152.0/22",
+    "209.85.204.0/22",
+];
+/// `lbNodesHealthCheckPort` (kube-proxy healthz) and `nodesHealthCheckPath`.
+pub const NODES_HEALTH_CHECK_PORT: i64 = 10256;
+pub const HEALTH_CHECK_PATH: &str = "/healthz";
+const HC_INTERVAL: i64 = 8;
+const HC_TIMEOUT: i64 = 1;
+const HC_HEALTHY: i64 = 1;
+const HC_UNHEALTHY: i64 = 3;
+const FIREWALL_PRIORITY: i64 = 1000;
+const MAX_TARGET_POOL_CREATE_INSTANCES: usize = 200;
+const MAX_INSTANCES_PER_UPDATE: usize = 1000;
+pub const LB_TYPE_ANNOTATION: &str = "networking.gke.io/load-balancer-type";
+const DEPRECATED_LB_TYPE_ANNOTATION: &str = "cloud.google.com/load-balancer-type";
+
+/// `cloudprovider.DefaultLoadBalancerName`.
+pub fn lb_name(service: &Service) -> String {
+    let uid = service.metadata.uid.clone().unwrap_or_default();
+    let mut name = format!("a{}", uid.replace('-', ""));
+    name.truncate(32);
+    name
+}
+
+fn service_name(service: &Service) -> String {
+    format!(
+        "{}/{}",
+        service.metadata.namespace.as_deref().unwrap_or("default"),
+        service.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// `makeServiceDescription`.
+pub fn service_description(service_name: &str) -> String {
+    format!(r#"{{"kubernetes.io/service-name":"{service_name}"}}"#)
+}
+
+/// `makeFirewallDescription`.
+fn firewall_description(service_name: &str, ip: &str) -> String {
+    format!(
+        r#"{{"kubernetes.io/service-name":"{service_name}", "kubernetes.io/service-ip":"{ip}"}}"#
+    )
+}
+
+/// `MakeNodesHealthCheckName`.
+pub fn nodes_health_check_name(cluster_id: &str) -> String {
+    format!("k8s-{cluster_id}-node")
+}
+
+/// `MakeHealthCheckFirewallName`.
+pub fn health_check_firewall_name(cluster_id: &str, hc_name: &str, nodes: bool) -> String {
+    if nodes {
+        format!("{}-http-hc", nodes_health_check_name(cluster_id))
+    } else {
+        format!("k8s-{hc_name}-http-hc")
+    }
+}
+
+/// `MakeFirewallName`.
+pub fn firewall_name(lb: &str) -> String {
+    format!("k8s-fw-{lb}")
+}
+
+/// `GetLoadBalancerAnnotationType` == Internal.
+pub fn is_internal(service: &Service) -> bool {
+    let annotations = service.metadata.annotations.as_ref();
+    let get = |k: &str| annotations.and_then(|a| a.get(k)).map(String::as_str);
+    matches!(
+        get(LB_TYPE_ANNOTATION).or(get(DEPRECATED_LB_TYPE_ANNOTATION)),
+        Some("Internal" | "internal")
+    )
+}
+
+/// `(protocol, port numbers)` of the Service; mixed or unsupported protocols refused.
+pub fn protocol_and_ports(service: &Service) -> Result<(String, Vec<i32>), String> {
+    let ports = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.clone())
+        .unwrap_or_default();
+    if ports.is_empty() {
+        return Err("no ports specified for GCE load balancer".to_owned());
+    }
+    let proto = |p: &k8s_openapi::api::core::v1::ServicePort| {
+        p.protocol.clone().unwrap_or_else(|| "TCP".to_owned())
+    };
+    let first = proto(&ports[0]);
+    if ports.iter().any(|p| proto(p) != first) {
+        return Err("mixed protocol is not supported for LoadBalancer".to_owned());
+    }
+    if first != "TCP" && first != "UDP" {
+        return Err(format!(
+            "invalid protocol {first}, only TCP and UDP are supported"
+        ));
+    }
+    Ok((first, ports.iter().map(|p| p.port).collect()))
+}
+
+/// `loadBalancerPortRange`: `min-max`.
+pub fn port_range(ports: &[i32]) -> String {
+    let min = ports.iter().min().copied().unwrap_or(0);
+    let max = ports.iter().max().copied().unwrap_or(0);
+    format!("{min}-{max}")
+}
+
+/// `getPortRanges`: sorted, deduplicated, consecutive ports merged into `a-b`.
+pub fn port_ranges(ports: &[i32]) -> Vec<String> {
+    let sorted: BTreeSet<i32> = ports.iter().copied().collect();
+    let mut out = Vec::new();
+    let mut iter = sorted.into_iter();
+    let Some(mut start) = iter.next() else {
+        return out;
+    };
+    let mut prev = start;
+    let push = |out: &mut Vec<String>, s: i32, e: i32| {
+        out.push(if s == e {
+            s.to_string()
+        } else {
+            format!("{s}-{e}")
+        })
+    };
+    for p in iter {
+        if p != prev + 1 {
+            push(&mut out, start, prev);
+            start = p;
+        }
+        prev = p;
+    }
+    push(&mut out, start, prev);
+    out
+}
+
+/// A CIDR with host bits cleared (`net.ParseCIDR` + `IPNet.String()`), for set
+/// comparisons as `utilnet.IPNetSet` does them.
+pub fn normalize_cidr(cidr: &str) -> Result<String, String> {
+    let bad = || format!("{cidr:?} is not a CIDR");
+    let (ip, len) = cidr.trim().split_once('/').ok_or_else(bad)?;
+    let ip: IpAddr = ip.parse().map_err(|_| bad())?;
+    let len: u32 = len.parse().map_err(|_| bad())?;
+    match ip {
+        IpAddr::V4(v4) if len <= 32 => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            Ok(format!(
+                "{}/{len}",
+                std::net::Ipv4Addr::from(u32::from(v4) & mask)
+            ))
+        }
+        IpAddr::V6(v6) if len <= 128 => {
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            Ok(format!(
+                "{}/{len}",
+                std::net::Ipv6Addr::from(u128::from(v6) & mask)
+            ))
+        }
+        _ => Err(bad()),
+    }
+}
+
+fn cidr_set(ranges: &[String]) -> Result<BTreeSet<String>, String> {
+    ranges.iter().map(|r| normalize_cidr(r)).collect()
+}
+
+fn str_list(v: &Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn int_field(v: &Value, key: &str) -> i64 {
+    v.get(key)
+        .and_then(|x| x.as_i64().or_else(|| x.as_str()?.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// `hostURLToComparablePath`: `/zones/<z>/instances/<n>`.
+pub fn comparable_host_path(url: &str) -> String {
+    url.find("/zones/")
+        .map(|i| url[i..].to_owned())
+        .or_else(|| url.strip_prefix("zones/").map(|r| format!("/zones/{r}")))
+        .unwrap_or_default()
+}
+
+/// `GetServiceHealthCheckPathPort`: `/healthz` on `healthCheckNodePort` for ETP Local.
+pub fn health_check_path_port(service: &Service) -> Option<i64> {
+    let spec = service.spec.as_ref()?;
+    if spec.type_.as_deref() != Some("LoadBalancer")
+        || spec.external_traffic_policy.as_deref() != Some("Local")
+    {
+        return None;
+    }
+    spec.health_check_node_port
+        .filter(|p| *p != 0)
+        .map(i64::from)
+}
+
+/// An instance found for a node (`gceInstance`).
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub zone: String,
+    pub name: String,
+    pub tags: Vec<String>,
+}
+
+impl Host {
+    fn comparable(&self) -> String {
+        format!("/zones/{}/instances/{}", self.zone, self.name)
+    }
+}
+
+/// The HTTP health check to have (`makeHTTPHealthCheck`).
+#[derive(Debug, Clone)]
+struct HealthCheck {
+    name: String,
+    port: i64,
+    path: String,
+}
+
+fn lb_err(e: impl std::fmt::Display) -> LbError {
+    LbError::Other(e.to_string())
+}
+
+fn ignore_not_found(r: Result<(), ComputeError>) -> Result<(), ComputeError> {
+    match r {
+        Err(e) if e.is_not_found() => Ok(()),
+        other => other,
+    }
+}
+
+impl Gce {
+    fn region_path(&self, kind: &str, name: &str) -> String {
+        format!(
+            "{}/regions/{}/{kind}/{name}",
+            self.config.project_id, self.config.region
+        )
+    }
+
+    fn global_path(&self, kind: &str, name: &str) -> String {
+        format!("{}/global/{kind}/{name}", self.config.project_id)
+    }
+
+    fn target_pool_url(&self, name: &str) -> String {
+        self.client.url(&self.region_path("targetPools", name))
+    }
+
+    /// `getInstancesByNames`: the instances of the managed zones whose names are the
+    /// nodes' (one list per zone, filtered by `node-instance-prefix`); an error when none
+    /// is found, so a pool never drops to zero by mistake.
+    pub async fn hosts_for(&self, nodes: &[Node]) -> Result<Vec<Host>, LbError> {
+        let mut wanted: BTreeMap<String, Option<Host>> = BTreeMap::new();
+        let mut prefix = self.config.node_instance_prefix.clone();
+        for n in nodes {
+            let name =
+                super::instances::canonical_name(n.metadata.name.as_deref().unwrap_or_default())
+                    .to_owned();
+            if !name.starts_with(&prefix) {
+                prefix.clear();
+            }
+            wanted.insert(name, None);
+        }
+        let filter = format!("name eq {prefix}.*");
+        let mut remaining = wanted.len();
+        for zone in &self.managed_zones {
+            if remaining == 0 {
+                break;
+            }
+            let list = self
+                .client
+                .list(
+                    &format!("{}/zones/{zone}/instances", self.config.project_id),
+                    Some(&filter),
+                )
+                .await
+                .map_err(lb_err)?;
+            for inst in list {
+                let name = str_field(&inst, "name");
+                if let Some(slot @ None) = wanted.get_mut(name) {
+                    *slot = Some(Host {
+                        zone: zone.clone(),
+                        name: name.to_owned(),
+                        tags: inst
+                            .pointer("/tags/items")
+                            .and_then(Value::as_array)
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(Value::as_str)
+                                    .map(str::to_owned)
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    });
+                    remaining -= 1;
+                }
+            }
+        }
+        let missing: Vec<&String> = wanted
+            .iter()
+            .filter(|(_, h)| h.is_none())
+            .map(|(n, _)| n)
+            .collect();
+        if !missing.is_empty() {
+            tracing::warn!(?missing, "failed to retrieve instances");
+        }
+        let hosts: Vec<Host> = wanted.into_values().flatten().collect();
+        if hosts.is_empty() {
+            return Err(LbError::Other("instance not found".to_owned()));
+        }
+        Ok(hosts)
+    }
+
+    /// `GetNodeTags`: `node-tags` from the config, else the longest tag of each
+    /// instance that prefixes its name (`computeHostTags`), cached per node-name set.
+    fn node_tags_for(&self, hosts: &[Host]) -> Result<Vec<String>, LbError> {
+        if !self.config.node_tags.is_empty() {
+            return Ok(self.config.node_tags.clone());
+        }
+        let names: BTreeSet<String> = hosts.iter().map(|h| h.name.clone()).collect();
+        let mut cache = self.node_tags.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((known, tags)) = cache.as_ref()
+            && *known == names
+        {
+            return Ok(tags.clone());
+        }
+        let mut tags = BTreeSet::new();
+        for h in hosts {
+            let longest = h
+                .tags
+                .iter()
+                .filter(|t| h.name.starts_with(t.as_str()))
+                .max_by_key(|t| t.len())
+                .ok_or_else(|| {
+                    LbError::Other(format!(
+                        "no node tags supplied and also failed to parse the given lists of hosts for tags: could not find any tag that is a prefix of instance name for instance {}",
+                        h.name
+                    ))
+                })?;
+            tags.insert(longest.clone());
+        }
+        let tags: Vec<String> = tags.into_iter().collect();
+        *cache = Some((names, tags.clone()));
+        Ok(tags)
+    }
+
+    /// `firewallObject`.
+    #[allow(clippy::too_many_arguments)]
+    fn firewall_object(
+        &self,
+        name: &str,
+        description: &str,
+        destination_ip: &str,
+        source_ranges: &[String],
+        protocol: &str,
+        ports: &[i32],
+        hosts: &[Host],
+    ) -> Result<Value, LbError> {
+        let mut fw = json!({
+            "name": name,
+            "description": description,
+            "network": self.config.network_url,
+            "sourceRanges": source_ranges,
+            "targetTags": self.node_tags_for(hosts)?,
+            "allowed": [{"IPProtocol": protocol.to_ascii_lowercase(), "ports": port_ranges(ports)}],
+            "priority": FIREWALL_PRIORITY,
+        });
+        if !destination_ip.is_empty() {
+            fw["destinationRanges"] = json!([destination_ip]);
+        }
+        Ok(fw)
+    }
+
+    /// Creates (409 tolerated) or patches a firewall.
+    async fn write_firewall(&self, fw: &Value, exists: bool) -> Result<(), LbError> {
+        let name = str_field(fw, "name");
+        let result = if exists {
+            self.client
+                .patch(&self.global_path("firewalls", name), fw)
+                .await
+        } else {
+            match self
+                .client
+                .insert(&format!("{}/global/firewalls", self.config.project_id), fw)
+                .await
+            {
+                Err(e) if e.is_already_exists() => Ok(()),
+                other => other,
+            }
+        };
+        result.map_err(lb_err)
+    }
+
+    /// `ensureAllowNodeFirewall` + `firewallNeedsUpdate`.
+    async fn ensure_node_firewall(
+        &self,
+        service: &Service,
+        lb: &str,
+        ip: &str,
+        protocol: &str,
+        ports: &[i32],
+        hosts: &[Host],
+    ) -> Result<(), LbError> {
+        let svc_name = service_name(service);
+        let mut ranges = crate::providers::openstack::loadbalancer::source_ranges(service);
+        if ranges.is_empty() {
+            ranges.push("0.0.0.0/0".to_owned());
+        }
+        let wanted_ranges = cidr_set(&ranges).map_err(|e| {
+            LbError::Other(format!("service {svc_name}: loadBalancerSourceRanges: {e}"))
+        })?;
+        let desc = firewall_description(&svc_name, ip);
+        let name = firewall_name(lb);
+        let existing = self
+            .client
+            .get_opt(&self.global_path("firewalls", &name))
+            .await
+            .map_err(lb_err)?;
+        if let Some(fw) = &existing {
+            let allowed = fw
+                .get("allowed")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let port_nums: BTreeSet<String> = ports.iter().map(|p| p.to_string()).collect();
+            let ranges_now: BTreeSet<String> = port_ranges(ports).into_iter().collect();
+            let fw_ports: BTreeSet<String> = allowed
+                .first()
+                .map(|a| str_list(a, "ports").into_iter().collect())
+                .unwrap_or_default();
+            let up_to_date = str_field(fw, "description") == desc
+                && allowed.len() == 1
+                && matches!(str_field(&allowed[0], "IPProtocol"), "tcp" | "udp")
+                && str_field(&allowed[0], "IPProtocol") == protocol.to_ascii_lowercase()
+                && (fw_ports == port_nums || fw_ports == ranges_now)
+                && cidr_set(&str_list(fw, "sourceRanges")).ok().as_ref() == Some(&wanted_ranges)
+                && str_list(fw, "destinationRanges") == vec![ip.to_owned()]
+                && int_field(fw, "priority") == FIREWALL_PRIORITY;
+            if up_to_date {
+                return Ok(());
+            }
+        }
+        let source: Vec<String> = wanted_ranges.into_iter().collect();
+        let fw = self.firewall_object(&name, &desc, ip, &source, protocol, ports, hosts)?;
+        self.write_firewall(&fw, existing.is_some()).await
+    }
+
+    /// `ensureHTTPHealthCheckFirewall`.
+    #[allow(clippy::too_many_arguments)]
+    async fn ensure_health_check_firewall(
+        &self,
+        service: &Service,
+        ip: &str,
+        cluster_id: &str,
+        hosts: &[Host],
+        hc: &HealthCheck,
+        nodes: bool,
+    ) -> Result<(), LbError> {
+        let desc = if nodes {
+            format!(r#"{{"kubernetes.io/cluster-id":"{cluster_id}"}}"#)
+        } else {
+            firewall_description(&service_name(service), ip)
+        };
+        let ranges: Vec<String> = HEALTH_CHECK_SOURCE_RANGES
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let port = i32::try_from(hc.port).unwrap_or_default();
+        let name = health_check_firewall_name(cluster_id, &hc.name, nodes);
+        let existing = self
+            .client
+            .get_opt(&self.global_path("firewalls", &name))
+            .await
+            .map_err(lb_err)?;
+        if let Some(fw) = &existing {
+            let allowed = fw
+                .get("allowed")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let up_to_date = str_field(fw, "description") == desc
+                && allowed.len() == 1
+                && str_field(&allowed[0], "IPProtocol") == "tcp"
+                && str_list(&allowed[0], "ports") == vec![hc.port.to_string()]
+                && cidr_set(&str_list(fw, "sourceRanges")).ok() == cidr_set(&ranges).ok()
+                && int_field(fw, "priority") == FIREWALL_PRIORITY;
+            if up_to_date {
+                return Ok(());
+            }
+        }
+        let fw = self.firewall_object(&name, &desc, ip, &ranges, "tcp", &[port], hosts)?;
+        self.write_firewall(&fw, existing.is_some()).await
+    }
+
+    /// `makeHTTPHealthCheck` as JSON.
+    fn health_check_object(hc: &HealthCheck) -> Value {
+        json!({
+            "name": hc.name,
+            "port": hc.port,
+            "requestPath": hc.path,
+            "host": "",
+            "description": service_description(&hc.name),
+            "checkIntervalSec": HC_INTERVAL,
+            "timeoutSec": HC_TIMEOUT,
+            "healthyThreshold": HC_HEALTHY,
+            "unhealthyThreshold": HC_UNHEALTHY,
+        })
+    }
+
+    /// `ensureHTTPHealthCheck`: create, or PUT when drifted (larger existing intervals
+    /// and thresholds kept, `mergeHTTPHealthChecks`); answers the check's selfLink.
+    async fn ensure_health_check(&self, hc: &HealthCheck) -> Result<String, LbError> {
+        let path = self.global_path("httpHealthChecks", &hc.name);
+        let mut want = Self::health_check_object(hc);
+        let existing = self.client.get_opt(&path).await.map_err(lb_err)?;
+        let current = match existing {
+            None => {
+                match self
+                    .client
+                    .insert(
+                        &format!("{}/global/httpHealthChecks", self.config.project_id),
+                        &want,
+                    )
+                    .await
+                {
+                    Err(e) if !e.is_already_exists() => return Err(lb_err(e)),
+                    _ => {}
+                }
+                self.client.get(&path).await.map_err(lb_err)?
+            }
+            Some(have) => {
+                let drifted = int_field(&have, "port") != hc.port
+                    || str_field(&have, "requestPath") != hc.path
+                    || str_field(&have, "description") != str_field(&want, "description")
+                    || int_field(&have, "checkIntervalSec") < HC_INTERVAL
+                    || int_field(&have, "timeoutSec") < HC_TIMEOUT
+                    || int_field(&have, "unhealthyThreshold") < HC_UNHEALTHY
+                    || int_field(&have, "healthyThreshold") < HC_HEALTHY;
+                if !drifted {
+                    have
+                } else {
+                    for k in [
+                        "checkIntervalSec",
+                        "timeoutSec",
+                        "unhealthyThreshold",
+                        "healthyThreshold",
+                    ] {
+                        let merged = int_field(&have, k).max(int_field(&want, k));
+                        want[k] = json!(merged);
+                    }
+                    self.client.update(&path, &want).await.map_err(lb_err)?;
+                    self.client.get(&path).await.map_err(lb_err)?
+                }
+            }
+        };
+        let link = str_field(&current, "selfLink");
+        Ok(if link.is_empty() {
+            self.client.url(&path)
+        } else {
+            link.to_owned()
+        })
+    }
+
+    /// `updateTargetPool`: one `addInstance` and/or one `removeInstance` with the diff,
+    /// then the pool is read back and its size checked.
+    async fn update_target_pool(&self, lb: &str, hosts: &[Host]) -> Result<(), LbError> {
+        let path = self.region_path("targetPools", lb);
+        let pool = self.client.get(&path).await.map_err(lb_err)?;
+        let mut existing: BTreeMap<String, String> = str_list(&pool, "instances")
+            .into_iter()
+            .map(|u| (comparable_host_path(&u), u))
+            .collect();
+        let mut to_add = Vec::new();
+        for h in hosts {
+            if existing.remove(&h.comparable()).is_none() {
+                to_add.push(json!({"instance": self.instance_url(&h.zone, &h.name)}));
+            }
+        }
+        let to_remove: Vec<Value> = existing
+            .into_values()
+            .map(|u| json!({"instance": u}))
+            .collect();
+        for chunk in to_add.chunks(MAX_INSTANCES_PER_UPDATE) {
+            self.client
+                .insert(&format!("{path}/addInstance"), &json!({"instances": chunk}))
+                .await
+                .map_err(lb_err)?;
+        }
+        for chunk in to_remove.chunks(MAX_INSTANCES_PER_UPDATE) {
+            self.client
+                .insert(
+                    &format!("{path}/removeInstance"),
+                    &json!({"instances": chunk}),
+                )
+                .await
+                .map_err(lb_err)?;
+        }
+        if to_add.is_empty() && to_remove.is_empty() {
+            return Ok(());
+        }
+        let updated = self.client.get(&path).await.map_err(lb_err)?;
+        let count = str_list(&updated, "instances").len();
+        if count != hosts.len() {
+            return Err(LbError::Other(format!(
+                "unexpected number of instances ({count}) in target pool {lb} after update (expected {})",
+                hosts.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// `DeleteExternalTargetPoolAndChecks`.
+    async fn delete_pool_and_checks(
+        &self,
+        lb: &str,
+        cluster_id: &str,
+        hc_names: &[String],
+    ) -> Result<(), LbError> {
+        ignore_not_found(
+            self.client
+                .delete(&self.region_path("targetPools", lb))
+                .await,
+        )
+        .map_err(lb_err)?;
+        for hc in hc_names {
+            let nodes = hc != lb;
+            let _guard = if nodes {
+                Some(self.shared_lock.lock().await)
+            } else {
+                None
+            };
+            match self
+                .client
+                .delete(&self.global_path("httpHealthChecks", hc))
+                .await
+            {
+                Ok(()) => {}
+                // Another pool still uses the shared check: keep it and its firewall.
+                Err(e) if e.is_in_use() => continue,
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(lb_err(e)),
+            }
+            let fw = health_check_firewall_name(cluster_id, hc, nodes);
+            ignore_not_found(
+                self.client
+                    .delete(&self.global_path("firewalls", &fw))
+                    .await,
+            )
+            .map_err(lb_err)?;
+        }
+        Ok(())
+    }
+
+    /// `ensureStaticIP`: reserve (409/400 = it already existed), then read its address.
+    async fn ensure_static_ip(
+        &self,
+        lb: &str,
+        svc_name: &str,
+        existing_ip: &str,
+    ) -> Result<(String, bool), LbError> {
+        let mut address = json!({
+            "name": lb,
+            "description": service_description(svc_name),
+            "networkTier": "PREMIUM",
+        });
+        if !existing_ip.is_empty() {
+            address["address"] = json!(existing_ip);
+        }
+        let existed = match self
+            .client
+            .insert(
+                &format!(
+                    "{}/regions/{}/addresses",
+                    self.config.project_id, self.config.region
+                ),
+                &address,
+            )
+            .await
+        {
+            Ok(()) => false,
+            Err(e) if matches!(e.status(), Some(409 | 400)) => true,
+            Err(e) => {
+                return Err(LbError::Other(format!(
+                    "failed to ensure a static IP for load balancer ({lb}): error creating gce static IP address: {e}"
+                )));
+            }
+        };
+        let found = if existing_ip.is_empty() {
+            self.client
+                .get(&self.region_path("addresses", lb))
+                .await
+                .map_err(lb_err)?
+        } else {
+            self.address_by_ip(existing_ip).await?.ok_or_else(|| {
+                LbError::Other(format!(
+                    "error getting static IP address {existing_ip}: not found"
+                ))
+            })?
+        };
+        Ok((str_field(&found, "address").to_owned(), existed))
+    }
+
+    /// `GetRegionAddressByIP`.
+    async fn address_by_ip(&self, ip: &str) -> Result<Option<Value>, LbError> {
+        let list = self
+            .client
+            .list(
+                &format!(
+                    "{}/regions/{}/addresses",
+                    self.config.project_id, self.config.region
+                ),
+                Some(&format!("address eq {ip}")),
+            )
+            .await
+            .map_err(lb_err)?;
+        Ok(list.into_iter().find(|a| str_field(a, "address") == ip))
+    }
+
+    /// `ensureExternalLoadBalancer`.
+    async fn ensure_external(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, LbError> {
+        let (protocol, ports) = protocol_and_ports(service).map_err(LbError::Other)?;
+        if nodes.is_empty() {
+            return Err(LbError::Other(
+                "cannot EnsureLoadBalancer() with no hosts".to_owned(),
+            ));
+        }
+        let hosts = self.hosts_for(nodes).await?;
+        let lb = lb_name(service);
+        let svc_name = service_name(service);
+        let cluster_id = self.cluster_id(cluster).await.map_err(LbError::Other)?;
+        let requested_ip = service
+            .spec
+            .as_ref()
+            .and_then(|s| s.load_balancer_ip.clone())
+            .unwrap_or_default();
+        let affinity = match service
+            .spec
+            .as_ref()
+            .and_then(|s| s.session_affinity.as_deref())
+        {
+            Some("ClientIP") => "CLIENT_IP",
+            _ => "NONE",
+        };
+
+        // forwardingRuleNeedsUpdate
+        let fwd = self
+            .client
+            .get_opt(&self.region_path("forwardingRules", &lb))
+            .await
+            .map_err(lb_err)?;
+        let fwd_ip = fwd
+            .as_ref()
+            .map(|f| str_field(f, "IPAddress").to_owned())
+            .unwrap_or_default();
+        let fwd_needs_update = match &fwd {
+            None => true,
+            Some(f) => {
+                (!requested_ip.is_empty() && requested_ip != fwd_ip)
+                    || str_field(f, "portRange") != port_range(&ports)
+                    || str_field(f, "IPProtocol") != protocol
+            }
+        };
+        // targetPoolNeedsRecreation
+        let pool = self
+            .client
+            .get_opt(&self.region_path("targetPools", &lb))
+            .await
+            .map_err(lb_err)?;
+        let mut tp_needs_recreation = match &pool {
+            None => true,
+            Some(p) => {
+                let have = str_field(p, "sessionAffinity");
+                !have.is_empty() && have != affinity
+            }
+        };
+        // Which health check to have, and whether the kind changed.
+        let local_hc = self
+            .client
+            .get_opt(&self.global_path("httpHealthChecks", &lb))
+            .await
+            .map_err(lb_err)?;
+        let nodes_hc = HealthCheck {
+            name: nodes_health_check_name(&cluster_id),
+            port: NODES_HEALTH_CHECK_PORT,
+            path: HEALTH_CHECK_PATH.to_owned(),
+        };
+        let (hc_to_create, hc_to_delete) = match health_check_path_port(service) {
+            Some(port) => {
+                let delete = if local_hc.is_none() {
+                    tp_needs_recreation = true;
+                    Some(nodes_hc.name.clone())
+                } else {
+                    None
+                };
+                let hc = HealthCheck {
+                    name: lb.clone(),
+                    port,
+                    path: HEALTH_CHECK_PATH.to_owned(),
+                };
+                (hc, delete)
+            }
+            None => {
+                let delete = local_hc.as_ref().map(|_| {
+                    tp_needs_recreation = true;
+                    lb.clone()
+                });
+                (nodes_hc, delete)
+            }
+        };
+        let recreate_fwd = fwd.is_none() || fwd_needs_update || tp_needs_recreation;
+
+        // The IP: user-owned, the forwarding rule's (kept), or a reserved static one.
+        let mut user_owned = false;
+        if !requested_ip.is_empty() {
+            if self.address_by_ip(&requested_ip).await?.is_some() {
+                user_owned = true;
+            } else if requested_ip != fwd_ip {
+                return Err(LbError::Other(format!(
+                    "requested ip {requested_ip:?} is neither static nor assigned to the LB"
+                )));
+            }
+        }
+        let mut reserved = false;
+        let ip = if user_owned {
+            requested_ip.clone()
+        } else if !recreate_fwd {
+            fwd_ip.clone()
+        } else {
+            let (ip, existed) = self.ensure_static_ip(&lb, &svc_name, &fwd_ip).await?;
+            reserved = !existed;
+            ip
+        };
+        let result = self
+            .ensure_rest(
+                service,
+                &lb,
+                &svc_name,
+                &cluster_id,
+                &ip,
+                &protocol,
+                &ports,
+                affinity,
+                &hosts,
+                fwd.is_some(),
+                recreate_fwd,
+                pool.is_some(),
+                tp_needs_recreation,
+                &hc_to_create,
+                hc_to_delete,
+            )
+            .await;
+        // The deferred release: safe once the forwarding rule holds the IP (or when we
+        // reserved it in this call and failed before touching the rule).
+        let safe = match &result {
+            Ok(_) => true,
+            Err(_) => reserved && fwd.is_none(),
+        };
+        if !user_owned && recreate_fwd {
+            if safe {
+                match ignore_not_found(
+                    self.client
+                        .delete(&self.region_path("addresses", &lb))
+                        .await,
+                ) {
+                    Ok(()) => {}
+                    // Some Computes refuse to release an address a forwarding rule holds
+                    // (upstream expects it to become ephemeral): it stays reserved and
+                    // is released with the load balancer.
+                    Err(e) if e.is_in_use() => {
+                        tracing::info!(%lb, "static IP {ip} stays reserved: {e}");
+                    }
+                    Err(e) => tracing::error!(%lb, "failed to release static IP {ip}: {e}"),
+                }
+            } else {
+                tracing::warn!(%lb, "orphaning static IP {ip} after a failed update");
+            }
+        }
+        result?;
+        Ok(LoadBalancerStatus {
+            ingress: Some(vec![LoadBalancerIngress {
+                ip: Some(ip),
+                ..Default::default()
+            }]),
+        })
+    }
+
+    /// Firewalls, pool, health checks and forwarding rule, once the IP is known.
+    #[allow(clippy::too_many_arguments)]
+    async fn ensure_rest(
+        &self,
+        service: &Service,
+        lb: &str,
+        svc_name: &str,
+        cluster_id: &str,
+        ip: &str,
+        protocol: &str,
+        ports: &[i32],
+        affinity: &str,
+        hosts: &[Host],
+        fwd_exists: bool,
+        recreate_fwd: bool,
+        tp_exists: bool,
+        tp_needs_recreation: bool,
+        hc: &HealthCheck,
+        hc_to_delete: Option<String>,
+    ) -> Result<(), LbError> {
+        self.ensure_node_firewall(service, lb, ip, protocol, ports, hosts)
+            .await?;
+        if fwd_exists && recreate_fwd {
+            ignore_not_found(
+                self.client
+                    .delete(&self.region_path("forwardingRules", lb))
+                    .await,
+            )
+            .map_err(|e| {
+                LbError::Other(format!(
+                    "failed to delete existing forwarding rule for load balancer ({lb}) update: {e}"
+                ))
+            })?;
+        }
+        let nodes_hc = hc.name != lb;
+        if tp_needs_recreation {
+            if tp_exists {
+                let names: Vec<String> = hc_to_delete.into_iter().collect();
+                self.delete_pool_and_checks(lb, cluster_id, &names).await?;
+            }
+            // createTargetPoolAndHealthCheck
+            let link = {
+                let _guard = if nodes_hc {
+                    Some(self.shared_lock.lock().await)
+                } else {
+                    None
+                };
+                self.ensure_health_check_firewall(service, ip, cluster_id, hosts, hc, nodes_hc)
+                    .await?;
+                self.ensure_health_check(hc).await?
+            };
+            let first: Vec<String> = hosts
+                .iter()
+                .take(MAX_TARGET_POOL_CREATE_INSTANCES)
+                .map(|h| self.instance_url(&h.zone, &h.name))
+                .collect();
+            let pool = json!({
+                "name": lb,
+                "description": service_description(svc_name),
+                "instances": first,
+                "sessionAffinity": affinity,
+                "healthChecks": [link],
+            });
+            match self
+                .client
+                .insert(
+                    &format!(
+                        "{}/regions/{}/targetPools",
+                        self.config.project_id, self.config.region
+                    ),
+                    &pool,
+                )
+                .await
+            {
+                Err(e) if !e.is_already_exists() => {
+                    return Err(LbError::Other(format!(
+                        "failed to create target pool for load balancer ({lb}): {e}"
+                    )));
+                }
+                _ => {}
+            }
+            if hosts.len() > MAX_TARGET_POOL_CREATE_INSTANCES {
+                self.update_target_pool(lb, hosts).await?;
+            }
+        } else if tp_exists {
+            self.update_target_pool(lb, hosts).await?;
+            self.ensure_health_check(hc).await?;
+            let _guard = if nodes_hc {
+                Some(self.shared_lock.lock().await)
+            } else {
+                None
+            };
+            self.ensure_health_check_firewall(service, ip, cluster_id, hosts, hc, nodes_hc)
+                .await?;
+        }
+        if recreate_fwd {
+            let rule = json!({
+                "name": lb,
+                "description": service_description(svc_name),
+                "IPAddress": ip,
+                "IPProtocol": protocol,
+                "portRange": port_range(ports),
+                "target": self.target_pool_url(lb),
+                "networkTier": "PREMIUM",
+            });
+            match self
+                .client
+                .insert(
+                    &format!(
+                        "{}/regions/{}/forwardingRules",
+                        self.config.project_id, self.config.region
+                    ),
+                    &rule,
+                )
+                .await
+            {
+                Err(e) if !e.is_already_exists() => {
+                    return Err(LbError::Other(format!(
+                        "failed to create forwarding rule for load balancer ({lb}): {e}"
+                    )));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `ensureExternalLoadBalancerDeleted`.
+    async fn delete_external(&self, cluster: &str, service: &Service) -> Result<(), LbError> {
+        let lb = lb_name(service);
+        let cluster_id = self.cluster_id(cluster).await.map_err(LbError::Other)?;
+        let hc_names = if health_check_path_port(service).is_some() {
+            match self
+                .client
+                .get_opt(&self.global_path("httpHealthChecks", &lb))
+                .await
+                .map_err(lb_err)?
+            {
+                Some(_) => vec![lb.clone()],
+                None => vec![],
+            }
+        } else {
+            // Unknown which kind it used (type changed away from LoadBalancer): both.
+            vec![lb.clone(), nodes_health_check_name(&cluster_id)]
+        };
+        let mut errors = Vec::new();
+        if let Err(e) = ignore_not_found(
+            self.client
+                .delete(&self.global_path("firewalls", &firewall_name(&lb)))
+                .await,
+        ) {
+            errors.push(e.to_string());
+        }
+        match ignore_not_found(
+            self.client
+                .delete(&self.region_path("forwardingRules", &lb))
+                .await,
+        ) {
+            Err(e) => errors.push(e.to_string()),
+            Ok(()) => {
+                if let Err(e) = self
+                    .delete_pool_and_checks(&lb, &cluster_id, &hc_names)
+                    .await
+                {
+                    errors.push(e.to_string());
+                }
+            }
+        }
+        // Last, once no forwarding rule holds it (upstream deletes it in parallel with
+        // the rest and retries on the aggregate error).
+        if let Err(e) = ignore_not_found(
+            self.client
+                .delete(&self.region_path("addresses", &lb))
+                .await,
+        ) {
+            errors.push(e.to_string());
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(LbError::Other(errors.join("; ")))
+        }
+    }
+}
+
+fn internal_unsupported(service: &Service) -> LbError {
+    LbError::Other(format!(
+        "service {}: internal load balancers ({LB_TYPE_ANNOTATION}: Internal) are not implemented by the reference CCM's gce provider",
+        service_name(service)
+    ))
+}
+
+/// Whether the Service is handed to the regional backend-service controller (ingress-gce)
+/// rather than this one: the `cloud.google.com/l4-rbs: enabled` annotation or a finalizer
+/// of that controller, unless this controller's own finalizer says it already owns the
+/// Service (cloud-provider-gcp `providers/gce/gce_util.go` `shouldProcessNetLB`,
+/// `usesL4RBS`; `gce_annotations.go` `RBSAnnotationKey`). Upstream then answers
+/// `ImplementedElsewhere` from ensure, update and delete (`gce_loadbalancer_external.go`).
+fn implemented_elsewhere(service: &Service) -> bool {
+    let finalizers = service.metadata.finalizers.as_deref().unwrap_or_default();
+    let has = |f: &str| finalizers.iter().any(|x| x == f);
+    if has("gke.networking.io/l4-netlb-v1") {
+        return false;
+    }
+    let rbs = service
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("cloud.google.com/l4-rbs"))
+        .is_some_and(|v| v == "enabled");
+    rbs || has("gke.networking.io/l4-netlb-v2") || has("gke.networking.io/l4-netlb-v3")
+}
+
+impl LoadBalancer for Gce {
+    async fn get_load_balancer(
+        &self,
+        _cluster: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, LbError> {
+        let lb = lb_name(service);
+        let fwd = self
+            .client
+            .get_opt(&self.region_path("forwardingRules", &lb))
+            .await
+            .map_err(lb_err)?;
+        Ok(fwd.map(|f| LoadBalancerStatus {
+            ingress: Some(vec![LoadBalancerIngress {
+                ip: Some(str_field(&f, "IPAddress").to_owned()),
+                ..Default::default()
+            }]),
+        }))
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, LbError> {
+        if is_internal(service) {
+            return Err(internal_unsupported(service));
+        }
+        if implemented_elsewhere(service) {
+            return Err(LbError::ImplementedElsewhere);
+        }
+        let lb = lb_name(service);
+        // A forwarding rule of the other scheme is torn down first (EnsureLoadBalancer).
+        if let Some(f) = self
+            .client
+            .get_opt(&self.region_path("forwardingRules", &lb))
+            .await
+            .map_err(lb_err)?
+            && str_field(&f, "loadBalancingScheme").eq_ignore_ascii_case("INTERNAL")
+        {
+            return Err(internal_unsupported(service));
+        }
+        self.ensure_external(cluster, service, nodes).await
+    }
+
+    async fn update_load_balancer(
+        &self,
+        _cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(), LbError> {
+        if is_internal(service) {
+            return Err(internal_unsupported(service));
+        }
+        if implemented_elsewhere(service) {
+            return Err(LbError::ImplementedElsewhere);
+        }
+        // updateExternalLoadBalancer: only the pool's members.
+        let hosts = self.hosts_for(nodes).await?;
+        self.update_target_pool(&lb_name(service), &hosts).await
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<(), LbError> {
+        if implemented_elsewhere(service) {
+            return Err(LbError::ImplementedElsewhere);
+        }
+        // Also for an Internal-annotated Service: whatever external resources carry its
+        // name are removed; internal ones are never created by this provider.
+        self.delete_external(cluster, service).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rbs_services_are_implemented_elsewhere() {
+        let svc = |v: serde_json::Value| -> Service { serde_json::from_value(v).unwrap() };
+        assert!(!implemented_elsewhere(&svc(json!({"metadata": {}}))));
+        assert!(implemented_elsewhere(&svc(json!({"metadata": {
+            "annotations": {"cloud.google.com/l4-rbs": "enabled"}}}))));
+        assert!(!implemented_elsewhere(&svc(json!({"metadata": {
+            "annotations": {"cloud.google.com/l4-rbs": "disabled"}}}))));
+        assert!(!implemented_elsewhere(&svc(json!({"metadata": {
+            "annotations": {"cloud.google.com/l4-rbs": "enabled"},
+            "finalizers": ["gke.networking.io/l4-netlb-v1"]}}))));
+        assert!(implemented_elsewhere(&svc(json!({"metadata": {
+            "finalizers": ["gke.networking.io/l4-netlb-v2"]}}))));
+    }
+
+    #[test]
+    fn names_and_ranges() {
+        let svc: Service = serde_json::from_value(
+            json!({"metadata": {"uid": "11111111-2222-3333-4444-555555555555"}}),
+        )
+        .unwrap_or_default();
+        assert_eq!(lb_name(&svc), "a1111111122223333444455555555555");
+        assert_eq!(
+            port_ranges(&[80, 81, 82, 443, 8080, 8080]),
+            vec!["80-82", "443", "8080"]
+        );
+        assert_eq!(port_range(&[443, 80]), "80-443");
+        assert_eq!(normalize_cidr("10.1.2.3/8"), Ok("10.0.0.0/8".to_owned()));
+        assert_eq!(normalize_cidr("0.0.0.0/0"), Ok("0.0.0.0/0".to_owned()));
+        assert!(normalize_cidr("10.0.0.0").is_err());
+        assert_eq!(
+            comparable_host_path("http://h/compute/v1/projects/p/zones/z/instances/n"),
+            "/zones/z/instances/n"
+        );
+        assert_eq!(
+            health_check_firewall_name("cid", "k8s-cid-node", true),
+            "k8s-cid-node-http-hc"
+        );
+        assert_eq!(
+            health_check_firewall_name("cid", "alb", false),
+            "k8s-alb-http-hc"
+        );
+    }
+}
