@@ -893,7 +893,7 @@ async fn cluster(args: ClusterArgs) -> Result<()> {
         std::fs::write(&conf, cloud.cloud_config())?;
         let port = ccm_harness::ccm::free_port()?;
         let ccm_args = vec![
-            format!("--cloud-provider={}", cloud.provider().name()),
+            format!("--cloud-provider={}", cloud.provider().cloud_provider()),
             format!("--cloud-config={}", conf.display()),
             format!("--kubeconfig={}", kubeconfig.display()),
             "--bind-address=127.0.0.1".into(),
@@ -959,7 +959,10 @@ async fn mock(args: MockArgs) -> Result<ExitCode> {
         // Azure is always HTTPS (azcore and azure-core refuse bearer tokens over HTTP); the
         // ready file names the generated CA in `ca_file`.
         "azure" => serve_mock::<mock_azure::AzureMock>(&args).await,
-        other => bail!("unknown cloud {other:?} (mocks: openstack, aws, vsphere, azure)"),
+        // GCE clients speak plain HTTP to an `api-endpoint`, and the metadata server is
+        // HTTP by design; the ready file's `metadata_host` is for `GCE_METADATA_HOST`.
+        "gcp" => serve_mock::<mock_gcp::GcpMock>(&args).await,
+        other => bail!("unknown cloud {other:?} (mocks: openstack, aws, vsphere, azure, gcp)"),
     }
 }
 

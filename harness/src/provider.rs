@@ -7,6 +7,7 @@ pub enum Provider {
     Aws,
     Vsphere,
     Azure,
+    Gcp,
 }
 
 impl Provider {
@@ -20,13 +21,23 @@ impl Provider {
         ]
     }
 
-    /// The name used by `--cloud-provider`, in case names and on the command line.
+    /// The name in case names and on the command line (`--provider`, `mock <cloud>`).
     pub fn name(self) -> &'static str {
         match self {
             Provider::OpenStack => "openstack",
             Provider::Aws => "aws",
             Provider::Vsphere => "vsphere",
             Provider::Azure => "azure",
+            Provider::Gcp => "gcp",
+        }
+    }
+
+    /// What a CCM's `--cloud-provider` calls it: the name, except GCP, whose provider
+    /// registers as `gce` (cloud-provider-gcp `providers/gce/gce.go` `ProviderName`).
+    pub fn cloud_provider(self) -> &'static str {
+        match self {
+            Provider::Gcp => "gce",
+            other => other.name(),
         }
     }
 
@@ -36,8 +47,9 @@ impl Provider {
             "aws" => Ok(Provider::Aws),
             "vsphere" => Ok(Provider::Vsphere),
             "azure" => Ok(Provider::Azure),
+            "gcp" | "gce" => Ok(Provider::Gcp),
             other => Err(format!(
-                "unknown provider {other:?} (known: openstack, aws, vsphere, azure)"
+                "unknown provider {other:?} (known: openstack, aws, vsphere, azure, gcp)"
             )),
         }
     }
@@ -72,7 +84,16 @@ mod tests {
                 Provider::Azure
             ]
         );
-        assert!(Provider::parse("gce").unwrap_err().contains("vsphere"));
+        assert!(Provider::parse("gke").unwrap_err().contains("vsphere"));
+    }
+
+    #[test]
+    fn gcp_registers_as_gce() {
+        assert_eq!(Provider::parse("gcp"), Ok(Provider::Gcp));
+        assert_eq!(Provider::parse("gce"), Ok(Provider::Gcp));
+        assert_eq!(Provider::Gcp.name(), "gcp");
+        assert_eq!(Provider::Gcp.cloud_provider(), "gce");
+        assert_eq!(Provider::Azure.cloud_provider(), "azure");
     }
 
     #[test]
@@ -81,6 +102,6 @@ mod tests {
             Provider::parse_list("aws,,openstack,aws"),
             Ok(vec![Provider::Aws, Provider::OpenStack])
         );
-        assert!(Provider::parse_list("aws,gce").is_err());
+        assert!(Provider::parse_list("aws,gke").is_err());
     }
 }

@@ -158,6 +158,20 @@ async fn nl03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         },
     )?;
     env.stop_kubelet("node-a").await?;
+    if let Err(why) = env.cloud().supports(Feature::ShutdownDetection) {
+        // As upstream's lifecycle controller does with a provider that cannot tell: the
+        // instance exists, so the node stays, and nothing marks it shut down
+        // (kubernetes/cloud-provider controllers/nodelifecycle: an error from
+        // `shutdownInCloudProvider` is logged and the node left as it is).
+        env.node_holds(
+            "node-a",
+            "the NotReady node kept without the shutdown taint",
+            Duration::from_secs(3),
+            not_shutdown_tainted,
+        )
+        .await?;
+        return Ok(vec![("shutdown_detection".into(), format!("none: {why}"))]);
+    }
     env.node_eventually("node-a", "the shutdown taint", REACT, shutdown_tainted)
         .await?;
     let node = env.node("node-a").await?;
@@ -182,6 +196,7 @@ async fn nl03(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 }
 
 async fn nl04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    env.cloud().require(Feature::ShutdownDetection)?;
     let (instance, _) = initialized_node(env, "node-a", NodeOptions::default()).await?;
     env.cloud().update_instance(
         &instance.id,

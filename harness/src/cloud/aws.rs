@@ -196,7 +196,8 @@ impl Backend for Aws {
             // cluster name.
             Feature::ReplacementGetsNewProviderId
             | Feature::UpdateFailsForMissingLoadBalancer
-            | Feature::LoadBalancersSurviveClusterRename => Ok(()),
+            | Feature::LoadBalancersSurviveClusterRename
+            | Feature::ShutdownDetection => Ok(()),
         }
     }
 

@@ -3,7 +3,7 @@
 //! provider's CCM should report (providerID format, region, config file).
 //!
 //! [`CloudControl`] is opaque: each cloud implements the crate-private [`Backend`] trait in
-//! its own file ([`openstack`], [`aws`], [`vsphere`], [`azure`]), and nothing outside this folder can
+//! its own file ([`openstack`], [`aws`], [`vsphere`], [`azure`], [`gcp`]), and nothing outside this folder can
 //! tell which cloud it holds except through [`CloudControl::provider`]. Questions a case
 //! asks of the cloud's request journal have typed answers: each backend classifies its
 //! journal entries into [`CloudCall`]s (instance lookup, route write, load-balancer create /
@@ -26,6 +26,7 @@ pub use crate::provider::Provider;
 
 pub mod aws;
 pub mod azure;
+pub mod gcp;
 pub mod openstack;
 pub mod vsphere;
 
@@ -139,6 +140,9 @@ pub enum Feature {
     /// Load balancers that can keep their identity (and address) across a `--cluster-name`
     /// change (UP-06).
     LoadBalancersSurviveClusterRename,
+    /// The provider tells a shut-down instance from a running one (`InstanceShutdown`), so
+    /// the lifecycle controller can taint its NotReady node (NL-03, NL-04).
+    ShutdownDetection,
 }
 
 /// A fault to inject into the cloud API the CCM uses.
@@ -559,6 +563,7 @@ impl CloudControl {
             // Nodes are VMs the cases create; the mock seeds none.
             Provider::Vsphere => Box::new(vsphere::VsphereCloud::start(address_block).await?),
             Provider::Azure => Box::new(azure::Azure::start(seeded_nodes, address_block).await?),
+            Provider::Gcp => Box::new(gcp::Gcp::start(seeded_nodes, address_block).await?),
         };
         Ok(Self { backend })
     }

@@ -585,6 +585,9 @@ impl Backend for VsphereCloud {
             | Feature::SeparateExternalAddresses => Ok(()),
             // A new VM has a new BIOS UUID, and the providerID is made of it.
             Feature::ReplacementGetsNewProviderId => Ok(()),
+            // The VM's power state (pkg/cloudprovider/vsphere/instances.go
+            // InstanceShutdownByProviderID).
+            Feature::ShutdownDetection => Ok(()),
         }
     }
 

@@ -38,7 +38,7 @@ impl Environment {
     /// The CCM command line: the provider's upstream flags, then the case's, then the user's.
     pub fn ccm_command_line(&self, port: u16) -> Vec<String> {
         let mut args = vec![
-            format!("--cloud-provider={}", self.provider.name()),
+            format!("--cloud-provider={}", self.provider.cloud_provider()),
             format!("--cloud-config={}", self.cloud_config.display()),
             format!("--kubeconfig={}", self.kubeconfig.display()),
             "--leader-elect=false".into(),

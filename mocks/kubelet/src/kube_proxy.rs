@@ -11,6 +11,13 @@
 //! answer to any path, 200 when the node has a local endpoint and 503 otherwise, with a
 //! JSON body `{"service":{"namespace","name"},"localEndpoints":N,"serviceProxyHealthy":true}`.
 //!
+//! Like every kube-proxy it also serves its own health server on the node IP at port
+//! [`PROXIER_HEALTH_PORT`] (kube-proxy's `--healthz-bind-address` default `0.0.0.0:10256`,
+//! kubernetes `pkg/proxy/healthcheck/proxier_health.go`): `GET /healthz` answers 200 with
+//! `{"lastUpdated","currentTime","nodeEligible":true}`, any other path 404. Cloud load
+//! balancers probe it for `externalTrafficPolicy: Cluster` (cloud-provider-gcp's node
+//! health check `k8s-<cluster-id>-node` on 10256 `/healthz`).
+//!
 //! There are no pods, so which nodes have a local endpoint is declared on the Service by
 //! the test: the annotation [`LOCAL_ENDPOINTS_ANNOTATION`] lists node names, comma
 //! separated (absent = no node has one).
@@ -78,6 +85,8 @@ pub const RETRY_PERIOD: Duration = Duration::from_secs(1);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most of a health-check request head read.
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
+/// kube-proxy's own health server port (`--healthz-bind-address` default).
+pub const PROXIER_HEALTH_PORT: u16 = 10256;
 /// Concurrent connections per TCP port.
 const MAX_CONNECTIONS: usize = 256;
 
@@ -88,6 +97,8 @@ enum Role {
     NodePort { udp: bool },
     /// A Service's healthCheckNodePort (TCP, HTTP).
     Health { namespace: String, name: String },
+    /// kube-proxy's own `/healthz` ([`PROXIER_HEALTH_PORT`]).
+    ProxierHealth,
 }
 
 /// What a bound port answers, updated in place without rebinding.
@@ -187,6 +198,13 @@ fn wanted(
     floating_ip: bool,
 ) -> HashMap<Binding, Live> {
     let mut out = HashMap::new();
+    out.insert(
+        Binding {
+            addr: SocketAddr::new(node_ip, PROXIER_HEALTH_PORT),
+            role: Role::ProxierHealth,
+        },
+        Live::default(),
+    );
     for svc in services {
         let Some(spec) = &svc.spec else { continue };
         let ty = spec.type_.as_deref().unwrap_or("ClusterIP");
@@ -509,6 +527,10 @@ async fn start(binding: &Binding, node_name: &str, live: Live) -> std::io::Resul
                 answer_health(stream, namespace.clone(), svc.clone(), local)
             }))
         }
+        Role::ProxierHealth => {
+            let listener = TcpListener::bind(binding.addr).await?;
+            tokio::spawn(serve_tcp(listener, answer_proxier_health))
+        }
     };
     Ok(Bound { task, live })
 }
@@ -561,29 +583,57 @@ async fn answer_udp(socket: UdpSocket, name: String, live: Arc<Mutex<Live>>) {
     }
 }
 
-/// Reads a request head (bounded in size and time) and answers like kube-proxy's service
-/// health server.
+/// Reads a request head, bounded in size and time; `None` when the client sent none.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    let read = async {
+        let mut head = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_HEAD {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => head.extend_from_slice(&chunk[..n]),
+            }
+        }
+        Some(head)
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, read)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Answers like kube-proxy's proxier health server: `/healthz` is healthy (the simulated
+/// proxy has no sync loop that could fall behind), anything else 404.
+async fn answer_proxier_health(mut stream: tokio::net::TcpStream) {
+    let Some(head) = read_head(&mut stream).await else {
+        return;
+    };
+    let line = String::from_utf8_lossy(&head);
+    let path = line.split_whitespace().nth(1).unwrap_or_default();
+    let response = if path.split('?').next() == Some("/healthz") {
+        let now = jiff::Timestamp::now().to_string();
+        let body =
+            serde_json::json!({"lastUpdated": now, "currentTime": now, "nodeEligible": true})
+                .to_string();
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    } else {
+        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+    };
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Reads a request head and answers like kube-proxy's service health server.
 async fn answer_health(
     mut stream: tokio::net::TcpStream,
     namespace: String,
     name: String,
     local_endpoints: u32,
 ) {
-    let read_head = async {
-        let mut head = Vec::new();
-        let mut chunk = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_HEAD {
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return false,
-                Ok(n) => head.extend_from_slice(&chunk[..n]),
-            }
-        }
-        true
-    };
-    if !matches!(
-        tokio::time::timeout(REQUEST_TIMEOUT, read_head).await,
-        Ok(true)
-    ) {
+    if read_head(&mut stream).await.is_none() {
         return;
     }
     let body = serde_json::json!({
@@ -611,6 +661,30 @@ mod tests {
 
     fn svc(v: serde_json::Value) -> Arc<Service> {
         Arc::new(serde_json::from_value(v).expect("service"))
+    }
+
+    #[tokio::test]
+    async fn the_proxier_health_server_answers_healthz_only() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = tokio::spawn(serve_tcp(listener, answer_proxier_health));
+        let get = |path: &'static str| async move {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.expect("write");
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.expect("read");
+            answer
+        };
+        let healthy = get("/healthz").await;
+        assert!(healthy.starts_with("HTTP/1.1 200 OK"), "{healthy}");
+        let body = healthy.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let body: serde_json::Value = serde_json::from_str(body).expect("json body");
+        assert_eq!(body["nodeEligible"], true, "{body}");
+        assert!(body["lastUpdated"].is_string(), "{body}");
+        let other = get("/livez").await;
+        assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+        server.abort();
     }
 
     #[test]
@@ -657,10 +731,11 @@ mod tests {
             },
         );
         assert_eq!(w.get(&health).map(|l| l.local), Some(1));
+        assert!(w.contains_key(&port(PROXIER_HEALTH_PORT, Role::ProxierHealth)));
         assert_eq!(
             w.len(),
-            5,
-            "no SCTP, no ClusterIP, no health port for Cluster: {w:?}"
+            6,
+            "kube-proxy's own health port; no SCTP, no ClusterIP, no health port for Cluster: {w:?}"
         );
         assert_eq!(
             wanted("n2", ip, &services, false)
@@ -672,7 +747,7 @@ mod tests {
         // Floating IP: the LoadBalancer Services' own ports too (one binding for port 80,
         // which both share), never those of a NodePort Service.
         let floating = wanted("n1", ip, &services, true);
-        assert_eq!(floating.len(), 6, "{floating:?}");
+        assert_eq!(floating.len(), 7, "{floating:?}");
         assert!(floating.contains_key(&port(80, Role::NodePort { udp: false })));
         assert!(!floating.contains_key(&port(53, Role::NodePort { udp: true })));
     }

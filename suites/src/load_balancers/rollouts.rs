@@ -145,13 +145,16 @@ async fn udp_once(target: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).to_string())
 }
 
-/// Which servers answer [`AFFINITY_REQUESTS`] new flows (each answered, or a failure).
-async fn affinity_answers(target: &str) -> Result<Vec<String>, CaseError> {
+/// Which servers answer [`AFFINITY_REQUESTS`] new flows; `Err` names the first flow left
+/// unanswered. An affinity change may rebuild the load balancer (GCE recreates the target
+/// pool and its forwarding rule: cloud-provider-gcp `gce_loadbalancer_external.go`,
+/// `tpNeedsRecreation`), so the callers wait through unanswered rounds.
+async fn affinity_answers(target: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     for _ in 0..AFFINITY_REQUESTS {
         match udp_once(target).await {
             Some(a) => out.push(a),
-            None => return Err(CaseError::failed(format!("no UDP answer from {target}"))),
+            None => return Err(format!("no UDP answer from {target}")),
         }
     }
     Ok(out)
@@ -203,7 +206,10 @@ pub(super) async fn lb22(env: &mut Environment) -> Result<CaseMetrics, CaseError
     )
     .await?;
     eventually("every new flow to reach one server", RECOVERY, || async {
-        let seen = affinity_answers(&target).await?;
+        let seen = match affinity_answers(&target).await {
+            Ok(seen) => seen,
+            Err(why) => return Ok(Probe::Pending(why)),
+        };
         let first = seen.first().cloned().unwrap_or_default();
         Ok(if seen.iter().all(|s| *s == first) {
             Probe::Done(())
@@ -217,7 +223,10 @@ pub(super) async fn lb22(env: &mut Environment) -> Result<CaseMetrics, CaseError
         "new flows to spread once affinity is off",
         RECOVERY,
         || async {
-            let seen = affinity_answers(&target).await?;
+            let seen = match affinity_answers(&target).await {
+                Ok(seen) => seen,
+                Err(why) => return Ok(Probe::Pending(why)),
+            };
             let distinct: std::collections::BTreeSet<_> = seen.iter().collect();
             Ok(if distinct.len() > 1 {
                 Probe::Done(())

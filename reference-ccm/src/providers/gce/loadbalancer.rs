@@ -958,8 +958,12 @@ impl Gce {
         }
         result?;
         Ok(LoadBalancerStatus {
+            // ipMode as the API server defaults it for an IP ingress (LoadBalancerIPMode,
+            // GA in 1.32); upstream leaves it unset, so its service controller sees the
+            // stored status differ and patches it again on every sync.
             ingress: Some(vec![LoadBalancerIngress {
                 ip: Some(ip),
+                ip_mode: Some("VIP".to_owned()),
                 ..Default::default()
             }]),
         })
@@ -1193,6 +1197,7 @@ impl LoadBalancer for Gce {
         Ok(fwd.map(|f| LoadBalancerStatus {
             ingress: Some(vec![LoadBalancerIngress {
                 ip: Some(str_field(&f, "IPAddress").to_owned()),
+                ip_mode: Some("VIP".to_owned()),
                 ..Default::default()
             }]),
         }))
