@@ -251,7 +251,7 @@ struct RunArgs {
 
 #[derive(Args)]
 struct ClusterArgs {
-    /// Mock cloud to start beside the API server: openstack, aws, vsphere or azure.
+    /// Mock cloud to start beside the API server: openstack, aws, vsphere, azure or gcp.
     #[arg(long)]
     cloud: Option<String>,
     /// Simulated kubelets to register (with instances named like them when --cloud is set).
@@ -376,7 +376,7 @@ impl ClusterApi {
 
 #[derive(Args)]
 struct MockArgs {
-    /// Which cloud: openstack, aws, vsphere or azure.
+    /// Which cloud: openstack, aws, vsphere, azure or gcp.
     cloud: String,
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: std::net::SocketAddr,
@@ -674,6 +674,9 @@ fn resolve_upstream(settings: &mut Settings, providers: &[Provider]) -> Result<(
 /// `upstream build`: progress on stderr, the binary's path as the last line of stdout.
 fn upstream_build(args: UpstreamBuildArgs) -> Result<ExitCode> {
     let Some(upstream) = ccm_upstream::ccm(&args.provider) else {
+        if let Some(why) = ccm_upstream::why_no_ccm(&args.provider) {
+            bail!("no upstream CCM for {:?}: {why}", args.provider);
+        }
         bail!(
             "no upstream CCM for {:?} (known: {})",
             args.provider,

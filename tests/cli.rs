@@ -313,7 +313,7 @@ fn a_run_leaves_prow_files_and_publishes_to_a_file_bucket() {
     // Every default provider, in run order.
     assert_eq!(
         finished["metadata"]["provider"],
-        "openstack,aws,vsphere,azure"
+        "openstack,aws,vsphere,azure,gcp"
     );
     let log = std::fs::read_to_string(artifacts.join("build-log.txt")).unwrap();
     assert!(log.contains("PASS") && log.contains("(NI-01)"), "{log}");

@@ -18,6 +18,7 @@ impl Provider {
             Provider::Aws,
             Provider::Vsphere,
             Provider::Azure,
+            Provider::Gcp,
         ]
     }
 
@@ -81,7 +82,8 @@ mod tests {
                 Provider::OpenStack,
                 Provider::Aws,
                 Provider::Vsphere,
-                Provider::Azure
+                Provider::Azure,
+                Provider::Gcp
             ]
         );
         assert!(Provider::parse("gke").unwrap_err().contains("vsphere"));

@@ -150,6 +150,19 @@ pub fn ccm(provider: &str) -> Option<&'static Upstream> {
     CCMS.iter().find(|u| u.name == provider)
 }
 
+/// Why a provider the harness knows has no upstream CCM to build here.
+pub fn why_no_ccm(provider: &str) -> Option<&'static str> {
+    match provider {
+        // Checked 2026-11-27: the proxy refuses k8s.io/cloud-provider-gcp's version list,
+        // its commits and their pseudo-versions (403); it lists only
+        // k8s.io/cloud-provider-gcp/providers v0.28.2, which has no main package.
+        "gcp" => Some(
+            "the Go module proxy serves no version of k8s.io/cloud-provider-gcp (its tags are not valid module versions, and pseudo-versions of its commits are refused), so cmd/cloud-controller-manager cannot be built from its module",
+        ),
+        _ => None,
+    }
+}
+
 /// Per-node agents a provider's CCM relies on, by provider. Azure's CCM leaves node
 /// initialization to `cloud-node-manager` (one per node, same module and release): its
 /// options never fill the cloud-node controller's `ConcurrentNodeSyncs`
