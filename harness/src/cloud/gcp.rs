@@ -91,8 +91,8 @@ impl Gcp {
                 .next()
                 .unwrap_or_default()
                 .to_string(),
-            internal_ips: vec![i.network_ip],
-            external_ips: i.nat_ip.into_iter().collect(),
+            internal_ips: i.network_ips,
+            external_ips: i.nat_ips,
             dns_addresses: Vec::new(),
             system_uuid: String::new(),
         }
@@ -275,18 +275,8 @@ impl Backend for Gcp {
             Some(z) => self.zone_for(z),
             None => self.mock.ready_info().zone,
         };
-        let internal = spec.internal_ips.unwrap_or_default();
-        if internal.len() > 1 {
-            return Err(CaseError::Skipped(
-                "the mock GCP gives an instance one network interface yet".into(),
-            ));
-        }
-        let external = spec.external_ips;
-        if external.as_ref().is_some_and(|e| !e.is_empty()) {
-            return Err(CaseError::Skipped(
-                "the mock GCP allocates NAT addresses itself yet".into(),
-            ));
-        }
+        // Each internal IP is a network interface's networkIP (nic0, nic1, ...), the i-th
+        // external IP the one-to-one NAT of nic i, as GCE allows one per interface.
         let info = self
             .admin()
             .create_instance(mock_gcp::InstanceSpec {
@@ -294,8 +284,8 @@ impl Backend for Gcp {
                 zone: Some(zone),
                 tags: Some(vec![NODE_TAG.into()]),
                 machine_type: spec.instance_type,
-                network_ip: internal.into_iter().next(),
-                nat: external.map(|e| !e.is_empty()),
+                network_ips: spec.internal_ips.filter(|ips| !ips.is_empty()),
+                nat_ips: spec.external_ips,
                 ..Default::default()
             })
             .map_err(|e| CaseError::infra("creating an instance in mock GCP", e))?;
@@ -313,19 +303,13 @@ impl Backend for Gcp {
                 "GCP cannot express it: an instance always has a network interface".into(),
             ));
         }
-        if patch.internal_ips.is_some()
-            || patch.external_ips.as_ref().is_some_and(|e| !e.is_empty())
-        {
-            return Err(CaseError::Skipped(
-                "the mock GCP cannot change an instance's addresses yet".into(),
-            ));
-        }
         let info = self
             .admin()
             .update_instance(
                 id,
                 mock_gcp::InstancePatch {
-                    nat: patch.external_ips.map(|e| !e.is_empty()),
+                    network_ips: patch.internal_ips,
+                    nat_ips: patch.external_ips,
                     status: patch
                         .running
                         .map(|up| if up { "RUNNING" } else { "TERMINATED" }.to_string()),
@@ -423,16 +407,12 @@ impl Backend for Gcp {
             .routes()
             .into_iter()
             .map(|r| {
-                let instance = r
-                    .next_hop_instance
-                    .as_deref()
-                    .and_then(|url| url.rsplit('/').next());
-                let hop = match (&r.next_hop_ip, instance) {
+                let hop = match (&r.next_hop_ip, &r.next_hop_instance_name) {
                     (Some(ip), _) => ip.clone(),
                     (None, Some(name)) => admin
                         .instance(name)
                         .map(|i| i.network_ip)
-                        .unwrap_or_else(|| name.to_string()),
+                        .unwrap_or_else(|| name.clone()),
                     (None, None) => String::new(),
                 };
                 (r.dest_range, hop)
@@ -440,10 +420,21 @@ impl Backend for Gcp {
             .collect()
     }
 
-    fn add_route(&self, _destination: &str, _nexthop: &str) -> Result<(), CaseError> {
-        Err(CaseError::Skipped(
-            "the mock GCP cannot add a route out of band yet".into(),
-        ))
+    /// A route in the cluster's own namespace, as one a node that is gone left behind: GCE
+    /// routes share the project's network, and a CCM counts as its own only those named
+    /// `<cluster-name>-…` with the description `k8s-node-route` (cloud-provider-gcp
+    /// `providers/gce/gce_routes.go` `ListRoutes`); the route controller then keeps those
+    /// outside the cluster CIDR and removes the stale ones inside it.
+    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
+        let name = format!(
+            "{}-out-of-band-{}",
+            crate::env::CLUSTER_NAME,
+            destination.replace(['/', '.', ':'], "-")
+        );
+        self.admin()
+            .add_described_route(&name, destination, nexthop, "k8s-node-route")
+            .map(|_| ())
+            .map_err(|e| CaseError::infra("adding a route", e))
     }
 
     /// One per forwarding rule, `PENDING` while its last operation runs.
@@ -452,7 +443,7 @@ impl Backend for Gcp {
             .load_balancers()
             .into_iter()
             .map(|lb| CloudLoadBalancer {
-                id: lb.name.clone(),
+                id: lb.id,
                 name: lb.name,
                 vip: lb.ip,
                 state: if lb.pending { "PENDING" } else { "DONE" }.into(),
@@ -466,7 +457,7 @@ impl Backend for Gcp {
             admin
                 .load_balancers()
                 .into_iter()
-                .map(|lb| (lb.name.clone(), lb.name))
+                .map(|lb| (lb.id, lb.name))
                 .collect()
         }))
     }
@@ -479,7 +470,7 @@ impl Backend for Gcp {
             .into_iter()
             .map(|lb| {
                 let refs = vec![lb.name.clone(), format!("k8s-fw-{}", lb.name)];
-                (lb.name, refs)
+                (lb.id, refs)
             })
             .collect()
     }
@@ -519,7 +510,7 @@ impl Backend for Gcp {
                 .admin()
                 .load_balancers()
                 .into_iter()
-                .find(|lb| lb.name == id)
+                .find(|lb| lb.id == id || lb.name == id)
                 .map(|lb| lb.name)
                 .ok_or_else(|| CaseError::failed(format!("no forwarding rule {id}")))?;
             compute_delete(&self.mock.ready_info(), &name).await

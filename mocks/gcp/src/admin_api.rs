@@ -3,12 +3,14 @@
 //!
 //! - `GET /instances` -> `[InstanceInfo]`; `POST /instances` ([`crate::InstanceSpec`]) ->
 //!   201; `GET|PATCH|DELETE /instances/{name}` ([`crate::InstancePatch`]: `tags`,
-//!   `status`, `nat`, `machineType`)
+//!   `status`, `nat`, `machineType`, `network_ips`, `nat_ips`)
 //! - `GET /lifecycle`; `PUT /lifecycle`
 //!   `{"target": "default"|"type"|"resource", "name": "...", "mode": {...}|null}` -> 204
 //! - `GET /leaks` -> [`crate::Leaks`]
 //! - `GET /load-balancers` -> [`crate::LbSummary`] list (one per forwarding rule)
-//! - `GET /routes` -> [`crate::RouteInfo`] list
+//! - `GET /routes` -> [`crate::RouteInfo`] list; `POST /routes`
+//!   `{"name", "dest_range", "next_hop_ip"}` -> 201 [`crate::RouteInfo`] (a route made
+//!   outside the Compute API: not a leak)
 //! - `GET /resources/{collection}` -> the stored resources (`firewalls`, ...)
 
 use axum::body::Bytes;
@@ -64,7 +66,7 @@ pub fn routes(admin: Admin) -> Router {
         )
         .route(
             "/routes",
-            get(|State(a): State<Admin>| async move { Json(a.routes()) }),
+            get(|State(a): State<Admin>| async move { Json(a.routes()) }).post(add_route),
         )
         .route("/resources/{collection}", get(resources))
         .with_state(admin)
@@ -107,6 +109,24 @@ async fn resources(State(a): State<Admin>, Path(c): Path<String>) -> Response {
     match a.resources(&c) {
         Some(v) => Json(v).into_response(),
         None => admin_error(StatusCode::NOT_FOUND, &format!("no collection {c:?}")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteBody {
+    name: String,
+    dest_range: String,
+    next_hop_ip: String,
+}
+
+async fn add_route(State(a): State<Admin>, body: Result<Bytes, BytesRejection>) -> Response {
+    match parse_admin_json::<RouteBody>(body) {
+        Ok(b) => done(
+            StatusCode::CREATED,
+            a.add_route(&b.name, &b.dest_range, &b.next_hop_ip),
+        ),
+        Err(e) => e.into_response(),
     }
 }
 

@@ -262,8 +262,8 @@ pub fn metadata_value(s: &Shared, suffix: &str, recursive: bool) -> Option<(bool
             i.map(|i| i.name.clone()),
             i.map(|i| i.zone.clone()).unwrap_or_else(|| c.zone.clone()),
             i.map(|i| i.id),
-            i.map(|i| i.network_ip),
-            i.and_then(|i| i.nat_ip),
+            i.map(|i| i.network_ips.clone()).unwrap_or_default(),
+            i.map(|i| i.nat_ips.clone()).unwrap_or_default(),
             i.map(|i| i.tags.clone()).unwrap_or_default(),
             i.map_or_else(|| "e2-standard-2".to_string(), |i| i.machine_type.clone()),
         )
@@ -286,24 +286,34 @@ pub fn metadata_value(s: &Shared, suffix: &str, recursive: bool) -> Option<(bool
             "projects/{}/machineTypes/{machine_type}",
             c.project_number
         )),
-        "instance/network-interfaces/0/access-configs" => text(if nat.is_some() {
-            "0/\n".into()
-        } else {
-            String::new()
-        }),
-        "instance/network-interfaces" => text("0/\n".into()),
-        "instance/network-interfaces/0/ip" => ip.map(|i| (false, i.to_string())),
-        "instance/network-interfaces/0/network" => text(format!(
-            "projects/{}/networks/{}",
-            c.project_number, c.network
-        )),
-        "instance/network-interfaces/0/access-configs/0/external-ip" => {
-            nat.map(|i| (false, i.to_string()))
-        }
+        "instance/network-interfaces" => text((0..ip.len()).map(|n| format!("{n}/\n")).collect()),
         "instance/service-accounts" if recursive => {
             Some((true, json!({"default": sa, email.clone(): sa}).to_string()))
         }
         "instance/service-accounts" => text(format!("default/\n{email}/\n")),
+        p if p.starts_with("instance/network-interfaces/") => {
+            let rest = p.strip_prefix("instance/network-interfaces/")?;
+            let (n, what) = rest.split_once('/').unwrap_or((rest, ""));
+            let n: usize = n.parse().ok()?;
+            ip.get(n)?;
+            match what {
+                "" => text("access-configs/\nip\nnetwork\n".into()),
+                "ip" => text(ip[n].to_string()),
+                "network" => text(format!(
+                    "projects/{}/networks/{}",
+                    c.project_number, c.network
+                )),
+                "access-configs" => text(if nat.get(n).is_some() {
+                    "0/\n".into()
+                } else {
+                    String::new()
+                }),
+                "access-configs/0" => nat.get(n).map(|_| (false, "external-ip\ntype\n".into())),
+                "access-configs/0/external-ip" => nat.get(n).map(|i| (false, i.to_string())),
+                "access-configs/0/type" => nat.get(n).map(|_| (false, "ONE_TO_ONE_NAT".into())),
+                _ => None,
+            }
+        }
         p => {
             let rest = p.strip_prefix("instance/service-accounts/")?;
             let (acct, what) = rest.split_once('/').unwrap_or((rest, ""));

@@ -501,16 +501,25 @@ fn aggregated(cloud: &Cloud, req: &Req, collection: &str) -> Result<Value, ApiEr
 pub fn render_instance(cloud: &Cloud, i: &Instance) -> Value {
     let c = &cloud.ctx;
     let zone_rel = format!("zones/{}", i.zone);
-    let mut nic = json!({
-        "kind": "compute#networkInterface", "name": "nic0",
-        "network": c.network_url(), "subnetwork": c.subnetwork_url(),
-        "networkIP": i.network_ip.to_string(), "stackType": "IPV4_ONLY",
-        "fingerprint": byte_fingerprint(i.id ^ 0x5a5a), "accessConfigs": [], "ipv6AccessConfigs": [],
-    });
-    if let Some(nat) = i.nat_ip {
-        nic["accessConfigs"] = json!([{"kind": "compute#accessConfig", "type": "ONE_TO_ONE_NAT",
-            "name": "External NAT", "natIP": nat.to_string(), "networkTier": "PREMIUM"}]);
-    }
+    let nics: Vec<Value> = i
+        .network_ips
+        .iter()
+        .enumerate()
+        .map(|(n, ip)| {
+            let mut nic = json!({
+                "kind": "compute#networkInterface", "name": format!("nic{n}"),
+                "network": c.network_url(), "subnetwork": c.subnetwork_url(),
+                "networkIP": ip.to_string(), "stackType": "IPV4_ONLY",
+                "fingerprint": byte_fingerprint(i.id ^ 0x5a5a ^ ((n as u64) << 32)),
+                "accessConfigs": [], "ipv6AccessConfigs": [],
+            });
+            if let Some(nat) = i.nat_ips.get(n) {
+                nic["accessConfigs"] = json!([{"kind": "compute#accessConfig", "type": "ONE_TO_ONE_NAT",
+                    "name": "External NAT", "natIP": nat.to_string(), "networkTier": "PREMIUM"}]);
+            }
+            nic
+        })
+        .collect();
     let mut tags = json!({"fingerprint": i.tags_fingerprint});
     if !i.tags.is_empty() {
         tags["items"] = json!(i.tags);
@@ -522,7 +531,7 @@ pub fn render_instance(cloud: &Cloud, i: &Instance) -> Value {
         "machineType": c.url(&format!("{zone_rel}/machineTypes/{}", i.machine_type)),
         "status": i.status, "zone": c.url(&zone_rel),
         "canIpForward": false,
-        "networkInterfaces": [nic],
+        "networkInterfaces": nics,
         "disks": [{"kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": "READ_WRITE",
             "deviceName": "persistent-disk-0", "index": 0, "boot": true, "autoDelete": true,
             "source": c.url(&format!("{zone_rel}/disks/{}", i.name))}],
@@ -898,11 +907,14 @@ fn check_unused(cloud: &Cloud, key: &Key, doc: &Doc) -> Result<(), ApiError> {
             .map(|(k, _)| cloud.ctx.key_rel(k))
     };
     let is_me = |v: &Value| v.as_str().is_some_and(|s| comparable(s) == me);
+    let _ = doc;
     let found = match key.kind {
-        Kind::Address => {
-            let ip = doc.value["address"].clone();
-            user(Kind::ForwardingRule, "IPAddress", &|v| *v == ip)
-        }
+        // Releasing a reserved address that a forwarding rule uses is allowed: the rule
+        // keeps the IP as an ephemeral one. cloud-provider-gcp relies on it: it reserves
+        // the load balancer's IP while it creates the forwarding rule and releases it
+        // right after (`gce_loadbalancer_external.go` `ensureExternalLoadBalancer`,
+        // `isSafeToReleaseIP`).
+        Kind::Address => None,
         Kind::TargetPool => user(Kind::ForwardingRule, "target", &is_me),
         Kind::HttpHealthCheck => user(Kind::TargetPool, "healthChecks", &|v| {
             v.as_array().is_some_and(|l| l.iter().any(is_me))
@@ -1372,10 +1384,7 @@ fn prepare_address(cloud: &Cloud, key: &Key, m: &mut Map<String, Value>) -> Resu
                 .docs_of(Kind::Address, None)
                 .into_iter()
                 .any(|(k, d)| k != key && d.value["address"].as_str() == Some(s))
-                || cloud
-                    .instances
-                    .values()
-                    .any(|i| i.network_ip == ip || i.nat_ip == Some(ip));
+                || cloud.instances.values().any(|i| i.holds(ip));
             if held {
                 return Err(ApiError::BadRequest(format!(
                     "IP_IN_USE_BY_ANOTHER_RESOURCE: the IP address {ip} is already being used by another resource"
@@ -1496,11 +1505,7 @@ fn prepare_forwarding_rule(
     };
     let ip = match ip {
         Some(ip) => {
-            if cloud
-                .instances
-                .values()
-                .any(|i| i.network_ip == ip || i.nat_ip == Some(ip))
-            {
+            if cloud.instances.values().any(|i| i.holds(ip)) {
                 return Err(ApiError::BadRequest(format!(
                     "IP_IN_USE_BY_ANOTHER_RESOURCE: {ip} is an instance's address"
                 )));

@@ -6,7 +6,7 @@
 //! rules, target pools, health checks, firewalls, routes). The seed's network and
 //! subnetwork and the admin API's instances are the baseline and never count.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::path::Scope;
-use crate::store::{Cloud, INTERNAL_POOL, Instance, Kind, NAT_POOL, now_rfc3339};
+use crate::store::{Cloud, FIRST_HOST, INTERNAL_POOL, Instance, Kind, NAT_POOL, Pool, now_rfc3339};
 use crate::{LIFECYCLE_TYPES, LifecycleMode, LifecyclePolicies, Shared};
 
 /// Why an admin call was refused.
@@ -65,15 +65,31 @@ pub struct InstanceSpec {
     /// Whether it has an external (NAT) address; default true.
     #[serde(default)]
     pub nat: Option<bool>,
-    /// Its `networkIP`; default allocated from `127.70.<block>.0/24`.
+    /// Its `networkIP`; default allocated from `127.70.<block>.0/24`. An alias of a
+    /// one-element `network_ips` (giving both is invalid).
     #[serde(default, rename = "networkIP", alias = "network_ip")]
     pub network_ip: Option<String>,
     /// Default `e2-standard-2`.
     #[serde(default, rename = "machineType", alias = "machine_type")]
     pub machine_type: Option<String>,
+    /// One `networkIP` per NIC (`nic0`, `nic1`, ...). `None`: one NIC with an address
+    /// allocated from `127.70.<block>.0/24`. Any free IPv4 address is accepted (the data
+    /// plane needs 127/8 for nic0); one in use is a conflict; empty is invalid.
+    #[serde(default, alias = "networkIPs")]
+    pub network_ips: Option<Vec<String>>,
+    /// The i-th goes on nic i as its ONE_TO_ONE_NAT `natIP`. `None`: one allocated
+    /// from `127.72.<block>.0/24` on nic0 unless `nat` is false; `Some(vec![])`: none.
+    /// More than NICs is invalid; one in use is a conflict.
+    #[serde(default, alias = "natIPs")]
+    pub nat_ips: Option<Vec<String>>,
 }
 
 /// A change to an instance (`PATCH /admin/instances/{name}`).
+///
+/// `status` takes any of [`STATUSES`] from any other (a reboot is `STOPPING`, then
+/// `TERMINATED`, then `RUNNING`; `SUSPENDED` too). NAT addresses stay as they are
+/// whatever the status: GCE would release an ephemeral external IP when an instance
+/// stops, but the harness names its addresses explicitly (`nat_ips`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InstancePatch {
@@ -81,10 +97,20 @@ pub struct InstancePatch {
     pub tags: Option<Vec<String>>,
     #[serde(default)]
     pub status: Option<String>,
+    /// `true`: a NAT address on nic0 if it has none; `false`: no NAT on any NIC.
+    /// Ignored when `nat_ips` is given.
     #[serde(default)]
     pub nat: Option<bool>,
     #[serde(default, rename = "machineType", alias = "machine_type")]
     pub machine_type: Option<String>,
+    /// Replaces the NICs' `networkIP`s; the NIC count follows the list (NAT addresses
+    /// on NICs that go away are dropped). Empty is invalid (an instance has a NIC).
+    #[serde(default, alias = "networkIPs")]
+    pub network_ips: Option<Vec<String>>,
+    /// Replaces the NAT addresses (the i-th on nic i); `Some(vec![])` removes all.
+    /// Given together with `nat`, this wins.
+    #[serde(default, alias = "natIPs")]
+    pub nat_ips: Option<Vec<String>>,
 }
 
 /// An instance as the admin API shows it.
@@ -93,8 +119,14 @@ pub struct InstanceInfo {
     pub name: String,
     pub zone: String,
     pub id: String,
+    /// nic0's `networkIP` (= `network_ips[0]`).
     pub network_ip: String,
+    /// nic0's `natIP` (= `nat_ips.first()`).
     pub nat_ip: Option<String>,
+    /// Every NIC's `networkIP`, nic0 first.
+    pub network_ips: Vec<String>,
+    /// The NAT addresses, the i-th on nic i.
+    pub nat_ips: Vec<String>,
     pub tags: Vec<String>,
     pub status: String,
     pub machine_type: String,
@@ -107,6 +139,8 @@ pub struct InstanceInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LbSummary {
     pub name: String,
+    /// The forwarding rule's numeric id (new when it is recreated under the same name).
+    pub id: String,
     pub region: String,
     pub ip: String,
     pub protocol: String,
@@ -127,7 +161,10 @@ pub struct LbSummary {
 pub struct RouteInfo {
     pub name: String,
     pub dest_range: String,
+    /// The `nextHopInstance` URL.
     pub next_hop_instance: Option<String>,
+    /// Its last segment (the instance name).
+    pub next_hop_instance_name: Option<String>,
     pub next_hop_ip: Option<String>,
     pub priority: i64,
     pub description: String,
@@ -212,38 +249,87 @@ pub(crate) fn create_instance(
     let tags = spec.tags.unwrap_or_default();
     check_tags(&tags)?;
     let status = check_status(spec.status.as_deref().unwrap_or("RUNNING"))?;
-    let used = cloud.used_ips();
-    let network_ip = match spec.network_ip {
-        Some(s) => {
-            let ip = parse_ip("networkIP", &s)?;
-            if used.contains(&ip) {
-                return Err(AdminError::Conflict(format!("address {ip} is in use")));
-            }
-            ip
+    let ips = match (spec.network_ip, spec.network_ips) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "network_ips",
+                "give networkIP or network_ips, not both",
+            ));
         }
-        None => cloud
-            .allocate(INTERNAL_POOL)
-            .ok_or_else(|| invalid("networkIP", "no free address"))?,
+        (Some(one), None) => Some(vec![one]),
+        (None, many) => many,
     };
+    let mut used = cloud.used_ips();
+    let network_ips = match ips {
+        Some(list) => explicit_ips("network_ips", &list, &used)?,
+        None => vec![
+            cloud
+                .allocate(INTERNAL_POOL)
+                .ok_or_else(|| invalid("networkIP", "no free address"))?,
+        ],
+    };
+    if network_ips.is_empty() {
+        return Err(invalid("network_ips", "an instance needs at least one NIC"));
+    }
+    used.extend(network_ips.iter().copied());
+    let nat_ips = match spec.nat_ips {
+        Some(list) => explicit_ips("nat_ips", &list, &used)?,
+        None if spec.nat.unwrap_or(true) => vec![
+            allocate_excluding(cloud, NAT_POOL, &used)
+                .ok_or_else(|| invalid("nat", "no free address"))?,
+        ],
+        None => vec![],
+    };
+    if nat_ips.len() > network_ips.len() {
+        return Err(invalid(
+            "nat_ips",
+            format!(
+                "{} NAT addresses for {} NICs (at most one per NIC)",
+                nat_ips.len(),
+                network_ips.len()
+            ),
+        ));
+    }
     let id = cloud.new_id();
-    let mut inst = Instance {
+    let inst = Instance {
         name: spec.name.clone(),
         zone,
         id,
-        network_ip,
-        nat_ip: None,
+        network_ips,
+        nat_ips,
         tags,
         tags_fingerprint: fingerprint(),
         status,
         machine_type: spec.machine_type.unwrap_or_else(|| "e2-standard-2".into()),
         created: now_rfc3339(),
     };
-    cloud.instances.insert(spec.name.clone(), inst.clone());
-    if spec.nat.unwrap_or(true) {
-        inst.nat_ip = cloud.allocate(NAT_POOL);
-        cloud.instances.insert(spec.name, inst.clone());
-    }
+    cloud.instances.insert(spec.name, inst.clone());
     Ok(info(cloud, &inst))
+}
+
+/// Parses explicit addresses: IPv4, none in `used`, no duplicates.
+fn explicit_ips(
+    field: &'static str,
+    list: &[String],
+    used: &HashSet<Ipv4Addr>,
+) -> Result<Vec<Ipv4Addr>, AdminError> {
+    let mut out: Vec<Ipv4Addr> = Vec::with_capacity(list.len());
+    for s in list {
+        let ip = parse_ip(field, s)?;
+        if used.contains(&ip) || out.contains(&ip) {
+            return Err(AdminError::Conflict(format!("address {ip} is in use")));
+        }
+        out.push(ip);
+    }
+    Ok(out)
+}
+
+/// The next address of a pool neither in use nor in `extra`.
+fn allocate_excluding(cloud: &Cloud, pool: Pool, extra: &HashSet<Ipv4Addr>) -> Option<Ipv4Addr> {
+    let used = cloud.used_ips();
+    (FIRST_HOST..=254)
+        .map(|n| pool.addr(cloud.ctx.block, n))
+        .find(|ip| !used.contains(ip) && !extra.contains(ip))
 }
 
 fn info(cloud: &Cloud, i: &Instance) -> InstanceInfo {
@@ -251,8 +337,10 @@ fn info(cloud: &Cloud, i: &Instance) -> InstanceInfo {
         name: i.name.clone(),
         zone: i.zone.clone(),
         id: i.id.to_string(),
-        network_ip: i.network_ip.to_string(),
-        nat_ip: i.nat_ip.map(|n| n.to_string()),
+        network_ip: i.network_ip().to_string(),
+        nat_ip: i.nat_ip().map(|n| n.to_string()),
+        network_ips: i.network_ips.iter().map(ToString::to_string).collect(),
+        nat_ips: i.nat_ips.iter().map(ToString::to_string).collect(),
         tags: i.tags.clone(),
         status: i.status.clone(),
         machine_type: i.machine_type.clone(),
@@ -308,16 +396,53 @@ impl Admin {
         if let Some(m) = patch.machine_type {
             inst.machine_type = m;
         }
-        match patch.nat {
-            Some(true) if inst.nat_ip.is_none() => {
-                inst.nat_ip = Some(
-                    cloud
-                        .allocate(NAT_POOL)
-                        .ok_or_else(|| invalid("nat", "no free address"))?,
-                );
+        // Addresses held by everything but this instance.
+        let mut others = cloud.used_ips();
+        if let Some(old) = cloud.instances.get(name) {
+            for ip in old.network_ips.iter().chain(&old.nat_ips) {
+                others.remove(ip);
             }
-            Some(false) => inst.nat_ip = None,
-            _ => {}
+        }
+        if let Some(list) = &patch.network_ips {
+            if list.is_empty() {
+                return Err(invalid("network_ips", "an instance needs at least one NIC"));
+            }
+            let ips = explicit_ips("network_ips", list, &others)?;
+            if inst.nat_ips.iter().any(|n| ips.contains(n)) && patch.nat_ips.is_none() {
+                return Err(AdminError::Conflict(
+                    "a networkIP is one of its NAT addresses".into(),
+                ));
+            }
+            inst.network_ips = ips;
+            inst.nat_ips.truncate(inst.network_ips.len());
+        }
+        let mut held = others.clone();
+        held.extend(inst.network_ips.iter().copied());
+        if let Some(list) = &patch.nat_ips {
+            let nats = explicit_ips("nat_ips", list, &held)?;
+            if nats.len() > inst.network_ips.len() {
+                return Err(invalid(
+                    "nat_ips",
+                    format!(
+                        "{} NAT addresses for {} NICs (at most one per NIC)",
+                        nats.len(),
+                        inst.network_ips.len()
+                    ),
+                ));
+            }
+            inst.nat_ips = nats;
+        } else {
+            match patch.nat {
+                Some(true) if inst.nat_ips.is_empty() => {
+                    held.extend(inst.nat_ips.iter().copied());
+                    inst.nat_ips = vec![
+                        allocate_excluding(&cloud, NAT_POOL, &held)
+                            .ok_or_else(|| invalid("nat", "no free address"))?,
+                    ];
+                }
+                Some(false) => inst.nat_ips.clear(),
+                _ => {}
+            }
         }
         cloud.instances.insert(name.to_string(), inst.clone());
         let out = info(&cloud, &inst);
@@ -465,6 +590,7 @@ impl Admin {
                 }
                 LbSummary {
                     name: k.name.clone(),
+                    id: d.id.to_string(),
                     region: match &k.scope {
                         Scope::Region(r) => r.clone(),
                         _ => String::new(),
@@ -495,6 +621,70 @@ impl Admin {
             .collect()
     }
 
+    /// Adds a route someone else made (next hop an IP, priority 1000, network the
+    /// mock's). It is part of the baseline: never a leak, gone after `reset`. A name in
+    /// use is a conflict.
+    pub fn add_route(
+        &self,
+        name: &str,
+        dest_range: &str,
+        next_hop_ip: &str,
+    ) -> Result<RouteInfo, AdminError> {
+        self.add_described_route(name, dest_range, next_hop_ip, "")
+    }
+
+    /// [`Self::add_route`] with a `description`: `k8s-node-route` makes it look like a
+    /// route a GCE CCM made (cloud-provider-gcp `gce_routes.go` lists its routes by name
+    /// prefix and that description), e.g. one left behind by a node that is gone.
+    pub fn add_described_route(
+        &self,
+        name: &str,
+        dest_range: &str,
+        next_hop_ip: &str,
+        description: &str,
+    ) -> Result<RouteInfo, AdminError> {
+        if !crate::path::valid_name(name) {
+            return Err(invalid(
+                "name",
+                format!("{name:?} is not a valid route name"),
+            ));
+        }
+        let valid_cidr = dest_range.split_once('/').is_some_and(|(a, l)| {
+            a.parse::<Ipv4Addr>().is_ok() && l.parse::<u8>().is_ok_and(|l| l <= 32)
+        });
+        if !valid_cidr {
+            return Err(invalid(
+                "dest_range",
+                format!("{dest_range:?} is not an IPv4 CIDR"),
+            ));
+        }
+        let hop = parse_ip("next_hop_ip", next_hop_ip)?;
+        let mut cloud = self.shared.cloud();
+        let key = crate::store::Key {
+            kind: Kind::Route,
+            scope: Scope::Global,
+            name: name.to_string(),
+        };
+        if cloud.docs.contains_key(&key) {
+            return Err(AdminError::Conflict(format!("route {name} exists")));
+        }
+        let id = cloud.new_id();
+        let value = serde_json::json!({
+            "kind": "compute#route", "id": id.to_string(), "name": name,
+            "creationTimestamp": now_rfc3339(), "selfLink": cloud.ctx.key_url(&key),
+            "network": cloud.ctx.network_url(), "destRange": dest_range,
+            "nextHopIp": hop.to_string(), "priority": 1000, "routeType": "STATIC",
+            "description": description,
+        });
+        cloud.insert_baseline(key, crate::store::Doc { value, id });
+        drop(cloud);
+        self.shared.wake.changed();
+        self.routes()
+            .into_iter()
+            .find(|r| r.name == name)
+            .ok_or_else(|| AdminError::NotFound(format!("route {name}")))
+    }
+
     pub fn routes(&self) -> Vec<RouteInfo> {
         let cloud = self.shared.cloud();
         cloud
@@ -506,7 +696,8 @@ impl Admin {
                     .as_str()
                     .unwrap_or_default()
                     .to_string(),
-                next_hop_instance: d.value["nextHopInstance"]
+                next_hop_instance: d.value["nextHopInstance"].as_str().map(str::to_string),
+                next_hop_instance_name: d.value["nextHopInstance"]
                     .as_str()
                     .map(|s| s.rsplit('/').next().unwrap_or(s).to_string()),
                 next_hop_ip: d.value["nextHopIp"].as_str().map(str::to_string),

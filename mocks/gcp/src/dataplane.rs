@@ -222,10 +222,10 @@ pub fn plan(cloud: &Cloud) -> Vec<ListenerPlan> {
                 let backends: Vec<Backend> = members
                     .iter()
                     .map(|m| Backend {
-                        address: SocketAddr::new(IpAddr::V4(m.network_ip), port),
+                        address: SocketAddr::new(IpAddr::V4(m.network_ip()), port),
                         monitor: health
                             .as_ref()
-                            .map(|(_, p)| SocketAddr::new(IpAddr::V4(m.network_ip), *p)),
+                            .map(|(_, p)| SocketAddr::new(IpAddr::V4(m.network_ip()), *p)),
                     })
                     .collect();
                 for protocol in protocols {
@@ -254,11 +254,16 @@ impl Planner for GcpPlanner {
     const LABEL: &'static str = "gcp data plane";
 
     fn plan(&mut self, retrying: bool) -> Option<Vec<ListenerPlan>> {
-        let cloud = self.shared.cloud();
-        let stamp = (self.shared.wake.rev(), cloud.transitions);
-        let stale = self.planned != Some(stamp) || retrying;
-        self.planned = Some(stamp);
-        stale.then(|| plan(&cloud))
+        // Planning walks every forwarding rule, pool, health check and firewall; it runs
+        // on a copy so that Compute requests do not wait for it behind the store's lock.
+        let snapshot = {
+            let cloud = self.shared.cloud();
+            let stamp = (self.shared.wake.rev(), cloud.transitions);
+            let stale = self.planned != Some(stamp) || retrying;
+            self.planned = Some(stamp);
+            stale.then(|| cloud.clone())
+        };
+        snapshot.map(|cloud| plan(&cloud))
     }
 }
 

@@ -17,7 +17,12 @@
 //! The data plane lives in 127/8 so no root is needed: instances' `networkIP`
 //! `127.70.<block>.<n>`, external addresses and forwarding-rule IPs `127.71.<block>.<n>`
 //! (the proxies listen there), instances' `natIP` `127.72.<block>.<n>` (reported only),
-//! n from 10; `address_block` keeps mocks running side by side apart.
+//! n from 10; `address_block` keeps mocks running side by side apart. An instance has
+//! one or more NICs (`nic0`, `nic1`, ...), each with a `networkIP` and at most one
+//! ONE_TO_ONE_NAT `natIP`; the admin API may name any free IPv4 address for either
+//! (out of the pools too), and target pools' traffic goes to nic0's `networkIP`, which
+//! must then be in 127/8. The metadata server describes the first instance by name,
+//! every NIC under `instance/network-interfaces/`.
 //!
 //! # What clients see (checked with google.golang.org/api v0.313 + k8s-cloud-provider
 //! v1.33, google-cloud-compute 1.57 and gcloud against this mock)
@@ -53,7 +58,10 @@
 //! curl -X PUT $ADMIN/lifecycle -d '{"target":"type","name":"forwardingrules","mode":{"mode":"reads","n":3}}'
 //! curl $ADMIN/leaks            # {"total":0,"by_type":{}}
 //! curl $ADMIN/load-balancers   # one summary per forwarding rule
+//! curl -X POST $ADMIN/instances -d '{"name":"multi","network_ips":["127.70.9.1","127.70.9.2"],"nat_ips":["127.72.9.1"]}'
+//! curl -X PATCH $ADMIN/instances/multi -d '{"network_ips":["127.70.9.3"],"nat_ips":[]}'
 //! curl $ADMIN/routes
+//! curl -X POST $ADMIN/routes -d '{"name":"other","dest_range":"10.9.0.0/16","next_hop_ip":"127.70.0.10"}'
 //! curl -X POST $ADMIN/reset
 //! ```
 #![forbid(unsafe_code)]

@@ -219,13 +219,35 @@ pub struct Instance {
     pub name: String,
     pub zone: String,
     pub id: u64,
-    pub network_ip: Ipv4Addr,
-    pub nat_ip: Option<Ipv4Addr>,
+    /// One per NIC (`nic0`, `nic1`, ...): its `networkIP`; never empty.
+    pub network_ips: Vec<Ipv4Addr>,
+    /// The i-th is the ONE_TO_ONE_NAT `natIP` of nic i; at most as many as NICs.
+    pub nat_ips: Vec<Ipv4Addr>,
     pub tags: Vec<String>,
     pub tags_fingerprint: String,
     pub status: String,
     pub machine_type: String,
     pub created: String,
+}
+
+impl Instance {
+    /// nic0's `networkIP` (the data plane's member address).
+    pub fn network_ip(&self) -> Ipv4Addr {
+        self.network_ips
+            .first()
+            .copied()
+            .unwrap_or(Ipv4Addr::UNSPECIFIED)
+    }
+
+    /// nic0's `natIP`.
+    pub fn nat_ip(&self) -> Option<Ipv4Addr> {
+        self.nat_ips.first().copied()
+    }
+
+    /// Whether any of its NICs or NATs has this address.
+    pub fn holds(&self, ip: Ipv4Addr) -> bool {
+        self.network_ips.contains(&ip) || self.nat_ips.contains(&ip)
+    }
 }
 
 /// An operation.
@@ -493,8 +515,8 @@ impl Cloud {
     pub fn used_ips(&self) -> HashSet<Ipv4Addr> {
         let mut used = HashSet::new();
         for i in self.instances.values() {
-            used.insert(i.network_ip);
-            used.extend(i.nat_ip);
+            used.extend(i.network_ips.iter().copied());
+            used.extend(i.nat_ips.iter().copied());
         }
         for (k, d) in &self.docs {
             let field = match k.kind {

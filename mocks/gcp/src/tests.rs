@@ -347,13 +347,12 @@ async fn lb_chain(m: &Mock, t: &str, ip: &str, port: u16) {
 }
 
 #[tokio::test]
-async fn deleting_what_is_in_use_is_refused_and_changes_nothing() {
+async fn deleting_what_is_in_use_is_refused_and_changes_nothing_but_addresses_may_be_released() {
     let m = Mock::seeded(2);
     let t = m.token().await;
     lb_chain(&m, &t, "127.71.0.20", 8080).await;
-    let before = m.admin().leaks();
+    let mut before = m.admin().leaks();
     for (rel, kind) in [
-        (format!("{R}/addresses/a1"), "address"),
         (format!("{R}/targetPools/a1"), "targetPool"),
         ("global/httpHealthChecks/hc".to_string(), "httpHealthCheck"),
     ] {
@@ -377,6 +376,13 @@ async fn deleting_what_is_in_use_is_refused_and_changes_nothing() {
         a.body["users"][0],
         format!("{BASE}{P}/{R}/forwardingRules/a1")
     );
+    // Releasing the reserved address the rule uses is allowed; the rule keeps the IP
+    // (now ephemeral), and it can be reserved again under another name.
+    m.done("DELETE", &format!("{R}/addresses/a1"), &t, None).await;
+    let gone = m.api("GET", &format!("{R}/addresses/a1"), &t, None).await;
+    assert_eq!(gone.reason(), (404, Some("notFound")));
+    before = m.admin().leaks();
+    assert!(!before.by_type.contains_key("addresses"), "{before:?}");
     let lb = &m.admin().load_balancers()[0];
     assert_eq!(
         (lb.ip.as_str(), lb.ports.clone(), lb.instances.clone()),
@@ -413,7 +419,6 @@ async fn deleting_what_is_in_use_is_refused_and_changes_nothing() {
         format!("{R}/forwardingRules/a1"),
         format!("{R}/targetPools/a1"),
         "global/httpHealthChecks/hc".into(),
-        format!("{R}/addresses/a1"),
         "global/firewalls/k8s-fw-a1".into(),
     ] {
         m.done("DELETE", &rel, &t, None).await;
@@ -1332,4 +1337,412 @@ async fn operations_list_get_and_delete_by_scope() {
         )
         .await;
     assert_eq!(r.body["name"], "ccm-conformance");
+}
+
+#[tokio::test]
+async fn instances_have_several_nics_with_explicit_addresses() {
+    use crate::{AdminError, InstanceSpec};
+    let m = Mock::seeded(2);
+    let admin = m.admin();
+    let t = m.token().await;
+    // "aa-multi" sorts first: the metadata server describes it.
+    let i = admin
+        .create_instance(InstanceSpec {
+            name: "aa-multi".into(),
+            network_ips: Some(vec![
+                "127.80.0.5".into(),
+                "10.1.2.3".into(),
+                "127.80.0.6".into(),
+            ]),
+            nat_ips: Some(vec!["127.81.0.5".into(), "127.81.0.6".into()]),
+            ..InstanceSpec::default()
+        })
+        .expect("created");
+    assert_eq!(
+        (i.network_ip.as_str(), i.nat_ip.as_deref()),
+        ("127.80.0.5", Some("127.81.0.5"))
+    );
+    assert_eq!(i.network_ips, ["127.80.0.5", "10.1.2.3", "127.80.0.6"]);
+    assert_eq!(i.nat_ips, ["127.81.0.5", "127.81.0.6"]);
+    let r = m
+        .api("GET", "zones/us-central1-a/instances/aa-multi", &t, None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let nics = r.body["networkInterfaces"]
+        .as_array()
+        .expect("nics")
+        .clone();
+    assert_eq!(nics.len(), 3);
+    for (n, nic) in nics.iter().enumerate() {
+        assert_eq!(nic["name"], format!("nic{n}"));
+        assert_eq!(nic["network"], format!("{BASE}{P}/global/networks/default"));
+        assert_eq!(
+            nic["subnetwork"],
+            format!("{BASE}{P}/{R}/subnetworks/default")
+        );
+        assert!(nic["fingerprint"].is_string());
+    }
+    assert_ne!(nics[0]["fingerprint"], nics[1]["fingerprint"]);
+    assert_eq!(nics[1]["networkIP"], "10.1.2.3");
+    assert_eq!(nics[0]["accessConfigs"][0]["natIP"], "127.81.0.5");
+    assert_eq!(nics[0]["accessConfigs"][0]["type"], "ONE_TO_ONE_NAT");
+    assert_eq!(nics[1]["accessConfigs"][0]["natIP"], "127.81.0.6");
+    assert_eq!(nics[2]["accessConfigs"], json!([]));
+    // The metadata server lists every NIC.
+    let flavor = [("metadata-flavor", "Google")];
+    for (p, want) in [
+        ("instance/network-interfaces/", "0/\n1/\n2/\n"),
+        ("instance/network-interfaces/1/ip", "10.1.2.3"),
+        ("instance/network-interfaces/2/ip", "127.80.0.6"),
+        ("instance/network-interfaces/1/access-configs", "0/\n"),
+        ("instance/network-interfaces/2/access-configs", ""),
+        (
+            "instance/network-interfaces/1/access-configs/0/external-ip",
+            "127.81.0.6",
+        ),
+    ] {
+        let r = m
+            .send("GET", &format!("/computeMetadata/v1/{p}"), &flavor, "")
+            .await;
+        let text = match &r.body {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        assert_eq!((r.status, text.as_str()), (StatusCode::OK, want), "{p}");
+    }
+    let r = m
+        .send(
+            "GET",
+            "/computeMetadata/v1/instance/network-interfaces/3/ip",
+            &flavor,
+            "",
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // Used-IP accounting covers every NIC and NAT.
+    for (nets, nats) in [
+        (vec!["10.1.2.3"], None),
+        (vec!["127.81.0.6"], None),
+        (vec!["127.90.0.1"], Some(vec!["127.80.0.6"])),
+        (vec!["127.70.0.10"], None), // node-0's
+        (vec!["127.90.0.1", "127.90.0.1"], None),
+    ] {
+        let e = admin
+            .create_instance(InstanceSpec {
+                name: "clash".into(),
+                network_ips: Some(nets.iter().map(|s| s.to_string()).collect()),
+                nat_ips: nats.map(|v| v.iter().map(|s| s.to_string()).collect()),
+                ..InstanceSpec::default()
+            })
+            .expect_err("in use");
+        assert!(matches!(e, AdminError::Conflict(_)), "{nets:?}: {e}");
+    }
+    let r = m
+        .api(
+            "POST",
+            &format!("{R}/addresses"),
+            &t,
+            Some(json!({"name": "x", "address": "127.80.0.6"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    // Invalid: more NATs than NICs, no NIC, not IPv4, both aliases.
+    for spec in [
+        InstanceSpec {
+            name: "bad".into(),
+            network_ips: Some(vec!["127.90.0.1".into()]),
+            nat_ips: Some(vec!["127.91.0.1".into(), "127.91.0.2".into()]),
+            ..InstanceSpec::default()
+        },
+        InstanceSpec {
+            name: "bad".into(),
+            network_ips: Some(vec![]),
+            ..InstanceSpec::default()
+        },
+        InstanceSpec {
+            name: "bad".into(),
+            network_ips: Some(vec!["fe80::1".into()]),
+            ..InstanceSpec::default()
+        },
+        InstanceSpec {
+            name: "bad".into(),
+            network_ip: Some("127.90.0.1".into()),
+            network_ips: Some(vec!["127.90.0.2".into()]),
+            ..InstanceSpec::default()
+        },
+    ] {
+        let e = admin.create_instance(spec).expect_err("invalid");
+        assert!(matches!(e, AdminError::Invalid { .. }), "{e}");
+    }
+    assert!(admin.instance("clash").is_none() && admin.instance("bad").is_none());
+    // Defaults: one allocated NIC and NAT; `nat_ips: []` or `nat: false`: no NAT.
+    let d = admin
+        .create_instance(InstanceSpec {
+            name: "d1".into(),
+            ..InstanceSpec::default()
+        })
+        .expect("created");
+    assert_eq!((d.network_ips.len(), d.nat_ips.len()), (1, 1));
+    assert_eq!(d.nat_ip.as_deref(), d.nat_ips.first().map(String::as_str));
+    for (name, spec) in [("d2", (None, Some(vec![]))), ("d3", (Some(false), None))] {
+        let d = admin
+            .create_instance(InstanceSpec {
+                name: name.into(),
+                nat: spec.0,
+                nat_ips: spec.1,
+                ..InstanceSpec::default()
+            })
+            .expect("created");
+        assert_eq!(
+            (d.network_ips.len(), d.nat_ips, d.nat_ip),
+            (1, vec![], None)
+        );
+    }
+    // Over HTTP, with the same field names.
+    let r = m
+        .send(
+            "POST",
+            "/admin/instances",
+            &[("content-type", "application/json")],
+            json!({"name": "h1", "network_ips": ["127.90.1.1", "127.90.1.2"], "nat_ips": []})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["network_ips"], json!(["127.90.1.1", "127.90.1.2"]));
+    assert_eq!(r.body["nat_ips"], json!([]));
+}
+
+#[tokio::test]
+async fn patching_an_instances_addresses_and_status() {
+    use crate::{AdminError, InstanceSpec};
+    let m = Mock::seeded(2);
+    let admin = m.admin();
+    let t = m.token().await;
+    let p = |network_ips: Option<Vec<&str>>, nat_ips: Option<Vec<&str>>| InstancePatch {
+        network_ips: network_ips.map(|v| v.into_iter().map(String::from).collect()),
+        nat_ips: nat_ips.map(|v| v.into_iter().map(String::from).collect()),
+        ..InstancePatch::default()
+    };
+    let i = admin
+        .update_instance(
+            "node-1",
+            p(
+                Some(vec!["127.70.0.11", "127.60.0.2"]),
+                Some(vec!["127.61.0.1", "127.61.0.2"]),
+            ),
+        )
+        .expect("patched");
+    assert_eq!(
+        i.network_ips,
+        ["127.70.0.11", "127.60.0.2"],
+        "its own address stays"
+    );
+    assert_eq!(i.nat_ips, ["127.61.0.1", "127.61.0.2"]);
+    let r = m
+        .api("GET", "zones/us-central1-a/instances/node-1", &t, None)
+        .await;
+    assert_eq!(r.body["networkInterfaces"][1]["name"], "nic1");
+    assert_eq!(
+        r.body["networkInterfaces"][1]["accessConfigs"][0]["natIP"],
+        "127.61.0.2"
+    );
+    // The old NAT address is free again.
+    admin
+        .create_instance(InstanceSpec {
+            name: "n9".into(),
+            network_ips: Some(vec!["127.72.0.11".into()]),
+            nat_ips: Some(vec![]),
+            ..InstanceSpec::default()
+        })
+        .expect("127.72.0.11 was released");
+    // Conflicts and invalid patches change nothing.
+    let before = admin.instance("node-1");
+    for (patch, conflict) in [
+        (p(Some(vec!["127.70.0.10"]), None), true), // node-0's
+        (p(None, Some(vec!["127.72.0.10"])), true), // node-0's NAT
+        (p(None, Some(vec!["127.60.0.2"])), true),  // its own nic1
+        (p(Some(vec![]), None), false),
+        (
+            p(None, Some(vec!["127.62.0.1", "127.62.0.2", "127.62.0.3"])),
+            false,
+        ),
+        (p(Some(vec!["nope"]), None), false),
+    ] {
+        let e = admin.update_instance("node-1", patch).expect_err("refused");
+        assert_eq!(matches!(e, AdminError::Conflict(_)), conflict, "{e}");
+        assert_eq!(admin.instance("node-1"), before);
+    }
+    // Fewer NICs drop their NATs; `nat_ips: []` removes all.
+    let i = admin
+        .update_instance("node-1", p(Some(vec!["127.60.0.9"]), None))
+        .expect("patched");
+    assert_eq!(
+        (i.network_ips, i.nat_ips),
+        (
+            vec!["127.60.0.9".to_string()],
+            vec!["127.61.0.1".to_string()]
+        )
+    );
+    let i = admin
+        .update_instance("node-1", p(None, Some(vec![])))
+        .expect("patched");
+    assert_eq!((i.nat_ip, i.nat_ips), (None, vec![]));
+    // Over HTTP.
+    let r = m
+        .send(
+            "PATCH",
+            "/admin/instances/node-1",
+            &[("content-type", "application/json")],
+            json!({"network_ips": ["127.60.0.7"], "nat_ips": ["127.61.0.7"]}).to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["network_ip"], "127.60.0.7");
+    assert_eq!(r.body["nat_ip"], "127.61.0.7");
+    // Reboot: every status transition is accepted; NAT addresses stay.
+    for s in ["STOPPING", "TERMINATED", "SUSPENDED", "RUNNING"] {
+        let i = admin
+            .update_instance(
+                "node-1",
+                InstancePatch {
+                    status: Some(s.into()),
+                    ..InstancePatch::default()
+                },
+            )
+            .expect("status");
+        assert_eq!((i.status.as_str(), i.nat_ips.len()), (s, 1));
+    }
+    let e = admin
+        .update_instance(
+            "node-1",
+            InstancePatch {
+                status: Some("REBOOTING".into()),
+                ..InstancePatch::default()
+            },
+        )
+        .expect_err("not a status");
+    assert!(matches!(e, AdminError::Invalid { .. }));
+}
+
+#[tokio::test]
+async fn admin_routes_are_not_leaks() {
+    let m = Mock::seeded(2);
+    let admin = m.admin();
+    let t = m.token().await;
+    let r = admin
+        .add_route("other-team", "10.9.0.0/16", "127.70.0.10")
+        .expect("added");
+    assert_eq!(
+        (
+            r.dest_range.as_str(),
+            r.next_hop_ip.as_deref(),
+            r.next_hop_instance
+        ),
+        ("10.9.0.0/16", Some("127.70.0.10"), None)
+    );
+    assert!(matches!(
+        admin.add_route("other-team", "10.9.0.0/16", "127.70.0.10"),
+        Err(crate::AdminError::Conflict(_))
+    ));
+    for (d, h) in [
+        ("10.9.0.0", "127.0.0.1"),
+        ("10.9.0.0/33", "127.0.0.1"),
+        ("10.9.0.0/16", "x"),
+    ] {
+        assert!(matches!(
+            admin.add_route("r2", d, h),
+            Err(crate::AdminError::Invalid { .. })
+        ));
+    }
+    let r = m
+        .send(
+            "POST",
+            "/admin/routes",
+            &[("content-type", "application/json")],
+            json!({"name": "via-http", "dest_range": "10.8.0.0/24", "next_hop_ip": "127.70.0.11"})
+                .to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["next_hop_ip"], "127.70.0.11");
+    let r = m
+        .send(
+            "POST",
+            "/admin/routes",
+            &[("content-type", "application/json")],
+            json!({"name": "bad", "dest_range": "10.8.0.0/24"}).to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{:?}", r.body);
+    // The Compute API sees them; a route it makes is a leak and names its instance.
+    let r = m.api("GET", "global/routes/other-team", &t, None).await;
+    assert_eq!(
+        (r.status, r.body["nextHopIp"].as_str()),
+        (StatusCode::OK, Some("127.70.0.10"))
+    );
+    m.done(
+        "POST",
+        "global/routes",
+        &t,
+        Some(
+            json!({"name": "mine", "network": "global/networks/default", "destRange": "10.7.0.0/24",
+            "nextHopInstance": "zones/us-central1-a/instances/node-1"}),
+        ),
+    )
+    .await;
+    let routes = admin.routes();
+    assert_eq!(routes.len(), 3);
+    let mine = routes.iter().find(|r| r.name == "mine").expect("mine");
+    assert_eq!(
+        mine.next_hop_instance.as_deref(),
+        Some(format!("{BASE}{P}/zones/us-central1-a/instances/node-1").as_str())
+    );
+    assert_eq!(mine.next_hop_instance_name.as_deref(), Some("node-1"));
+    let leaks = admin.leaks();
+    assert_eq!(leaks.total, 1, "{leaks:?}");
+    assert_eq!(leaks.by_type["routes"][0].name, "mine");
+    admin.reset();
+    assert!(admin.routes().is_empty());
+}
+
+#[tokio::test]
+async fn lb_summary_ids_change_when_a_rule_is_recreated() {
+    let m = Mock::seeded(2);
+    let admin = m.admin();
+    let t = m.token().await;
+    lb_chain(&m, &t, "127.71.0.50", 31000).await;
+    let first = admin.load_balancers();
+    assert_eq!(first.len(), 1);
+    let lb = &first[0];
+    assert_eq!(
+        (
+            lb.name.as_str(),
+            lb.ip.as_str(),
+            lb.target_pool.as_deref(),
+            lb.pending
+        ),
+        ("a1", "127.71.0.50", Some("a1"), false)
+    );
+    assert_eq!(lb.instances, ["node-0", "node-1"]);
+    let r = m
+        .api("GET", &format!("{R}/forwardingRules/a1"), &t, None)
+        .await;
+    assert_eq!(r.body["id"].as_str(), Some(lb.id.as_str()));
+    m.done("DELETE", &format!("{R}/forwardingRules/a1"), &t, None)
+        .await;
+    assert!(admin.load_balancers().is_empty());
+    m.done(
+        "POST",
+        &format!("{R}/forwardingRules"),
+        &t,
+        Some(json!({"name": "a1", "IPAddress": "127.71.0.50", "IPProtocol": "TCP", "portRange": "31000",
+            "target": format!("{BASE}{P}/{R}/targetPools/a1"), "loadBalancingScheme": "EXTERNAL"})),
+    )
+    .await;
+    let again = admin.load_balancers();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].name, "a1");
+    assert_ne!(again[0].id, lb.id, "a recreated rule has a new id");
 }
