@@ -378,7 +378,8 @@ async fn deleting_what_is_in_use_is_refused_and_changes_nothing_but_addresses_ma
     );
     // Releasing the reserved address the rule uses is allowed; the rule keeps the IP
     // (now ephemeral), and it can be reserved again under another name.
-    m.done("DELETE", &format!("{R}/addresses/a1"), &t, None).await;
+    m.done("DELETE", &format!("{R}/addresses/a1"), &t, None)
+        .await;
     let gone = m.api("GET", &format!("{R}/addresses/a1"), &t, None).await;
     assert_eq!(gone.reason(), (404, Some("notFound")));
     before = m.admin().leaks();
