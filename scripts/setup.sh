@@ -11,6 +11,8 @@
 #   google-cloud-storage
 #   azure-identity,          the mock Azure is judged by the Azure SDK for Python
 #   azure-mgmt-compute/-network
+#   google-cloud-compute     the mock GCP is judged by Google's Compute client for Python
+#                            (and by gcloud, which the machine image ships: google-cloud-cli)
 #   pyvmomi                  the mock vSphere is judged by VMware's Python SDK...
 #   Go 1.26                  ...side by side with vcsim (govmomi v0.53.0's simulator, built
 #                            from the Go module proxy on first use); the Go judges
@@ -51,6 +53,8 @@ python3 -c 'import gcp_storage_emulator, google.cloud.storage' 2>/dev/null \
 python3 -c 'import pyVmomi' 2>/dev/null || python3 -m pip install --quiet 'pyvmomi==9.1.1.0'
 python3 -c 'import azure.identity, azure.mgmt.compute, azure.mgmt.network' 2>/dev/null \
   || python3 -m pip install --quiet 'azure-identity==1.27.0' 'azure-mgmt-compute==39.0.0' 'azure-mgmt-network==33.1.0'
+python3 -c 'import google.cloud.compute_v1' 2>/dev/null \
+  || python3 -m pip install --quiet 'google-cloud-compute==1.57.0'
 python3 -c 'import kubernetes' 2>/dev/null || python3 -m pip install --quiet 'kubernetes==37.0.2'
 if ! command -v gsutil >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -1,12 +1,13 @@
 //! The mocks judged by the Go SDKs the upstream cloud-controller-managers build with, at
 //! the exact versions they pin (`judges/go/<cloud>/go.mod`): gophercloud v2 (OpenStack),
 //! aws-sdk-go-v2 (AWS), govmomi (vSphere), the Azure SDK for Go (azcore, azidentity,
-//! armcompute, armnetwork, armresources; Azure). Each test starts `ccm-conformance mock <cloud>`
-//! with a ready file, waits for the file, runs `go test -count=1 -v ./...` in the judge
-//! module with `CCM_JUDGE_READY` naming it, and fails with the Go output unless every Go
-//! test passed (none skipped). The Go tests decode every answer with the SDK's own
-//! deserializers, so a field format or status code the real service would not send
-//! fails here.
+//! armcompute, armnetwork, armresources; Azure), google.golang.org/api compute
+//! v1/beta/alpha with k8s-cloud-provider and golang.org/x/oauth2 (GCP). Each test starts
+//! `ccm-conformance mock <cloud>` with a ready file, waits for the file, runs
+//! `go test -count=1 -v ./...` in the judge module with `CCM_JUDGE_READY` naming it, and
+//! fails with the Go output unless every Go test passed (none skipped). The Go tests
+//! decode every answer with the SDK's own deserializers, so a field format or status code
+//! the real service would not send fails here.
 //!
 //! Needs Go 1.26 (scripts/setup.sh) and the Go module proxy or a warm module cache; the
 //! first run compiles the SDKs (a minute or two on two cores), later ones take seconds.
@@ -97,12 +98,23 @@ fn run_judge(cloud: &str, ready: &Path, dir: &Path) -> usize {
         .stderr(out);
     // The SDKs' own environment must not steer the judges (endpoints, credentials, IMDS):
     // aws-sdk-go-v2 reads AWS_*, azidentity reads AZURE_* and MSAL's managed identity
-    // IDENTITY_*/MSI_*/IMDS_* (apps/managedidentity GetSource).
+    // IDENTITY_*/MSI_*/IMDS_* (apps/managedidentity GetSource), Google's clients
+    // GOOGLE_* (application default credentials), GCE_METADATA_* and CLOUDSDK_* (gcloud's
+    // config, where ADC also looks); the GCP judge sets its own from the ready file.
     for (key, _) in std::env::vars_os() {
         let key_text = key.to_string_lossy();
-        if ["AWS_", "AZURE_", "IDENTITY_", "MSI_", "IMDS_"]
-            .iter()
-            .any(|prefix| key_text.starts_with(prefix))
+        if [
+            "AWS_",
+            "AZURE_",
+            "IDENTITY_",
+            "MSI_",
+            "IMDS_",
+            "GOOGLE_",
+            "GCE_METADATA",
+            "CLOUDSDK_",
+        ]
+        .iter()
+        .any(|prefix| key_text.starts_with(prefix))
         {
             cmd.env_remove(&key);
         }
@@ -178,4 +190,12 @@ fn azure_sdk_for_go_judges_mock_azure() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_mock, ready) = start_mock("azure", &[], dir.path());
     run_judge("azure", &ready, dir.path());
+}
+
+#[test]
+fn gcp_sdk_for_go_judges_mock_gcp() {
+    // Plain HTTP; credentials come from the mock's metadata server (GCE_METADATA_HOST).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_mock, ready) = start_mock("gcp", &[], dir.path());
+    run_judge("gcp", &ready, dir.path());
 }
