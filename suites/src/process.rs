@@ -223,9 +223,7 @@ async fn op01(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
         Ok(if status != 200 || !missing.is_empty() {
             Probe::Pending(format!("status {status}, missing {missing:?}"))
         } else if !counted(&body) {
-            Probe::Pending(
-                "the taint-removal histogram does not count the initialized node".into(),
-            )
+            Probe::Pending("the taint-removal histogram does not count the initialized node".into())
         } else {
             Probe::Done(())
         })
