@@ -1135,13 +1135,22 @@ fn upstream_build_refuses_unknown_providers_and_bad_versions() {
             .output()
             .unwrap()
     };
+    let out = run(&["gke"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no upstream CCM for \"gke\"") && err.contains("aws, openstack, vsphere"),
+        "{err}"
+    );
+    // A provider the harness runs whose upstream CCM cannot be built here says why.
     let out = run(&["gcp"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("no upstream CCM for \"gcp\"") && err.contains("aws, openstack, vsphere"),
+        err.contains("no upstream CCM for \"gcp\"") && err.contains("module proxy"),
         "{err}"
     );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
     let out = run(&["aws", "--version", "latest"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -1,5 +1,5 @@
 //! Serves a mock GCP until killed and prints its ready object, for trying real clients
-//! by hand: `cargo run -p mock-gcp --example serve -- [--anonymous] [NODES]`.
+//! by hand: `cargo run -p mock-gcp --example serve_gcp -- [--anonymous] [NODES]`.
 
 use mock_gcp::{Config, GcpMock};
 
