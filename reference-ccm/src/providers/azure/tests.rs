@@ -781,3 +781,23 @@ async fn pool_members_need_no_vm_or_nic_reads_on_the_next_reconcile() {
             .all(|w| !w.contains("networkinterfaces"))
     );
 }
+
+#[tokio::test]
+async fn a_new_public_ip_is_read_once_after_its_put() {
+    let (fake, az) = start().await;
+    let svc = service(json!({}));
+    reads(&fake);
+    let status = az
+        .ensure_load_balancer("kubernetes", &svc, &[node("node-a", None)])
+        .await
+        .expect("ensure");
+    let ip = status.ingress.as_ref().and_then(|i| i[0].ip.clone());
+    assert!(ip.is_some(), "{status:?}");
+    let pip_reads: Vec<String> = reads(&fake)
+        .into_iter()
+        .filter(|p| p.contains("/publicipaddresses/"))
+        .collect();
+    // The look-up before the create (404) and the operation's final GET; the frontend's
+    // address comes from that answer, not from a third read.
+    assert_eq!(pip_reads.len(), 2, "{pip_reads:?}");
+}
