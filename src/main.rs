@@ -674,9 +674,6 @@ fn resolve_upstream(settings: &mut Settings, providers: &[Provider]) -> Result<(
 /// `upstream build`: progress on stderr, the binary's path as the last line of stdout.
 fn upstream_build(args: UpstreamBuildArgs) -> Result<ExitCode> {
     let Some(upstream) = ccm_upstream::ccm(&args.provider) else {
-        if let Some(why) = ccm_upstream::why_no_ccm(&args.provider) {
-            bail!("no upstream CCM for {:?}: {why}", args.provider);
-        }
         bail!(
             "no upstream CCM for {:?} (known: {})",
             args.provider,

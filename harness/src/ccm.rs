@@ -102,7 +102,7 @@ impl CcmProcess {
                 return Err(CaseError::with_detail(
                     format!(
                         "CCM exited during startup ({status}): {}",
-                        last_line(&self.log_tail(20))
+                        exit_reason(&std::fs::read_to_string(&self.log).unwrap_or_default())
                     ),
                     self.log_tail(40),
                 ));
@@ -166,13 +166,40 @@ pub fn tail_of(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-fn last_line(s: &str) -> &str {
-    s.lines().last().unwrap_or("")
+/// Why a process that exited at startup stopped, from its log: the last `Error: ` line
+/// of its own run (cobra's, which the `k8s.io/cloud-provider` command prints before the
+/// usage text; before v1.29 the usage followed every error), else its last line. The log
+/// holds every run of the CCM in the case, each after a `==> ` command line.
+fn exit_reason(log: &str) -> &str {
+    let run = log.rsplit_once("\n==> ").map_or(log, |(_, run)| run);
+    let mut lines = run.lines().map(str::trim_end);
+    lines
+        .clone()
+        .rev()
+        .find_map(|l| l.strip_prefix("Error: ").map(|_| l))
+        .or_else(|| lines.rfind(|l| !l.trim().is_empty()))
+        .unwrap_or("")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_exit_reason_is_the_error_line_of_the_last_run() {
+        let log = "==> ccm --a\nError: old run\n==> ccm --controllers=x\nI1127 starting\n\
+                   \"x\" is not in the list of known controllers\n\
+                   Error: \"x\" is not in the list of known controllers\nUsage:\n  ccm [flags]\n\
+                   \n      --vmodule pattern=N\n";
+        assert_eq!(
+            exit_reason(log),
+            "Error: \"x\" is not in the list of known controllers"
+        );
+        // Without cobra's line: the last line of the last run.
+        let log = "==> ccm\nError: old\n==> ccm\nF1127 bad cloud config\n\n";
+        assert_eq!(exit_reason(log), "F1127 bad cloud config");
+        assert_eq!(exit_reason(""), "");
+    }
 
     #[test]
     fn free_ports_are_never_handed_out_twice() {

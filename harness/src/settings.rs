@@ -140,7 +140,7 @@ pub enum SettingsError {
         #[source]
         source: ccm_upstream::BuildError,
     },
-    #[error("there is no upstream CCM for {provider} in this harness{why}", provider = .0, why = ccm_upstream::why_no_ccm(.0).map(|w| format!(": {w}")).unwrap_or_default())]
+    #[error("there is no upstream CCM for {0} in this harness")]
     NoUpstream(&'static str),
     #[error("{binary} for --apiserver real: {source}")]
     ControlPlane {

@@ -46,6 +46,10 @@ pub struct Upstream {
     /// Version packages the release build stamps besides component-base's (each gets
     /// `gitVersion`, `gitMajor`, `gitMinor`; see [`Upstream::ldflags`]).
     pub version_packages: &'static [&'static str],
+    /// A main package written here, for an upstream whose own main is not served: the
+    /// wrapper module gets it as `main.go` and builds it instead of [`Upstream::package`]
+    /// (which is then the package it imports, for the record).
+    pub main: Option<&'static str>,
 }
 
 impl Upstream {
@@ -101,6 +105,7 @@ pub const CCMS: &[Upstream] = &[
         default_version: "v1.37.0",
         siblings: Siblings::Refuse,
         version_packages: &[],
+        main: None,
     },
     Upstream {
         name: "openstack",
@@ -110,6 +115,7 @@ pub const CCMS: &[Upstream] = &[
         default_version: "v1.36.0",
         siblings: Siblings::Refuse,
         version_packages: &[],
+        main: None,
     },
     Upstream {
         name: "vsphere",
@@ -119,6 +125,7 @@ pub const CCMS: &[Upstream] = &[
         default_version: "v1.36.0",
         siblings: Siblings::Refuse,
         version_packages: &[],
+        main: None,
     },
     // cloud-provider-azure v1.36.5 (the newest tag of the repository, 2026-08; the proxy
     // here refuses the version list and, by exact version, v1.35.8, v1.36.6 and v1.37.0):
@@ -142,25 +149,32 @@ pub const CCMS: &[Upstream] = &[
             "sigs.k8s.io/cloud-provider-azure/pkg/version",
             "k8s.io/client-go/pkg/version",
         ],
+        main: None,
+    },
+    // GCP: k8s.io/cloud-provider-gcp itself (cmd/cloud-controller-manager) cannot be had
+    // here. Checked 2026-11-27: the module proxy refuses its version list, its commits and
+    // their pseudo-versions (403), and its release tags (v36.3.8) are not valid module
+    // versions. Its nested module k8s.io/cloud-provider-gcp/providers is served, at
+    // v0.28.2 (2023-10) only, and holds the gce cloud provider without a main; so the
+    // harness builds upstream's provider code at that version inside a main written here
+    // (upstream/go/gce-cloud-controller-manager/main.go, what it leaves out is said there).
+    // Its k8s.io/cloud-provider, client-go and component-base are v0.28.2, as its go.mod
+    // requires. An old upstream: the README says so beside its row.
+    Upstream {
+        name: "gcp",
+        module: "k8s.io/cloud-provider-gcp/providers",
+        package: "gce",
+        binary: "gce-cloud-controller-manager",
+        default_version: "v0.28.2",
+        siblings: Siblings::Refuse,
+        version_packages: &[],
+        main: Some(include_str!("../go/gce-cloud-controller-manager/main.go")),
     },
 ];
 
 /// The upstream CCM of a provider.
 pub fn ccm(provider: &str) -> Option<&'static Upstream> {
     CCMS.iter().find(|u| u.name == provider)
-}
-
-/// Why a provider the harness knows has no upstream CCM to build here.
-pub fn why_no_ccm(provider: &str) -> Option<&'static str> {
-    match provider {
-        // Checked 2026-11-27: the proxy refuses k8s.io/cloud-provider-gcp's version list,
-        // its commits and their pseudo-versions (403); it lists only
-        // k8s.io/cloud-provider-gcp/providers v0.28.2, which has no main package.
-        "gcp" => Some(
-            "the Go module proxy serves no version of k8s.io/cloud-provider-gcp (its tags are not valid module versions, and pseudo-versions of its commits are refused), so cmd/cloud-controller-manager cannot be built from its module",
-        ),
-        _ => None,
-    }
 }
 
 /// Per-node agents a provider's CCM relies on, by provider. Azure's CCM leaves node
@@ -185,6 +199,7 @@ pub const NODE_MANAGERS: &[(&str, Upstream)] = &[(
             "sigs.k8s.io/cloud-provider-azure/pkg/version",
             "k8s.io/client-go/pkg/version",
         ],
+        main: None,
     },
 )];
 
@@ -209,6 +224,7 @@ pub const CONTROL_PLANE: &[Upstream] = &[
         default_version: "v1.37.2",
         siblings: Siblings::Staging,
         version_packages: &[],
+        main: None,
     },
     Upstream {
         name: "etcd",
@@ -219,6 +235,7 @@ pub const CONTROL_PLANE: &[Upstream] = &[
         // The server module replaces api, client/pkg, client/v3 and pkg by ../<dir>.
         siblings: Siblings::SameVersion,
         version_packages: &[],
+        main: None,
     },
 ];
 
@@ -450,7 +467,12 @@ impl Builder {
         let log_path = dir.join("build.log");
         let log = std::fs::File::create(&log_path).map_err(io("creating build.log"))?;
         let out = dir.join(upstream.binary);
-        let package = if upstream.package.is_empty() {
+        if let Some(main) = upstream.main {
+            std::fs::write(dir.join("main.go"), main).map_err(io("writing main.go"))?;
+        }
+        let package = if upstream.main.is_some() {
+            ".".to_string()
+        } else if upstream.package.is_empty() {
             upstream.module.to_string()
         } else {
             format!("{}/{}", upstream.module, upstream.package)
@@ -706,6 +728,7 @@ mod tests {
     #[test]
     fn every_provider_has_one_ccm() {
         for p in ["aws", "openstack", "vsphere", "azure"] {
+            assert!(ccm(p).unwrap().main.is_none(), "{p} has its own main");
             let u = ccm(p).unwrap();
             assert!(check_version(u.default_version).is_ok());
             // The binary is named after its main package, with the provider in front
@@ -718,8 +741,53 @@ mod tests {
                 u.package
             );
         }
-        assert_eq!(CCMS.len(), 4, "one CCM per provider");
-        assert!(ccm("gcp").is_none());
+        assert_eq!(CCMS.len(), 5, "one CCM per provider");
+        // GCP's main is written here and starts upstream's gce package.
+        let gcp = ccm("gcp").unwrap();
+        let main = gcp.main.unwrap();
+        assert!(main.contains("package main"));
+        assert!(main.contains(&format!("_ \"{}/{}\"", gcp.module, gcp.package)));
+        assert!(main.contains("HasClusterID"));
+    }
+
+    /// A CCM with a generated main: the wrapper gets it as `main.go` and `go build` builds
+    /// the wrapper's own package, not the upstream module's.
+    #[test]
+    fn a_generated_main_is_what_go_builds() {
+        let _spawns = spawn_lock();
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let bin = tempfile::tempdir().unwrap();
+        let mod_file = bin.path().join("upstream.mod");
+        std::fs::write(
+            &mod_file,
+            "module k8s.io/cloud-provider-gcp/providers\n\ngo 1.20\n",
+        )
+        .unwrap();
+        let record = bin.path().join("record");
+        let go = bin.path().join("go");
+        std::fs::write(
+            &go,
+            format!(
+                "#!/bin/sh\ncase \"$1\" in\n version) echo 'go version go1.26.8 linux/amd64';;\n \
+                 mod) echo '{{\"Path\":\"x\",\"GoMod\":\"{}\"}}';;\n \
+                 build) for a in \"$@\"; do last=\"$a\"; done; echo \"$last\" > {rec}; \
+                 cat main.go go.mod >> {rec}; echo 'stop here' >&2; exit 1;;\nesac\n",
+                mod_file.display(),
+                rec = record.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = builder_with_go(&go, root.path())
+            .build(ccm("gcp").unwrap(), None, &mut |_| {})
+            .unwrap_err();
+        assert!(err.to_string().contains("stop here"), "{err}");
+        let seen = std::fs::read_to_string(&record).unwrap();
+        let mut lines = seen.lines();
+        assert_eq!(lines.next(), Some("."), "{seen}");
+        assert!(seen.contains("_ \"k8s.io/cloud-provider-gcp/providers/gce\""));
+        assert!(seen.contains("require k8s.io/cloud-provider-gcp/providers v0.28.2"));
     }
 
     #[test]
