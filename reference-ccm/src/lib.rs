@@ -177,6 +177,9 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     opts.validate()?;
     providers::openstack::loadbalancer::use_name_scheme(opts.testing_lb_name_scheme);
+    providers::use_skip_lookup_before_create(
+        opts.breaks(options::TestingBreak::SkipLookupBeforeCreate),
+    );
     let enabled = opts.enabled_controllers()?;
     let migration = migration::MigrationConfig::from_options(&opts)?;
 
@@ -241,6 +244,9 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     }
     if instances.active() {
         tracing::warn!(quirks = ?opts.testing_provider_quirk, "TEST ONLY: provider answers altered by --testing-provider-quirk");
+    }
+    if !opts.testing_break.is_empty() {
+        tracing::warn!(breaks = ?opts.testing_break, "TEST ONLY: deliberately broken CCM behaviour enabled by --testing-break");
     }
     if !opts.kube_api_content_type.contains("json") {
         tracing::info!(content_type = %opts.kube_api_content_type, "only JSON is spoken to the API server; --kube-api-content-type ignored");
@@ -379,6 +385,8 @@ impl ControllerStarter {
                 let service_opts = controllers::service::ServiceControllerOptions {
                     cluster_name: opts.cluster_name.clone(),
                     workers: opts.concurrent_service_syncs,
+                    forget_finalizer: opts.breaks(options::TestingBreak::ForgetFinalizer),
+                    retry_without_backoff: opts.breaks(options::TestingBreak::RetryWithoutBackoff),
                 };
                 tracing::info!(workers = service_opts.workers, "Starting {name}");
                 tokio::spawn(controllers::service::run(

@@ -159,6 +159,11 @@ pub struct Options {
     /// controller paths no real cloud API leads to; see `providers::quirks`.
     #[arg(long, value_parser = crate::providers::quirks::parse_quirk, hide = true)]
     pub testing_provider_quirk: Vec<crate::providers::quirks::ProviderQuirk>,
+    /// TEST ONLY, hidden, repeatable: deliberately break one upstream guarantee
+    /// (`forget-finalizer`, `skip-lookup-before-create`, `retry-without-backoff`), so the
+    /// Chaos suite can prove it catches a CCM that lacks it; see [`TestingBreak`].
+    #[arg(long, value_enum, hide = true)]
+    pub testing_break: Vec<TestingBreak>,
 }
 
 /// Values of the hidden `--testing-lb-name-scheme` flag.
@@ -169,7 +174,27 @@ pub enum LbNameScheme {
     V2,
 }
 
+/// Values of the hidden, repeatable `--testing-break` flag: each one makes the reference
+/// CCM a deliberately broken CCM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum TestingBreak {
+    /// The service controller never adds the `service.kubernetes.io/load-balancer-cleanup`
+    /// finalizer (it still ensures load balancers and writes status), so a Service deleted
+    /// while the CCM is not watching leaves its cloud load balancer behind.
+    ForgetFinalizer,
+    /// Every provider's EnsureLoadBalancer treats its create-or-update lookup as "not
+    /// found" and creates the load balancer again (lookups of the delete path are intact).
+    SkipLookupBeforeCreate,
+    /// The work queue requeues failed keys at once instead of with exponential backoff.
+    RetryWithoutBackoff,
+}
+
 impl Options {
+    /// Whether `--testing-break=<what>` was given.
+    pub fn breaks(&self, what: TestingBreak) -> bool {
+        self.testing_break.contains(&what)
+    }
+
     /// Checks what clap cannot: provider, controller names, lock kind, worker counts.
     pub fn validate(&self) -> Result<(), OptionsError> {
         match self.cloud_provider.as_str() {
@@ -723,5 +748,48 @@ mod testing_flag_tests {
         assert!(parse(&["--testing-provider-quirk=hot-loop"]).is_err());
         let help = Options::command().render_long_help().to_string();
         assert!(!help.contains("testing-provider-quirk"), "{help}");
+    }
+
+    #[test]
+    fn testing_break_defaults_to_none_is_repeatable_and_hidden() {
+        let parse = |extra: &[&str]| {
+            let mut all = vec!["reference-ccm", "--cloud-provider=openstack"];
+            all.extend_from_slice(extra);
+            Options::try_parse_from(all)
+        };
+        let none = parse(&[]).expect("parse");
+        assert_eq!(none.testing_break, vec![]);
+        assert!(!none.breaks(TestingBreak::ForgetFinalizer));
+        let all = parse(&[
+            "--testing-break=forget-finalizer",
+            "--testing-break",
+            "skip-lookup-before-create",
+            "--testing-break=retry-without-backoff",
+        ])
+        .expect("parse");
+        assert_eq!(
+            all.testing_break,
+            vec![
+                TestingBreak::ForgetFinalizer,
+                TestingBreak::SkipLookupBeforeCreate,
+                TestingBreak::RetryWithoutBackoff,
+            ]
+        );
+        assert!(all.breaks(TestingBreak::SkipLookupBeforeCreate));
+        let one = parse(&["--testing-break=retry-without-backoff"]).expect("parse");
+        assert!(one.breaks(TestingBreak::RetryWithoutBackoff));
+        assert!(!one.breaks(TestingBreak::ForgetFinalizer));
+        assert_eq!(one.validate(), Ok(()));
+        for bad in [
+            "--testing-break=hot-loop",
+            "--testing-break=",
+            "--testing-break=Forget-Finalizer",
+        ] {
+            assert!(parse(&[bad]).is_err(), "{bad} should be rejected");
+        }
+        let help = Options::command().render_long_help().to_string();
+        assert!(!help.contains("testing-break"), "{help}");
+        let short = Options::command().render_help().to_string();
+        assert!(!short.contains("testing-break"), "{short}");
     }
 }

@@ -29,6 +29,10 @@
 //! Service writes are JSON merge patches on `services/{name}/status` (upstream's
 //! `PatchService` patches the status subresource; metadata such as finalizers goes through
 //! it, spec does not).
+//!
+//! TEST ONLY breaks (`--testing-break`, see [`crate::options::TestingBreak`]):
+//! `forget-finalizer` never adds the cleanup finalizer (everything else as usual);
+//! `retry-without-backoff` requeues failed Services at once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +71,10 @@ pub struct ServiceControllerOptions {
     pub cluster_name: String,
     /// `--concurrent-service-syncs`: service workers and node-sync parallelism.
     pub workers: usize,
+    /// TEST ONLY, `--testing-break=forget-finalizer`: never add [`FINALIZER`].
+    pub forget_finalizer: bool,
+    /// TEST ONLY, `--testing-break=retry-without-backoff`: failed syncs are retried at once.
+    pub retry_without_backoff: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +124,19 @@ pub fn has_finalizer(s: &Service) -> bool {
         .finalizers
         .as_ref()
         .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+}
+
+/// The finalizer list to write before ensuring a load balancer: the Service's finalizers
+/// plus [`FINALIZER`]. `None` when there is nothing to write: the Service has it already,
+/// or the process runs the TEST ONLY `--testing-break=forget-finalizer` (`forget`), which
+/// never adds it (a finalizer already there is kept and still removed on cleanup).
+pub fn finalizers_to_add(s: &Service, forget: bool) -> Option<Vec<String>> {
+    if forget || has_finalizer(s) {
+        return None;
+    }
+    let mut finalizers = s.metadata.finalizers.clone().unwrap_or_default();
+    finalizers.push(FINALIZER.to_owned());
+    Some(finalizers)
 }
 
 /// Has the finalizer and is being deleted or no longer of type LoadBalancer.
@@ -287,6 +308,12 @@ pub struct ServiceController<L> {
 impl<L: LoadBalancer> ServiceController<L> {
     pub fn new(client: Client, cloud: Arc<L>, opts: ServiceControllerOptions) -> Arc<Self> {
         let (events, events_rx) = mpsc::unbounded_channel();
+        let queue = WorkQueue::named_with(
+            "service",
+            BACKOFF_BASE,
+            BACKOFF_MAX,
+            opts.retry_without_backoff,
+        );
         Arc::new(Self {
             client,
             cloud,
@@ -298,7 +325,7 @@ impl<L: LoadBalancer> ServiceController<L> {
             synced: Notify::new(),
             cache: Mutex::new(HashMap::new()),
             last_synced_nodes: Mutex::new(HashMap::new()),
-            queue: WorkQueue::named("service", BACKOFF_BASE, BACKOFF_MAX),
+            queue,
             node_sync: Notify::new(),
             events,
             events_rx: Mutex::new(Some(events_rx)),
@@ -450,11 +477,9 @@ impl<L: LoadBalancer> ServiceController<L> {
     }
 
     async fn add_finalizer(&self, service: &Service) -> Result<(), kube::Error> {
-        if has_finalizer(service) {
+        let Some(finalizers) = finalizers_to_add(service, self.opts.forget_finalizer) else {
             return Ok(());
-        }
-        let mut finalizers = service.metadata.finalizers.clone().unwrap_or_default();
-        finalizers.push(FINALIZER.to_owned());
+        };
         tracing::info!(service = %key_of(service), "Adding finalizer to service");
         self.patch_service(service, json!({"metadata": {"finalizers": finalizers}}))
             .await
@@ -902,6 +927,28 @@ mod tests {
     }
 
     #[test]
+    fn finalizer_is_added_unless_present_or_forgotten_by_the_testing_break() {
+        let mut s = lb_service();
+        s.metadata.finalizers = Some(vec!["example.com/other".into()]);
+        assert_eq!(
+            finalizers_to_add(&s, false),
+            Some(vec!["example.com/other".to_owned(), FINALIZER.to_owned()])
+        );
+        assert_eq!(
+            finalizers_to_add(&lb_service(), false),
+            Some(vec![FINALIZER.to_owned()])
+        );
+        // --testing-break=forget-finalizer: never added...
+        assert_eq!(finalizers_to_add(&s, true), None);
+        assert_eq!(finalizers_to_add(&lb_service(), true), None);
+        // ...and one already there is left alone (nothing to write either way).
+        let mut has = lb_service();
+        has.metadata.finalizers = Some(vec![FINALIZER.into()]);
+        assert_eq!(finalizers_to_add(&has, false), None);
+        assert_eq!(finalizers_to_add(&has, true), None);
+    }
+
+    #[test]
     fn needs_update_triggers() {
         let base = lb_service();
         let changed: Vec<(&str, Service)> = vec![
@@ -1172,6 +1219,8 @@ mod tests {
             ServiceControllerOptions {
                 cluster_name: "c".into(),
                 workers: 1,
+                forget_finalizer: false,
+                retry_without_backoff: false,
             },
         );
         let svc = lb_service();

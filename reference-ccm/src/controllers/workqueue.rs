@@ -6,6 +6,9 @@
 //! (5 s doubling to 300 s, cloud-provider `controllers/service/controller.go`). A key is
 //! never handed to two workers at once; adding a key that is being processed re-queues it
 //! when the worker calls [`WorkQueue::done`] (client-go's dirty/processing sets).
+//!
+//! TEST ONLY: a queue made with `retry_without_backoff` (`--testing-break=retry-without-backoff`)
+//! requeues failed keys at once, a hot loop against the cloud the Chaos suite must catch.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,6 +33,8 @@ pub struct WorkQueue {
     max_delay: Duration,
     /// `name` label of the `workqueue_*` metrics; empty = not recorded.
     name: &'static str,
+    /// TEST ONLY (`--testing-break=retry-without-backoff`): failed keys come back at once.
+    retry_without_backoff: bool,
 }
 
 impl WorkQueue {
@@ -39,12 +44,25 @@ impl WorkQueue {
 
     /// A queue whose adds, depth and retries show as `workqueue_*{name="<name>"}`.
     pub fn named(name: &'static str, base_delay: Duration, max_delay: Duration) -> Arc<Self> {
+        Self::named_with(name, base_delay, max_delay, false)
+    }
+
+    /// [`WorkQueue::named`]; with `retry_without_backoff` (TEST ONLY,
+    /// `--testing-break=retry-without-backoff`) [`WorkQueue::add_rate_limited`] requeues
+    /// at once instead of after the exponential backoff.
+    pub fn named_with(
+        name: &'static str,
+        base_delay: Duration,
+        max_delay: Duration,
+        retry_without_backoff: bool,
+    ) -> Arc<Self> {
         Arc::new(Self {
             name,
             state: Mutex::new(State::default()),
             notify: Notify::new(),
             base_delay,
             max_delay,
+            retry_without_backoff,
         })
     }
 
@@ -96,7 +114,12 @@ impl WorkQueue {
         let delay = {
             let mut s = self.lock();
             let failures = s.failures.entry(key.to_owned()).or_insert(0);
-            let delay = backoff(self.base_delay, self.max_delay, *failures);
+            let delay = retry_delay(
+                self.base_delay,
+                self.max_delay,
+                *failures,
+                self.retry_without_backoff,
+            );
             *failures = failures.saturating_add(1);
             delay
         };
@@ -151,6 +174,21 @@ impl WorkQueue {
     }
 }
 
+/// The delay before a failed key's next try: [`backoff`], or zero when the queue runs the
+/// TEST ONLY `--testing-break=retry-without-backoff`.
+pub fn retry_delay(
+    base: Duration,
+    max: Duration,
+    failures: u32,
+    without_backoff: bool,
+) -> Duration {
+    if without_backoff {
+        Duration::ZERO
+    } else {
+        backoff(base, max, failures)
+    }
+}
+
 /// client-go `ItemExponentialFailureRateLimiter`: `base * 2^failures`, capped.
 pub fn backoff(base: Duration, max: Duration, failures: u32) -> Duration {
     let factor = 2u32.saturating_pow(failures.min(31));
@@ -169,6 +207,36 @@ mod tests {
         assert_eq!(b(5), Duration::from_secs(160));
         assert_eq!(b(6), Duration::from_secs(300));
         assert_eq!(b(40), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn retry_delay_is_zero_only_with_the_testing_break() {
+        let (base, max) = (Duration::from_secs(5), Duration::from_secs(300));
+        for failures in [0, 1, 5, 6, 40] {
+            assert_eq!(
+                retry_delay(base, max, failures, false),
+                backoff(base, max, failures)
+            );
+            assert_eq!(retry_delay(base, max, failures, true), Duration::ZERO);
+        }
+        assert_eq!(retry_delay(base, max, 2, false), Duration::from_secs(20));
+    }
+
+    #[tokio::test]
+    async fn queue_without_backoff_requeues_failed_keys_at_once() {
+        let (base, max) = (Duration::from_secs(5), Duration::from_secs(300));
+        let normal = WorkQueue::named_with("", base, max, false);
+        assert_eq!(normal.add_rate_limited("k"), Duration::from_secs(5));
+        assert_eq!(normal.add_rate_limited("k"), Duration::from_secs(10));
+        assert_eq!(normal.add_rate_limited("k"), Duration::from_secs(20));
+        let broken = WorkQueue::named_with("", base, max, true);
+        for n in 1..=10 {
+            assert_eq!(broken.add_rate_limited("k"), Duration::ZERO);
+            assert_eq!(broken.failures("k"), n);
+        }
+        // Back without waiting for the 5 s base delay.
+        let got = tokio::time::timeout(Duration::from_secs(2), broken.get()).await;
+        assert_eq!(got.ok().as_deref(), Some("k"));
     }
 
     #[tokio::test]

@@ -21,6 +21,35 @@ use crate::cloud::{
     Capabilities, CloudError, InstanceMetadata, Instances, LbError, LoadBalancer, Route, Routes,
 };
 
+/// TEST ONLY (`--testing-break=skip-lookup-before-create`, set once at startup): every
+/// provider's EnsureLoadBalancer takes its create-or-update lookup as "not found".
+static SKIP_LOOKUP_BEFORE_CREATE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Sets the process's `--testing-break=skip-lookup-before-create`; only the first call counts.
+pub fn use_skip_lookup_before_create(skip: bool) {
+    let _ = SKIP_LOOKUP_BEFORE_CREATE.set(skip);
+}
+
+/// Whether this process runs `--testing-break=skip-lookup-before-create`.
+pub fn skip_lookup_before_create() -> bool {
+    SKIP_LOOKUP_BEFORE_CREATE.get().copied().unwrap_or(false)
+}
+
+/// The one decision point of every provider's EnsureLoadBalancer: the existing load balancer
+/// that `lookup` finds (update it) or `None` (create it). With `skip` (the TEST ONLY
+/// `--testing-break=skip-lookup-before-create`, [`skip_lookup_before_create`]) the lookup
+/// is not made and the answer is always "not found", so each ensure creates the load
+/// balancer again. Lookups of the delete and get paths never come through here.
+pub async fn lookup_before_create<T, E>(
+    skip: bool,
+    lookup: impl std::future::Future<Output = Result<Option<T>, E>>,
+) -> Result<Option<T>, E> {
+    if skip {
+        return Ok(None);
+    }
+    lookup.await
+}
+
 /// The Kubernetes client a provider gets in [`AnyCloud::initialize`], once; `Debug` by
 /// hand because `kube::Client` has none.
 #[derive(Default)]
@@ -146,5 +175,40 @@ impl Routes for AnyCloud {
 
     async fn delete_route(&self, cluster: &str, route: &Route) -> Result<(), CloudError> {
         each_cloud!(self, c => c.delete_route(cluster, route).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[tokio::test]
+    async fn lookup_before_create_answers_not_found_without_looking_only_when_skipping() {
+        let looked = AtomicBool::new(false);
+        let lookup = || async {
+            looked.store(true, Ordering::SeqCst);
+            Ok::<_, String>(Some("lb-1"))
+        };
+        assert_eq!(
+            lookup_before_create(false, lookup()).await,
+            Ok(Some("lb-1"))
+        );
+        assert!(looked.swap(false, Ordering::SeqCst));
+        assert_eq!(lookup_before_create(true, lookup()).await, Ok(None));
+        assert!(
+            !looked.load(Ordering::SeqCst),
+            "the lookup must not be made"
+        );
+        // A failing lookup is not made either: the break answers "not found".
+        let failing = async { Err::<Option<u8>, _>("boom".to_owned()) };
+        assert_eq!(lookup_before_create(true, failing).await, Ok(None));
+        let failing = async { Err::<Option<u8>, _>("boom".to_owned()) };
+        assert_eq!(
+            lookup_before_create(false, failing).await,
+            Err("boom".to_owned())
+        );
+        let absent = async { Ok::<Option<u8>, String>(None) };
+        assert_eq!(lookup_before_create(false, absent).await, Ok(None));
     }
 }

@@ -20,6 +20,7 @@ use super::Aws;
 use super::client::{Api, ClientError, filter_params, list_params};
 use super::instances::{CLUSTER_TAG_PREFIX, instance_id_of};
 use crate::cloud::LbError;
+use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
 /// The annotation that asks for an NLB instead of ELB classic.
 pub const LB_TYPE_ANNOTATION: &str = "service.beta.kubernetes.io/aws-load-balancer-type";
@@ -233,6 +234,18 @@ impl Aws {
                 .collect(),
             health_check_target: lb.text_at(&["HealthCheck", "Target"]).to_owned(),
         }))
+    }
+
+    /// EnsureLoadBalancer's create-or-update lookup of a classic ELB: `DescribeLoadBalancers`,
+    /// or always `None` with `skip` (TEST ONLY `--testing-break=skip-lookup-before-create`:
+    /// `CreateLoadBalancer` again, which ELB refuses with `DuplicateLoadBalancerName` once
+    /// the listeners differ).
+    async fn elb_for_ensure(
+        &self,
+        skip: bool,
+        name: &str,
+    ) -> Result<Option<ElbState>, ClientError> {
+        lookup_before_create(skip, self.describe_elb(name)).await
     }
 
     /// Subnets of the cluster's VPC, one per zone: tagged for the cluster (or untagged),
@@ -460,7 +473,9 @@ impl Aws {
             .ensure_security_group(&name, service, &spec, &vpc)
             .await?;
         let wanted_listeners: BTreeSet<ListenerSpec> = spec.listeners.iter().cloned().collect();
-        let existing = self.describe_elb(&name).await?;
+        let existing = self
+            .elb_for_ensure(skip_lookup_before_create(), &name)
+            .await?;
         let lb = match existing {
             Some(lb) => {
                 let stale: Vec<ListenerSpec> = lb
@@ -584,6 +599,66 @@ impl Aws {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `--testing-break=skip-lookup-before-create`: the classic ELB ensure lookup answers
+    /// "not found" without calling `DescribeLoadBalancers`; the get path still finds it.
+    /// (`nlb_for_ensure` is the same one-line call of the same helper.)
+    #[tokio::test]
+    async fn ensure_lookups_answer_not_found_only_with_the_testing_break() {
+        use super::super::client::{AwsClient, RetryPolicy};
+        use super::super::config::AwsConfig;
+        use super::super::sigv4::Credentials;
+        use wiremock::matchers::{body_string_contains, method};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(body_string_contains("Action=DescribeLoadBalancers&"))
+            .and(body_string_contains("LoadBalancerNames.member"))
+            .respond_with(ResponseTemplate::new(200).set_body_string(
+                "<R><DescribeLoadBalancersResult><LoadBalancerDescriptions><member>\
+                 <LoadBalancerName>a1</LoadBalancerName><DNSName>a1.elb.example</DNSName>\
+                 </member></LoadBalancerDescriptions></DescribeLoadBalancersResult></R>",
+            ))
+            .mount(&server)
+            .await;
+        let mut text = String::from("[Global]\nZone = us-west-2a\nVPC = vpc-1\n");
+        for (i, s) in ["ec2", "elasticloadbalancing"].iter().enumerate() {
+            text.push_str(&format!(
+                "[ServiceOverride \"{i}\"]\nService = {s}\nRegion = us-west-2\nURL = {}\nSigningRegion = us-west-2\n",
+                server.uri()
+            ));
+        }
+        let (config, _) = AwsConfig::parse(&text).expect("config");
+        let creds = Credentials {
+            access_key_id: "AKIDTEST".into(),
+            secret_access_key: "secret".into(),
+        };
+        let mut client = AwsClient::new(&config, creds).expect("client");
+        client.set_retry(RetryPolicy {
+            attempts: 1,
+            base: std::time::Duration::from_millis(1),
+            max: std::time::Duration::from_millis(1),
+        });
+        let aws = Aws::with_client(config, client);
+        let calls = || async { server.received_requests().await.unwrap_or_default().len() };
+
+        let found = aws.elb_for_ensure(false, "a1").await;
+        assert_eq!(
+            found.ok().flatten().map(|lb| lb.dns_name).as_deref(),
+            Some("a1.elb.example")
+        );
+        assert_eq!(calls().await, 1);
+        assert!(matches!(aws.elb_for_ensure(true, "a1").await, Ok(None)));
+        assert_eq!(
+            calls().await,
+            1,
+            "the break must not call DescribeLoadBalancers"
+        );
+        // The get (and delete) path's lookup is not affected.
+        let s = svc(json!({"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]}));
+        let got = aws.get_elb(&s).await;
+        assert!(matches!(got, Ok(Some(_))), "{got:?}");
+    }
 
     fn svc(spec: serde_json::Value) -> Service {
         serde_json::from_value(json!({

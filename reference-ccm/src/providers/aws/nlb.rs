@@ -26,6 +26,7 @@ use super::instances::CLUSTER_TAG_PREFIX;
 use super::loadbalancer::{instance_ids, load_balancer_name};
 use super::xml::Element;
 use crate::cloud::LbError;
+use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
 /// How long an ensure waits for a new NLB to leave `provisioning`.
 const ACTIVE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -304,6 +305,17 @@ impl Aws {
             .map(|lb| status(&lb.dns_name)))
     }
 
+    /// EnsureLoadBalancer's create-or-update lookup of an NLB: `DescribeLoadBalancers`, or
+    /// always `None` with `skip` (TEST ONLY `--testing-break=skip-lookup-before-create`:
+    /// `CreateLoadBalancer` again, `DuplicateLoadBalancerName` when the settings differ).
+    async fn nlb_for_ensure(
+        &self,
+        skip: bool,
+        name: &str,
+    ) -> Result<Option<NlbState>, ClientError> {
+        lookup_before_create(skip, self.describe_nlb(name)).await
+    }
+
     pub(crate) async fn ensure_nlb(
         &self,
         service: &Service,
@@ -313,7 +325,10 @@ impl Aws {
         let name = load_balancer_name(service);
         let vpc = self.vpc_id_for_lb().await?;
         let created;
-        let lb = match self.describe_nlb(&name).await? {
+        let lb = match self
+            .nlb_for_ensure(skip_lookup_before_create(), &name)
+            .await?
+        {
             Some(lb) => {
                 created = false;
                 lb

@@ -23,11 +23,29 @@
 //! - errors: `{"error":{"code","message"}}` (azcore `ResponseError`);
 //! - retries: 408/429/500/502/503/504 up to 3 times, waiting `Retry-After` when given,
 //!   else exponential from 800 ms (azcore `policy.RetryOptions` defaults);
+//! - throttling is the whole client's, not one request's: a 429's `Retry-After` holds
+//!   back every read (GET) or every write (PUT/DELETE/POST) of the client until it ends,
+//!   as upstream's `pkg/azclient/policy/retryrepectthrottled` `ThrottlingPolicy` does
+//!   with its `RetryAfterReader`/`RetryAfterWriter`; and for [`RetryPolicy::throttled_for`]
+//!   after the last 429 every request is paced to [`RetryPolicy::throttled_rate`] a
+//!   second (a token bucket as large), so that the work piled up during a throttling
+//!   storm does not leave in one burst when it ends. Never throttled, the client never
+//!   waits;
+//! - eventual consistency: a resource this client created (PUT answered 201) may read
+//!   as 404 for a moment. Until a read has shown it, and for at most
+//!   [`RetryPolicy::consistency_window`] after the create, [`ArmClient::get_opt_or_created`]
+//!   does not take such a 404 for "gone" and answers the resource as this client's last
+//!   write showed it; plain reads trust the 404, and so does every read once one has
+//!   found the resource (a resource deleted behind the CCM's back is gone). A PUT's answer
+//!   is the resource, as upstream takes it (`CreateOrUpdate` returns the PUT's body), so
+//!   the final GET of a long-running PUT that reads 404 falls back on it. A DELETE, a 404
+//!   on a write or a 412 forgets;
 //! - long-running PUT/DELETE: poll `Azure-AsyncOperation` (else `Location`) until
 //!   `Succeeded`, `Failed` or `Canceled`; a PUT is followed by a GET of the resource, as
 //!   the SDK poller's final state (azcore `runtime.Poller`);
 //! - lists follow `nextLink`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -113,6 +131,13 @@ pub struct RetryPolicy {
     pub poll: Vec<Duration>,
     /// Give up on a long-running operation after this long.
     pub poll_deadline: Duration,
+    /// How long after the last throttling answer (429) requests are paced.
+    pub throttled_for: Duration,
+    /// Requests a second while paced (and the token bucket's size); 0: never paced.
+    pub throttled_rate: u32,
+    /// How long a resource this client created may read as 404 without being taken
+    /// for gone (ARM's eventual consistency).
+    pub consistency_window: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -128,8 +153,93 @@ impl Default for RetryPolicy {
                 Duration::from_secs(1),
             ],
             poll_deadline: Duration::from_secs(300),
+            throttled_for: Duration::from_secs(15),
+            throttled_rate: 25,
+            consistency_window: Duration::from_secs(10),
         }
     }
+}
+
+/// The client-wide answer to throttling: `Retry-After` gates and the pacing after a 429.
+#[derive(Debug, Default)]
+struct Pacer {
+    /// No read (`[0]`) or write (`[1]`) leaves before this: the latest `Retry-After`.
+    until: [Option<Instant>; 2],
+    /// When the last 429 came.
+    throttled_at: Option<Instant>,
+    /// Token bucket while paced: tokens left (negative: reserved ahead) and when it was
+    /// last filled.
+    tokens: f64,
+    filled: Option<Instant>,
+}
+
+impl Pacer {
+    fn paced(&self, now: Instant, policy: &RetryPolicy) -> bool {
+        policy.throttled_rate > 0
+            && self
+                .throttled_at
+                .is_some_and(|t| now.saturating_duration_since(t) < policy.throttled_for)
+    }
+
+    /// How long a request (a write with `write`) leaving at `now` must wait first; its
+    /// turn is reserved. Zero unless the client was throttled.
+    fn reserve(&mut self, write: bool, now: Instant, policy: &RetryPolicy) -> Duration {
+        let gate = self.until[usize::from(write)]
+            .map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
+        if !self.paced(now, policy) {
+            return gate;
+        }
+        let rate = f64::from(policy.throttled_rate);
+        let filled = self.filled.unwrap_or(now);
+        self.tokens =
+            (self.tokens + now.saturating_duration_since(filled).as_secs_f64() * rate).min(rate);
+        self.filled = Some(now);
+        self.tokens -= 1.0;
+        let turn = if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / rate)
+        };
+        gate.max(turn)
+    }
+
+    /// A 429 (or a 503 with `Retry-After`) at `now`.
+    fn throttled(
+        &mut self,
+        write: bool,
+        now: Instant,
+        retry_after: Option<Duration>,
+        policy: &RetryPolicy,
+    ) {
+        if !self.paced(now, policy) {
+            // Pacing starts with a full bucket.
+            self.tokens = f64::from(policy.throttled_rate);
+            self.filled = Some(now);
+        }
+        self.throttled_at = Some(now);
+        if let Some(d) = retry_after {
+            let until = now + d.min(policy.max);
+            let slot = &mut self.until[usize::from(write)];
+            *slot = Some(slot.map_or(until, |u| u.max(until)));
+        }
+    }
+}
+
+/// A resource this client created, as last seen.
+#[derive(Debug, Clone)]
+struct Created {
+    at: Instant,
+    body: Value,
+}
+
+/// The precondition of a write.
+#[derive(Debug, Clone, Copy)]
+enum Precondition<'a> {
+    None,
+    /// `If-Match: <etag>`.
+    IfMatch(&'a str),
+    /// `If-None-Match: *`: create only.
+    IfNoneMatch,
 }
 
 /// Where tokens come from.
@@ -163,6 +273,9 @@ pub struct ArmClient {
     retry: RetryPolicy,
     allow_http: bool,
     pub subscription: String,
+    pacer: std::sync::Mutex<Pacer>,
+    /// Resources this client created, by [`resource_key`].
+    created: std::sync::Mutex<HashMap<String, Created>>,
 }
 
 /// What `/metadata/endpoints` told us.
@@ -193,6 +306,9 @@ impl ArmClient {
             max: Duration::from_millis(20),
             poll: vec![Duration::from_millis(5)],
             poll_deadline: Duration::from_secs(10),
+            throttled_for: Duration::from_secs(1),
+            throttled_rate: 1_000,
+            consistency_window: Duration::from_secs(10),
         };
         Ok(client)
     }
@@ -259,6 +375,8 @@ impl ArmClient {
             retry: RetryPolicy::default(),
             allow_http,
             subscription: config.subscription_id.clone(),
+            pacer: std::sync::Mutex::default(),
+            created: std::sync::Mutex::default(),
         })
     }
 
@@ -392,7 +510,7 @@ impl ArmClient {
         api: &str,
         query: &[(&str, &str)],
         body: Option<&Value>,
-        if_match: Option<&str>,
+        precondition: Precondition<'_>,
     ) -> Result<(StatusCode, reqwest::header::HeaderMap, bytes::Bytes, String), ArmError> {
         let url = self.url(path);
         if !self.allow_http && !url.starts_with("https://") {
@@ -400,9 +518,11 @@ impl ArmClient {
                 "refusing to send a bearer token to non-https {url}"
             )));
         }
+        let write = method != Method::GET && method != Method::HEAD;
         let mut reauthed = false;
         let mut attempt = 0;
         loop {
+            self.pace(write).await;
             let token = self.token().await?;
             let mut request = self
                 .http
@@ -415,8 +535,14 @@ impl ArmClient {
             if !query.is_empty() {
                 request = request.query(query);
             }
-            if let Some(etag) = if_match {
-                request = request.header(reqwest::header::IF_MATCH, etag);
+            match precondition {
+                Precondition::None => {}
+                Precondition::IfMatch(etag) => {
+                    request = request.header(reqwest::header::IF_MATCH, etag);
+                }
+                Precondition::IfNoneMatch => {
+                    request = request.header(reqwest::header::IF_NONE_MATCH, "*");
+                }
             }
             if let Some(body) = body {
                 request = request.json(body);
@@ -444,11 +570,17 @@ impl ArmClient {
                 self.invalidate_token(&token).await;
                 continue;
             }
+            let server_wait = retry_after(&headers);
+            if status == StatusCode::TOO_MANY_REQUESTS
+                || (status == StatusCode::SERVICE_UNAVAILABLE && server_wait.is_some())
+            {
+                self.throttled(write, server_wait);
+            }
             if matches!(status.as_u16(), 408 | 429 | 500 | 502 | 503 | 504)
                 && attempt < self.retry.attempts
             {
                 attempt += 1;
-                let wait = self.backoff(attempt, retry_after(&headers));
+                let wait = self.backoff(attempt, server_wait);
                 tracing::debug!(%url, %status, ?wait, "ARM request retried");
                 tokio::time::sleep(wait).await;
                 continue;
@@ -467,6 +599,64 @@ impl ArmClient {
         }
     }
 
+    /// Waits for the request's turn: only after a throttling answer (see [`Pacer`]).
+    async fn pace(&self, write: bool) {
+        let wait = match self.pacer.lock() {
+            Ok(mut p) => p.reserve(write, Instant::now(), &self.retry),
+            Err(_) => Duration::ZERO,
+        };
+        if !wait.is_zero() {
+            tracing::debug!(?wait, write, "ARM request held back after throttling");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    fn throttled(&self, write: bool, retry_after: Option<Duration>) {
+        if let Ok(mut p) = self.pacer.lock() {
+            p.throttled(write, Instant::now(), retry_after, &self.retry);
+        }
+    }
+
+    /// The resource at `path` as this client's last write showed it, when this client
+    /// created it less than [`RetryPolicy::consistency_window`] ago and no read has found
+    /// it since.
+    pub fn recently_created(&self, path: &str) -> Option<Value> {
+        let key = resource_key(&self.base, path);
+        let mut created = self.created.lock().ok()?;
+        created.retain(|_, c| c.at.elapsed() < self.retry.consistency_window);
+        created.get(&key).map(|c| c.body.clone())
+    }
+
+    /// Records what a write showed of `path`: a new entry only with `create`.
+    fn saw(&self, path: &str, body: &Value, create: bool) {
+        if !body.is_object() {
+            return;
+        }
+        let key = resource_key(&self.base, path);
+        if let Ok(mut created) = self.created.lock() {
+            match created.get_mut(&key) {
+                Some(c) if !create => c.body = body.clone(),
+                Some(_) | None if create => {
+                    created.insert(
+                        key,
+                        Created {
+                            at: Instant::now(),
+                            body: body.clone(),
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn forget(&self, path: &str) {
+        let key = resource_key(&self.base, path);
+        if let Ok(mut created) = self.created.lock() {
+            created.remove(&key);
+        }
+    }
+
     fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         if let Some(d) = retry_after {
             return d.min(self.retry.max);
@@ -482,8 +672,38 @@ impl ArmClient {
         api: &str,
         query: &[(&str, &str)],
     ) -> Result<Value, ArmError> {
-        let (_, _, body, url) = self.send(Method::GET, path, api, query, None, None).await?;
-        decode(&url, &body)
+        let (_, _, body, url) = self
+            .send(Method::GET, path, api, query, None, Precondition::None)
+            .await?;
+        let value = decode(&url, &body)?;
+        // Visible now: a later 404 means it is gone.
+        self.forget(path);
+        Ok(value)
+    }
+
+    /// GET a resource; a 404 moments after this client created it, before any read found
+    /// it ([`ArmClient::recently_created`]), answers the resource as this client's last
+    /// write showed it (ARM's eventual consistency), any other 404 `None`. For reads whose
+    /// "not found" would leave something behind or make it again.
+    pub async fn get_opt_or_created(
+        &self,
+        path: &str,
+        api: &str,
+    ) -> Result<Option<Value>, ArmError> {
+        match self.get(path, api, &[]).await {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_not_found() => {
+                let known = self.recently_created(path);
+                if known.is_some() {
+                    tracing::debug!(
+                        path,
+                        "read as not found moments after this client created it; its last known state is used"
+                    );
+                }
+                Ok(known)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// GET a resource; `None` when it does not exist.
@@ -535,23 +755,71 @@ impl ArmClient {
         body: &Value,
         if_match: Option<&str>,
     ) -> Result<Value, ArmError> {
-        let (_, headers, reply, url) = self
-            .send(Method::PUT, path, api, &[], Some(body), if_match)
-            .await?;
+        let precondition = if_match.map_or(Precondition::None, Precondition::IfMatch);
+        self.write(path, api, body, precondition).await
+    }
+
+    /// PUT with `If-None-Match: *`: creates the resource, or fails with 412 when it
+    /// already exists (so a create that a stale "not found" read asked for never
+    /// replaces what is there).
+    pub async fn create(&self, path: &str, api: &str, body: &Value) -> Result<Value, ArmError> {
+        self.write(path, api, body, Precondition::IfNoneMatch).await
+    }
+
+    async fn write(
+        &self,
+        path: &str,
+        api: &str,
+        body: &Value,
+        precondition: Precondition<'_>,
+    ) -> Result<Value, ArmError> {
+        let (status, headers, reply, url) = match self
+            .send(Method::PUT, path, api, &[], Some(body), precondition)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) => {
+                if e.is_not_found() || e.is_precondition_failed() {
+                    // What this client remembered of it is not what is there.
+                    self.forget(path);
+                }
+                return Err(e);
+            }
+        };
+        let answer = decode(&url, &reply)?;
+        self.saw(path, &answer, status == StatusCode::CREATED);
         if self.wait_operation(&headers).await? {
-            return self.get(path, api, &[]).await;
+            if let Some(mut known) = self.recently_created(path)
+                && known["properties"].is_object()
+            {
+                known["properties"]["provisioningState"] = Value::from("Succeeded");
+                self.saw(path, &known, false);
+            }
+            // The operation succeeded: a 404 now is ARM's eventual consistency, and the
+            // PUT's answer is the resource.
+            return match self.get(path, api, &[]).await {
+                Err(e) if e.is_not_found() => self.recently_created(path).ok_or(e),
+                other => other,
+            };
         }
-        decode(&url, &reply)
+        Ok(answer)
     }
 
     /// DELETE; success also when the resource is already gone (204/404).
     pub async fn delete(&self, path: &str, api: &str) -> Result<(), ArmError> {
-        match self.send(Method::DELETE, path, api, &[], None, None).await {
+        match self
+            .send(Method::DELETE, path, api, &[], None, Precondition::None)
+            .await
+        {
             Ok((_, headers, _, _)) => {
                 self.wait_operation(&headers).await?;
+                self.forget(path);
                 Ok(())
             }
-            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) if e.is_not_found() => {
+                self.forget(path);
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
@@ -587,8 +855,9 @@ impl ArmClient {
             });
             tokio::time::sleep(delay.min(Duration::from_secs(10))).await;
             polls += 1;
-            let (status, headers, body, _) =
-                self.send(Method::GET, &url, "", &[], None, None).await?;
+            let (status, headers, body, _) = self
+                .send(Method::GET, &url, "", &[], None, Precondition::None)
+                .await?;
             wait = retry_after(&headers);
             if async_op {
                 let json: Value = decode(&url, &body)?;
@@ -746,6 +1015,14 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     }
 }
 
+/// The key of a resource path (or URL under `base`): no query, no trailing slash, lower
+/// case (ARM paths are case-insensitive).
+fn resource_key(base: &str, path: &str) -> String {
+    let path = path.strip_prefix(base).unwrap_or(path);
+    let path = path.split('?').next().unwrap_or_default();
+    path.trim_end_matches('/').to_ascii_lowercase()
+}
+
 /// `(code, message)` of an ARM error body.
 pub fn arm_error(body: &[u8]) -> (String, String) {
     let json: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
@@ -833,6 +1110,95 @@ mod tests {
         assert_eq!(
             parse_endpoints(&no_rm, "https://e", "").map(|e| e.resource_manager),
             Ok("https://e".to_owned())
+        );
+    }
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy {
+            throttled_for: Duration::from_secs(10),
+            throttled_rate: 4,
+            ..RetryPolicy::default()
+        }
+    }
+
+    #[test]
+    fn an_unthrottled_client_never_waits() {
+        let (mut p, policy, now) = (Pacer::default(), policy(), Instant::now());
+        for i in 0..1_000 {
+            let at = now + Duration::from_micros(i);
+            assert_eq!(p.reserve(i % 2 == 0, at, &policy), Duration::ZERO);
+        }
+    }
+
+    #[test]
+    fn retry_after_holds_back_every_request_of_its_kind() {
+        let (mut p, policy, now) = (Pacer::default(), policy(), Instant::now());
+        p.throttled(false, now, Some(Duration::from_secs(2)), &policy);
+        // Reads wait for the gate (upstream's RetryAfterReader), writes only their turn.
+        assert_eq!(
+            p.reserve(false, now + Duration::from_millis(500), &policy),
+            Duration::from_millis(1_500)
+        );
+        assert_eq!(
+            p.reserve(true, now + Duration::from_millis(500), &policy),
+            Duration::ZERO
+        );
+        // A later, shorter Retry-After does not shorten the gate.
+        p.throttled(false, now, Some(Duration::from_secs(1)), &policy);
+        assert_eq!(
+            p.reserve(false, now + Duration::from_secs(1), &policy),
+            Duration::from_secs(1)
+        );
+        // The gate is capped by the policy's longest wait.
+        let mut q = Pacer::default();
+        q.throttled(true, now, Some(Duration::from_secs(3_600)), &policy);
+        assert_eq!(q.reserve(true, now, &policy), policy.max);
+    }
+
+    #[test]
+    fn after_a_429_requests_are_paced_until_the_client_cools_down() {
+        let (mut p, policy, now) = (Pacer::default(), policy(), Instant::now());
+        p.throttled(true, now, None, &policy);
+        // A full bucket of 4, then one every 250 ms: at most 8 in any second.
+        let waits: Vec<Duration> = (0..8).map(|_| p.reserve(false, now, &policy)).collect();
+        assert_eq!(&waits[..4], &[Duration::ZERO; 4]);
+        assert_eq!(
+            &waits[4..],
+            &[250, 500, 750, 1_000].map(Duration::from_millis)
+        );
+        // Two seconds on, the reservations are paid and the bucket is full again.
+        let later = now + Duration::from_secs(2);
+        let n = (0..10)
+            .filter(|_| p.reserve(false, later, &policy).is_zero())
+            .count();
+        assert_eq!(n, 4);
+        // Once `throttled_for` has passed since the last 429, nothing waits.
+        let cool = now + policy.throttled_for;
+        assert!((0..100).all(|_| p.reserve(false, cool, &policy).is_zero()));
+        // A rate of 0 turns pacing off (the Retry-After gate stays).
+        let off = RetryPolicy {
+            throttled_rate: 0,
+            ..policy
+        };
+        let mut q = Pacer::default();
+        q.throttled(false, now, Some(Duration::from_millis(100)), &off);
+        assert_eq!(q.reserve(false, now, &off), Duration::from_millis(100));
+        assert!((0..100).all(|_| q.reserve(true, now, &off).is_zero()));
+    }
+
+    #[test]
+    fn resource_keys_ignore_base_query_slash_and_case() {
+        let base = "https://arm.example";
+        assert_eq!(
+            resource_key(
+                base,
+                "https://arm.example/subscriptions/S/resourceGroups/RG/providers/Microsoft.Network/loadBalancers/LB/?api-version=1"
+            ),
+            "/subscriptions/s/resourcegroups/rg/providers/microsoft.network/loadbalancers/lb"
+        );
+        assert_eq!(
+            resource_key(base, "/Subscriptions/S/x"),
+            resource_key(base, "/subscriptions/s/X/")
         );
     }
 

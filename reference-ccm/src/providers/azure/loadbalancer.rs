@@ -68,6 +68,7 @@ use super::client::{ArmError, NETWORK_API};
 use super::instances::last_segment;
 use super::nsg;
 use crate::cloud::{CloudError, LbError, LoadBalancer};
+use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
 pub const ANNOTATION_INTERNAL: &str = "service.beta.kubernetes.io/azure-load-balancer-internal";
 pub const ANNOTATION_DISABLE_FLOATING_IP: &str =
@@ -510,6 +511,13 @@ impl Azure {
         }
     }
 
+    /// EnsureLoadBalancer's create-or-update lookup of the cluster's LB `lb_path`, or
+    /// always `None` with `skip` (TEST ONLY `--testing-break=skip-lookup-before-create`:
+    /// the LB is PUT fresh, without `If-Match`, which ARM takes as create-or-replace).
+    async fn lb_for_ensure(&self, skip: bool, lb_path: &str) -> Result<Option<Value>, ArmError> {
+        lookup_before_create(skip, self.client.get_opt_or_created(lb_path, NETWORK_API)).await
+    }
+
     /// Public IP `name`, created or bound to the Service (`ensurePublicIPExists`).
     async fn ensure_public_ip(
         &self,
@@ -670,7 +678,8 @@ impl Azure {
         let lb_name = self.lb_name(cluster, internal);
         let lb_path = self.network_path("loadBalancers", &lb_name);
         let lb_id = lb_path.clone();
-        let existing = self.client.get_opt(&lb_path, NETWORK_API, &[]).await?;
+        let skip = skip_lookup_before_create();
+        let existing = self.lb_for_ensure(skip, &lb_path).await?;
         let mut dirty = existing.is_none();
         let mut lb = existing.clone().unwrap_or_else(|| {
             json!({"name": lb_name, "location": self.config.location, "sku": {"name": "Standard"},
@@ -740,11 +749,19 @@ impl Azure {
             rule_matches,
         );
         if dirty {
-            let tag = existing.as_ref().and_then(etag);
-            lb = self
-                .client
-                .put(&lb_path, NETWORK_API, &lb, tag.as_deref())
-                .await?;
+            lb = match existing.as_ref() {
+                Some(found) => {
+                    let tag = etag(found);
+                    self.client
+                        .put(&lb_path, NETWORK_API, &lb, tag.as_deref())
+                        .await?
+                }
+                // Create only (`If-None-Match: *`): a "not found" that was ARM's eventual
+                // consistency must not replace the LB and the other Services' frontends
+                // on it; the 412 reads again. The TEST ONLY break PUTs as before.
+                None if !skip => self.client.create(&lb_path, NETWORK_API, &lb).await?,
+                None => self.client.put(&lb_path, NETWORK_API, &lb, None).await?,
+            };
         }
         let backend_ips = self.reconcile_backend_hosts(&lb, &pool_id, nodes).await?;
         Ok((lb, backend_ips, new_pip))
@@ -964,7 +981,11 @@ impl Azure {
         service: &Service,
     ) -> Result<(), LbError> {
         let lb_path = self.network_path("loadBalancers", lb_name);
-        let Some(mut lb) = self.client.get_opt(&lb_path, NETWORK_API, &[]).await? else {
+        let Some(mut lb) = self
+            .client
+            .get_opt_or_created(&lb_path, NETWORK_API)
+            .await?
+        else {
             return Ok(());
         };
         let tag = etag(&lb);
@@ -984,19 +1005,28 @@ impl Azure {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
+            // The members as read, and the IP configurations this CCM put in a pool: an
+            // LB known only from its create (it read as not found since) lists none.
+            let known: BTreeSet<String> = self
+                .ip_configs
+                .lock()
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default();
             for pool in pools {
                 let pool_id = pool
                     .get("id")
                     .and_then(Value::as_str)
                     .map(str::to_owned)
                     .unwrap_or_else(|| format!("{lb_path}/backendAddressPools/{}", name_of(&pool)));
-                for c in pool["properties"]["backendIPConfigurations"]
+                let mut nics: BTreeSet<String> = BTreeSet::new();
+                let listed = pool["properties"]["backendIPConfigurations"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                {
-                    if let Some(nic_path) =
-                        c.get("id").and_then(Value::as_str).and_then(nic_path_of)
+                    .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_owned));
+                for id in listed.chain(known.iter().cloned()) {
+                    if let Some(nic_path) = nic_path_of(&id)
+                        && nics.insert(nic_path.to_ascii_lowercase())
                     {
                         self.remove_pool_from_nic(&nic_path, &pool_id).await?;
                     }
@@ -1038,7 +1068,7 @@ impl Azure {
             if let Some(p) = known {
                 return Ok(str_at(p, "/properties/ipAddress").map(str::to_owned));
             }
-            let pip = self.client.get_opt(pip_id, NETWORK_API, &[]).await?;
+            let pip = self.client.get_opt_or_created(pip_id, NETWORK_API).await?;
             return Ok(pip.and_then(|p| str_at(&p, "/properties/ipAddress").map(str::to_owned)));
         }
         Ok(None)
@@ -1101,7 +1131,18 @@ impl Azure {
             self.client.subscription, self.config.resource_group
         );
         let key = service_key(service);
-        for mut pip in self.client.list(&list_path, NETWORK_API).await? {
+        let mut pips = self.client.list(&list_path, NETWORK_API).await?;
+        // Deletes do not trust a list that lags a create: the Service's own public IP,
+        // created moments ago by this CCM, is a candidate even when not listed.
+        let own = pip_name(cluster, service, false);
+        if !pips.iter().any(|p| name_of(p).eq_ignore_ascii_case(&own))
+            && let Some(created) = self
+                .client
+                .recently_created(&self.network_path("publicIPAddresses", &own))
+        {
+            pips.push(created);
+        }
+        for mut pip in pips {
             let name = name_of(&pip).to_owned();
             if keep.is_some_and(|k| k.eq_ignore_ascii_case(&name))
                 || !service_owns_pip(&pip, service, cluster)
@@ -1169,11 +1210,7 @@ impl Azure {
             let lb_name = self.lb_name(cluster, kind);
             let lb = self
                 .client
-                .get_opt(
-                    &self.network_path("loadBalancers", &lb_name),
-                    NETWORK_API,
-                    &[],
-                )
+                .get_opt_or_created(&self.network_path("loadBalancers", &lb_name), NETWORK_API)
                 .await?;
             if let Some(lb) = lb {
                 let mut dsts: Vec<String> = self
@@ -1229,6 +1266,43 @@ impl Azure {
             }
         }
         Ok(out)
+    }
+
+    /// The status of the Service's frontend on its LB (`getServiceLoadBalancer`'s
+    /// `existsLb`): `None` without a frontend, an empty status when its address cannot be
+    /// read (it exists all the same, and the delete path must remove it). A 404 moments
+    /// after this CCM created the LB, before any read found it, is not trusted
+    /// ([`super::client::ArmClient::get_opt_or_created`]).
+    async fn service_lb_status(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, LbError> {
+        let lb_path = self.network_path(
+            "loadBalancers",
+            &self.lb_name(cluster, is_internal(service)),
+        );
+        let Some(lb) = self
+            .client
+            .get_opt_or_created(&lb_path, NETWORK_API)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let has_frontend = lb["properties"]["frontendIPConfigurations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|f| owned_by(name_of(f), service));
+        if !has_frontend {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.frontend_ip(&lb, service, None)
+                .await?
+                .map(|ip| ingress(&ip))
+                .unwrap_or_default(),
+        ))
     }
 
     /// Retries a whole reconcile after a 412 (someone wrote in between).
@@ -1303,22 +1377,23 @@ impl LoadBalancer for Azure {
         cluster: &str,
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, LbError> {
-        let lb_name = self.lb_name(cluster, is_internal(service));
-        let Some(lb) = self
+        // The delete path asks this before EnsureLoadBalancerDeleted: a "not found" read
+        // moments after this CCM created the LB or the public IP must not skip the delete.
+        if let Some(status) = self.service_lb_status(cluster, service).await? {
+            return Ok(Some(status));
+        }
+        // Upstream's GetLoadBalancer answers "exists" also when only the Service's public
+        // IP does (an ensure that failed between the two), so the delete path cleans it.
+        let pip = self
             .client
-            .get_opt(
-                &self.network_path("loadBalancers", &lb_name),
+            .get_opt_or_created(
+                &self.network_path("publicIPAddresses", &pip_name(cluster, service, false)),
                 NETWORK_API,
-                &[],
             )
-            .await?
-        else {
-            return Ok(None);
-        };
-        Ok(self
-            .frontend_ip(&lb, service, None)
-            .await?
-            .map(|ip| ingress(&ip)))
+            .await?;
+        Ok(pip
+            .filter(|p| service_owns_pip(p, service, cluster))
+            .map(|_| LoadBalancerStatus::default()))
     }
 
     async fn ensure_load_balancer(
@@ -1346,7 +1421,7 @@ impl LoadBalancer for Azure {
             return Ok(());
         }
         let _guard = self.lb_lock.lock().await;
-        if self.get_load_balancer(cluster, service).await?.is_none() {
+        if self.service_lb_status(cluster, service).await?.is_none() {
             return Ok(());
         }
         self.with_412_retry(|| self.ensure_once(cluster, service, nodes))

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use serde_json::{Value, json};
 
 use super::Azure;
-use super::client::ArmClient;
+use super::client::{ArmClient, NETWORK_API, RetryPolicy};
 use super::config::AzureConfig;
 use crate::cloud::{Instances, LoadBalancer, Route, Routes};
 
@@ -40,6 +40,18 @@ struct Fake {
     fail_put_412: Option<String>,
     /// Reject the current token once.
     reject_token_once: bool,
+    /// ARM's eventual consistency: each resource a PUT creates reads as 404 (GET of it,
+    /// not lists) while its key is in `hidden`.
+    hide_created: bool,
+    hidden: std::collections::BTreeSet<String>,
+    /// Answer PUTs whose path contains this with 400 (until cleared).
+    reject_puts: Option<String>,
+    /// PUTs sent with `If-None-Match: *` (lowercased paths), whatever their answer.
+    create_only: Vec<String>,
+    /// Answer the next request with 429 and `retry-after-ms` of this.
+    throttle_next_ms: Option<u64>,
+    /// When each authorized request arrived, and its answer's status.
+    arrivals: Vec<(std::time::Instant, u16)>,
 }
 
 type Shared = Arc<Mutex<Fake>>;
@@ -192,12 +204,36 @@ async fn handle(
     if method == Method::GET {
         f.reads.push(key.clone());
     }
+    let response = answer(&mut f, &method, &path, &key, &query, &headers, &body);
+    f.arrivals
+        .push((std::time::Instant::now(), response.status().as_u16()));
+    response
+}
+
+fn answer(
+    f: &mut Fake,
+    method: &Method,
+    path: &str,
+    key: &str,
+    query: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let key = key.to_owned();
     if !query.contains("api-version=") {
         return arm_error(
             StatusCode::BAD_REQUEST,
             "MissingApiVersionParameter",
             "no api-version",
         );
+    }
+    if let Some(ms) = f.throttle_next_ms.take() {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after-ms", ms.to_string())],
+            axum::Json(json!({"error": {"code": "TooManyRequests", "message": "slow down"}})),
+        )
+            .into_response();
     }
     if f.throttle_next {
         f.throttle_next = false;
@@ -215,8 +251,15 @@ async fn handle(
         "azure-asyncoperation",
         format!("{}/operations/1?api-version=2025-05-01", f.base),
     )];
-    match method {
+    match *method {
         Method::GET => {
+            if f.hidden.contains(&key) {
+                return arm_error(
+                    StatusCode::NOT_FOUND,
+                    "ResourceNotFound",
+                    &format!("{path} not found (yet)"),
+                );
+            }
             if let Some(v) = f.read(&key) {
                 return axum::Json(v).into_response();
             }
@@ -265,7 +308,22 @@ async fn handle(
                     "stale etag",
                 );
             }
+            if let Some(m) = &f.reject_puts
+                && key.contains(m.as_str())
+            {
+                return arm_error(StatusCode::BAD_REQUEST, "InvalidRequestContent", "rejected");
+            }
             let existing = f.resources.get(&key).cloned();
+            if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some("*") {
+                f.create_only.push(key.clone());
+                if existing.is_some() {
+                    return arm_error(
+                        StatusCode::PRECONDITION_FAILED,
+                        "PreconditionFailed",
+                        "the resource already exists",
+                    );
+                }
+            }
             if let Some(want) = headers.get("if-match").and_then(|v| v.to_str().ok())
                 && existing.as_ref().and_then(|e| e["etag"].as_str()) != Some(want)
             {
@@ -275,19 +333,23 @@ async fn handle(
                     "stale etag",
                 );
             }
-            let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+            let Ok(v) = serde_json::from_slice::<Value>(body) else {
                 return arm_error(StatusCode::BAD_REQUEST, "InvalidRequestContent", "bad json");
             };
             f.writes.push(format!("PUT {key}"));
-            let stored = f.put_resource(&path, v);
+            let stored = f.put_resource(path, v);
             let status = if existing.is_some() {
                 StatusCode::OK
             } else {
+                if f.hide_created {
+                    f.hidden.insert(key.clone());
+                }
                 StatusCode::CREATED
             };
             (status, op, axum::Json(stored)).into_response()
         }
         Method::DELETE => {
+            f.hidden.remove(&key);
             if f.resources.remove(&key).is_none() {
                 return StatusCode::NO_CONTENT.into_response();
             }
@@ -343,6 +405,11 @@ fn seed(f: &mut Fake) {
 }
 
 async fn start() -> (Shared, Azure) {
+    start_with(None).await
+}
+
+/// [`start`] with the client's retry policy replaced.
+async fn start_with(retry: Option<RetryPolicy>) -> (Shared, Azure) {
     let fake: Shared = Arc::default();
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
         Ok(l) => l,
@@ -379,10 +446,13 @@ async fn start() -> (Shared, Azure) {
         Ok(c) => c,
         Err(e) => panic!("{e}"),
     };
-    let client = match ArmClient::allow_http_for_tests(&config).await {
+    let mut client = match ArmClient::allow_http_for_tests(&config).await {
         Ok(c) => c,
         Err(e) => panic!("{e}"),
     };
+    if let Some(retry) = retry {
+        client.set_retry(retry);
+    }
     let azure = match Azure::with_client(config, client).await {
         Ok(a) => a,
         Err(e) => panic!("{e}"),
@@ -800,4 +870,262 @@ async fn a_new_public_ip_is_read_once_after_its_put() {
     // The look-up before the create (404) and the operation's final GET; the frontend's
     // address comes from that answer, not from a third read.
     assert_eq!(pip_reads.len(), 2, "{pip_reads:?}");
+}
+
+fn hide_created(fake: &Shared, on: bool) {
+    let mut f = fake.lock().unwrap_or_else(|p| p.into_inner());
+    f.hide_created = on;
+    if !on {
+        f.hidden.clear();
+    }
+}
+
+fn other_service(name: &str, uid: &str) -> Service {
+    let mut s = service(json!({}));
+    s.metadata.name = Some(name.to_owned());
+    s.metadata.uid = Some(uid.to_owned());
+    s
+}
+
+/// ARM's eventual consistency (the Chaos case CH-04): everything a PUT creates reads as
+/// 404 for a while. The ensure neither fails nor writes anything twice, a second Service
+/// joins the same LB, and the delete path, which reads the LB and the public IPs as not
+/// found, still removes every frontend, LB and public IP.
+#[tokio::test]
+async fn resources_that_read_as_not_found_after_their_create_are_neither_duplicated_nor_leaked() {
+    let (fake, az) = start().await;
+    hide_created(&fake, true);
+    let (svc, svc2) = (
+        service(json!({})),
+        other_service("api", "99999999-2222-3333-4444-555555555555"),
+    );
+    let nodes = vec![node("node-a", None)];
+    let status = az
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .expect("ensure while new resources read as not found");
+    assert!(
+        status
+            .ingress
+            .as_ref()
+            .and_then(|i| i[0].ip.clone())
+            .is_some(),
+        "{status:?}"
+    );
+    let p = rg_prefix();
+    let lb_key = format!("{p}microsoft.network/loadbalancers/kubernetes");
+    let pip_key = format!(
+        "{p}microsoft.network/publicipaddresses/kubernetes-a1111111122223333444455555555555"
+    );
+    assert_eq!(
+        writes(&fake),
+        vec![
+            format!("PUT {pip_key}"),
+            format!("PUT {lb_key}"),
+            format!("PUT {p}microsoft.network/networkinterfaces/node-a-nic"),
+            format!("PUT {p}microsoft.network/networksecuritygroups/nsg-ccm"),
+        ],
+        "each resource written once"
+    );
+    {
+        let f = fake.lock().unwrap_or_else(|p| p.into_inner());
+        assert_eq!(
+            f.create_only,
+            vec![lb_key.clone()],
+            "the LB is created only if absent"
+        );
+        assert!(f.hidden.contains(&lb_key) && f.hidden.contains(&pip_key));
+    }
+    // Still invisible: a second Service joins the LB (updated, not created again).
+    az.ensure_load_balancer("kubernetes", &svc2, &nodes)
+        .await
+        .expect("second service");
+    let w = writes(&fake);
+    assert_eq!(
+        w.iter().filter(|w| **w == format!("PUT {lb_key}")).count(),
+        1,
+        "{w:?}"
+    );
+    let lb = get(&fake, &lb_key).expect("lb");
+    let fronts: Vec<&str> = lb["properties"]["frontendIPConfigurations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    assert_eq!(
+        fronts,
+        vec![
+            "a1111111122223333444455555555555",
+            "a9999999922223333444455555555555"
+        ]
+    );
+    // The delete path: the Service exists for the controller, and everything goes.
+    assert!(
+        az.get_load_balancer("kubernetes", &svc)
+            .await
+            .expect("get")
+            .is_some(),
+        "a not-found read moments after the create must not skip the delete"
+    );
+    for s in [&svc, &svc2] {
+        az.ensure_load_balancer_deleted("kubernetes", s)
+            .await
+            .expect("delete");
+    }
+    let f = fake.lock().unwrap_or_else(|p| p.into_inner());
+    let left: Vec<&String> = f
+        .resources
+        .keys()
+        .filter(|k| k.contains("/loadbalancers/") || k.contains("/publicipaddresses/kubernetes-"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// An ensure that failed between the public IP and the LB leaves a public IP only; the
+/// Service still "has" a load balancer (upstream GetLoadBalancer checks the public IP
+/// too), so the delete path runs and removes it, even while it reads as not found.
+#[tokio::test]
+async fn a_public_ip_without_its_frontend_is_deleted_with_the_service() {
+    let (fake, az) = start().await;
+    hide_created(&fake, true);
+    fake.lock().unwrap_or_else(|p| p.into_inner()).reject_puts = Some("/loadbalancers/".to_owned());
+    let svc = service(json!({}));
+    assert!(
+        az.ensure_load_balancer("kubernetes", &svc, &[node("node-a", None)])
+            .await
+            .is_err()
+    );
+    let pip_key = format!(
+        "{}microsoft.network/publicipaddresses/kubernetes-a1111111122223333444455555555555",
+        rg_prefix()
+    );
+    assert!(get(&fake, &pip_key).is_some());
+    assert_eq!(
+        az.get_load_balancer("kubernetes", &svc).await.expect("get"),
+        Some(Default::default())
+    );
+    az.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .expect("delete");
+    assert!(get(&fake, &pip_key).is_none(), "public IP leaked");
+    // Once gone, nothing is left to report.
+    assert_eq!(
+        az.get_load_balancer("kubernetes", &svc).await.expect("get"),
+        None
+    );
+}
+
+/// An LB that reads as not found but exists (a read this client cannot vouch for) is not
+/// replaced by a fresh one carrying only this Service: the create is `If-None-Match: *`.
+#[tokio::test]
+async fn a_load_balancer_that_reads_as_not_found_is_not_replaced() {
+    let (fake, az) = start().await;
+    let nodes = vec![node("node-a", None)];
+    az.ensure_load_balancer("kubernetes", &service(json!({})), &nodes)
+        .await
+        .expect("first");
+    let lb_key = format!("{}microsoft.network/loadbalancers/kubernetes", rg_prefix());
+    fake.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .hidden
+        .insert(lb_key.clone());
+    writes(&fake);
+    let other = other_service("api", "99999999-2222-3333-4444-555555555555");
+    assert!(
+        az.ensure_load_balancer("kubernetes", &other, &nodes)
+            .await
+            .is_err(),
+        "the create is refused while the LB reads as not found"
+    );
+    assert!(
+        !writes(&fake).iter().any(|w| w.contains("/loadbalancers/")),
+        "no LB write"
+    );
+    let lb = get(&fake, &lb_key).expect("lb");
+    assert_eq!(
+        lb["properties"]["frontendIPConfigurations"][0]["name"],
+        "a1111111122223333444455555555555"
+    );
+    // Visible again: the Service joins the LB.
+    hide_created(&fake, false);
+    az.ensure_load_balancer("kubernetes", &other, &nodes)
+        .await
+        .expect("joins");
+    let lb = get(&fake, &lb_key).expect("lb");
+    assert_eq!(
+        lb["properties"]["frontendIPConfigurations"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+}
+
+/// Once a read has found the LB, a 404 means it is gone: an LB deleted behind the CCM's
+/// back is not updated (no error, no write).
+#[tokio::test]
+async fn an_lb_deleted_behind_the_ccms_back_is_not_updated() {
+    let (fake, az) = start().await;
+    let svc = service(json!({}));
+    let nodes = vec![node("node-a", None)];
+    az.ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .expect("ensure");
+    writes(&fake);
+    let lb_key = format!("{}microsoft.network/loadbalancers/kubernetes", rg_prefix());
+    fake.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .resources
+        .remove(&lb_key);
+    az.update_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .expect("update of a gone LB");
+    assert!(writes(&fake).is_empty());
+    // The public IP is left: the Service still "has" a load balancer for the delete path.
+    assert_eq!(
+        az.get_load_balancer("kubernetes", &svc).await.expect("get"),
+        Some(Default::default())
+    );
+}
+
+/// A 429's `Retry-After` holds back the client's other reads too (upstream's
+/// `ThrottlingPolicy`), and the throttled request is retried once the wait is over.
+#[tokio::test]
+async fn a_429_holds_back_the_other_requests_until_its_retry_after() {
+    let retry = RetryPolicy {
+        attempts: 3,
+        base: std::time::Duration::from_millis(5),
+        max: std::time::Duration::from_secs(2),
+        poll: vec![std::time::Duration::from_millis(5)],
+        poll_deadline: std::time::Duration::from_secs(10),
+        throttled_for: std::time::Duration::from_secs(5),
+        throttled_rate: 1_000,
+        consistency_window: std::time::Duration::from_secs(10),
+    };
+    let (fake, az) = start_with(Some(retry)).await;
+    let nsg = az.network_path("networkSecurityGroups", "nsg-ccm");
+    {
+        let mut f = fake.lock().unwrap_or_else(|p| p.into_inner());
+        f.arrivals.clear();
+        f.throttle_next_ms = Some(300);
+    }
+    let first = az.client().get(&nsg, NETWORK_API, &[]);
+    let second = async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        az.client().get(&nsg, NETWORK_API, &[]).await
+    };
+    let (a, b) = tokio::join!(first, second);
+    assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+    let f = fake.lock().unwrap_or_else(|p| p.into_inner());
+    let statuses: Vec<u16> = f.arrivals.iter().map(|(_, s)| *s).collect();
+    assert_eq!(
+        statuses,
+        vec![429, 200, 200],
+        "the second waited for the gate"
+    );
+    let gap = f.arrivals[1].0.duration_since(f.arrivals[0].0);
+    assert!(
+        gap >= std::time::Duration::from_millis(280),
+        "the next request came {gap:?} after the 429"
+    );
 }

@@ -33,9 +33,19 @@
 //! removes the firewall, the forwarding rule, the pool, then the health checks, and the
 //! address last (upstream deletes it in parallel with the rest and retries while a
 //! forwarding rule still holds it; a Compute that refuses to release an address in use,
-//! as the harness's mock does, needs this order). Health checks: the shared node check only when the API lets it go (a 400 "being used by"
-//! from another pool keeps it, `isInUsedByError`), each deleted check's firewall after it.
-//! The shared check and its firewall are handled under one lock (`sharedResourceLock`).
+//! as the harness's mock does, needs this order). Every step runs whether or not the
+//! forwarding rule still exists. Health checks: the Service's own and the shared node
+//! check, whatever the Service's policy is now (see `delete_external`); the shared one only
+//! when the API lets it go (a 400 "being used by" from another pool keeps it,
+//! `isInUsedByError`), each deleted (or already gone) check's firewall after it. The
+//! shared check and its firewall are handled under one lock (`sharedResourceLock`), held
+//! on create until the pool that uses the check exists.
+//!
+//! A load balancer whose forwarding rule is gone still "exists" for `get_load_balancer`
+//! while the Service carries the load-balancer finalizer (upstream `GetLoadBalancer` with
+//! `NetLBFinalizerV1`), so the service controller runs the deletion for a half-built or
+//! half-updated load balancer too (a failure or a kill between reserving the address and
+//! creating the forwarding rule, or after deleting the rule for a recreate).
 //!
 //! Mixed protocols are refused ("mixed protocol is not supported for LoadBalancer",
 //! `checkMixedProtocol`), as are protocols other than TCP/UDP (`getProtocol`) and an
@@ -59,6 +69,7 @@ use serde_json::{Value, json};
 use super::Gce;
 use super::client::ComputeError;
 use crate::cloud::{LbError, LoadBalancer};
+use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
 /// `l4LbSrcRngsFlag` defaults: where GCE's health checkers and L4 proxies come from.
 pub const HEALTH_CHECK_SOURCE_RANGES: [&str; 4] = [
@@ -792,6 +803,22 @@ impl Gce {
         Ok(list.into_iter().find(|a| str_field(a, "address") == ip))
     }
 
+    /// EnsureLoadBalancer's create-or-update lookup of the forwarding rule `lb` (the load
+    /// balancer's identity, as in `get_load_balancer`), or always `None` with `skip` (TEST
+    /// ONLY `--testing-break=skip-lookup-before-create`: the rule is inserted again).
+    async fn forwarding_rule_for_ensure(
+        &self,
+        skip: bool,
+        lb: &str,
+    ) -> Result<Option<Value>, ComputeError> {
+        lookup_before_create(
+            skip,
+            self.client
+                .get_opt(&self.region_path("forwardingRules", lb)),
+        )
+        .await
+    }
+
     /// `ensureExternalLoadBalancer`.
     async fn ensure_external(
         &self,
@@ -825,8 +852,7 @@ impl Gce {
 
         // forwardingRuleNeedsUpdate
         let fwd = self
-            .client
-            .get_opt(&self.region_path("forwardingRules", &lb))
+            .forwarding_rule_for_ensure(skip_lookup_before_create(), &lb)
             .await
             .map_err(lb_err)?;
         let fwd_ip = fwd
@@ -1009,17 +1035,17 @@ impl Gce {
                 let names: Vec<String> = hc_to_delete.into_iter().collect();
                 self.delete_pool_and_checks(lb, cluster_id, &names).await?;
             }
-            // createTargetPoolAndHealthCheck
-            let link = {
-                let _guard = if nodes_hc {
-                    Some(self.shared_lock.lock().await)
-                } else {
-                    None
-                };
-                self.ensure_health_check_firewall(service, ip, cluster_id, hosts, hc, nodes_hc)
-                    .await?;
-                self.ensure_health_check(hc).await?
+            // createTargetPoolAndHealthCheck: the shared check is locked until the pool that
+            // uses it exists (upstream's deferred `sharedResourceLock.Unlock()`), so a
+            // concurrent delete cannot take the check and its firewall in between.
+            let guard = if nodes_hc {
+                Some(self.shared_lock.lock().await)
+            } else {
+                None
             };
+            self.ensure_health_check_firewall(service, ip, cluster_id, hosts, hc, nodes_hc)
+                .await?;
+            let link = self.ensure_health_check(hc).await?;
             let first: Vec<String> = hosts
                 .iter()
                 .take(MAX_TARGET_POOL_CREATE_INSTANCES)
@@ -1050,6 +1076,7 @@ impl Gce {
                 }
                 _ => {}
             }
+            drop(guard);
             if hosts.len() > MAX_TARGET_POOL_CREATE_INSTANCES {
                 self.update_target_pool(lb, hosts).await?;
             }
@@ -1100,20 +1127,18 @@ impl Gce {
     async fn delete_external(&self, cluster: &str, service: &Service) -> Result<(), LbError> {
         let lb = lb_name(service);
         let cluster_id = self.cluster_id(cluster).await.map_err(LbError::Other)?;
-        let hc_names = if health_check_path_port(service).is_some() {
-            match self
-                .client
-                .get_opt(&self.global_path("httpHealthChecks", &lb))
-                .await
-                .map_err(lb_err)?
-            {
-                Some(_) => vec![lb.clone()],
-                None => vec![],
-            }
-        } else {
-            // Unknown which kind it used (type changed away from LoadBalancer): both.
-            vec![lb.clone(), nodes_health_check_name(&cluster_id)]
-        };
+        // Both health checks, whatever the Service's policy is now. Upstream does this when
+        // the Service is no longer of type LoadBalancer ("we have no idea whether it was
+        // using local traffic health check or nodes health check. Attempt to delete both
+        // to prevent leaking") and, for ETP Local, GETs the Service's own check and
+        // deletes nothing else. Deviation, on purpose: the Service's pool may still use the
+        // shared node check (an ETP Cluster -> Local update that stopped after deleting
+        // the pool but before the shared check, or before creating the Service's own), and
+        // only a delete that tries the shared check after its own pool is gone guarantees
+        // that the last pool to go takes the shared check and its firewall with it (GCE
+        // refuses while another pool uses it: `resourceInUseByAnotherResource`). Same
+        // number of calls: the DELETE of the Service's own check replaces the GET.
+        let hc_names = vec![lb.clone(), nodes_health_check_name(&cluster_id)];
         let mut errors = Vec::new();
         if let Err(e) = ignore_not_found(
             self.client
@@ -1182,6 +1207,26 @@ fn implemented_elsewhere(service: &Service) -> bool {
     rbs || has("gke.networking.io/l4-netlb-v2") || has("gke.networking.io/l4-netlb-v3")
 }
 
+/// Whether the Service may still own load-balancer resources although its forwarding rule
+/// is gone: upstream's `NetLBFinalizerV1` / `ILBFinalizerV1` (`gce_loadbalancer.go`
+/// `GetLoadBalancer`). This provider does not add `gke.networking.io/l4-netlb-v1` itself
+/// (see the module docs); the service controller's
+/// `service.kubernetes.io/load-balancer-cleanup` plays its part: added before the first
+/// EnsureLoadBalancer, removed only after EnsureLoadBalancerDeleted succeeded.
+fn has_load_balancer_finalizer(service: &Service) -> bool {
+    service
+        .metadata
+        .finalizers
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|f| {
+            f == crate::controllers::service::FINALIZER
+                || f == "gke.networking.io/l4-netlb-v1"
+                || f == "gke.networking.io/l4-ilb-v1"
+        })
+}
+
 impl LoadBalancer for Gce {
     async fn get_load_balancer(
         &self,
@@ -1189,18 +1234,29 @@ impl LoadBalancer for Gce {
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, LbError> {
         let lb = lb_name(service);
-        let fwd = self
+        match self
             .client
             .get_opt(&self.region_path("forwardingRules", &lb))
             .await
-            .map_err(lb_err)?;
-        Ok(fwd.map(|f| LoadBalancerStatus {
-            ingress: Some(vec![LoadBalancerIngress {
-                ip: Some(str_field(&f, "IPAddress").to_owned()),
-                ip_mode: Some("VIP".to_owned()),
-                ..Default::default()
-            }]),
-        }))
+        {
+            Ok(Some(f)) => Ok(Some(LoadBalancerStatus {
+                ingress: Some(vec![LoadBalancerIngress {
+                    ip: Some(str_field(&f, "IPAddress").to_owned()),
+                    ip_mode: Some("VIP".to_owned()),
+                    ..Default::default()
+                }]),
+            })),
+            // No forwarding rule (or it cannot be read) but the Service carries the
+            // finalizer: a create or update may have stopped half-way (a failure after the
+            // rule was deleted for a recreate, a reserved address, a firewall, a pool, a
+            // kill -9), so report it as existing and let EnsureLoadBalancerDeleted clean
+            // up. Upstream `gce_loadbalancer.go` `GetLoadBalancer`: "Checking for
+            // finalizer is more accurate because controller restart could happen in the
+            // middle of resource deletion" (`hasFinalizer(svc, NetLBFinalizerV1)`).
+            _ if has_load_balancer_finalizer(service) => Ok(Some(LoadBalancerStatus::default())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(lb_err(e)),
+        }
     }
 
     async fn ensure_load_balancer(

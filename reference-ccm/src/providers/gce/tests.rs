@@ -1393,3 +1393,74 @@ async fn an_address_that_cannot_be_released_is_deleted_with_the_load_balancer() 
     let left: Vec<String> = lock(&fake).resources.keys().cloned().collect();
     assert_eq!(left, seeded);
 }
+
+/// A load balancer left half-built (here: an update that deleted the forwarding rule to
+/// recreate it, then failed with the address reserved, and the Service switched to
+/// `externalTrafficPolicy: Local` before any other sync) still exists for the service
+/// controller while the Service has the finalizer (upstream `GetLoadBalancer` checks
+/// `NetLBFinalizerV1`), and its deletion removes everything: firewall, address, pool, and
+/// the shared node health check with its firewall once no pool uses it.
+#[tokio::test]
+async fn a_half_built_load_balancer_is_found_and_deleted_completely() {
+    let (fake, gce) = start().await;
+    let seeded: Vec<String> = lock(&fake).resources.keys().cloned().collect();
+    let nodes = [node("node-a", None)];
+    let cluster = service(UID1, json!({}));
+    let status = gce
+        .ensure_load_balancer("kubernetes", &cluster, &nodes)
+        .await
+        .expect("ensure");
+    let ip = status
+        .ingress
+        .as_ref()
+        .and_then(|i| i.first())
+        .and_then(|i| i.ip.clone())
+        .unwrap_or_default();
+    let (p, r) = (PROJECT, "regions/us-central1");
+    {
+        let mut f = lock(&fake);
+        f.resources
+            .remove(&format!("{p}/{r}/forwardingRules/{LB1}"));
+        f.put(
+            &format!("{p}/{r}/addresses/{LB1}"),
+            json!({"address": ip, "description": "orphaned by a failed update"}),
+        );
+    }
+    writes(&fake);
+
+    // Without the finalizer there is nothing to clean up for the controller ...
+    let mut local = service(
+        UID1,
+        json!({"externalTrafficPolicy": "Local", "healthCheckNodePort": 32000}),
+    );
+    assert_eq!(
+        gce.get_load_balancer("kubernetes", &local)
+            .await
+            .expect("get"),
+        None
+    );
+    // ... with it, the load balancer still exists although its forwarding rule is gone.
+    local.metadata.finalizers = Some(vec!["service.kubernetes.io/load-balancer-cleanup".into()]);
+    assert!(
+        gce.get_load_balancer("kubernetes", &local)
+            .await
+            .expect("get")
+            .is_some()
+    );
+
+    gce.ensure_load_balancer_deleted("kubernetes", &local)
+        .await
+        .expect("delete");
+    let w = writes(&fake);
+    for gone in [
+        format!("DELETE {p}/global/firewalls/k8s-fw-{LB1}"),
+        format!("DELETE {p}/{r}/targetPools/{LB1}"),
+        format!("DELETE {p}/global/httpHealthChecks/k8s-kubernetes-node"),
+        format!("DELETE {p}/global/firewalls/k8s-kubernetes-node-http-hc"),
+        format!("DELETE {p}/{r}/addresses/{LB1}"),
+    ] {
+        assert!(w.contains(&gone), "{gone} missing from {w:?}");
+    }
+    let left: Vec<String> = lock(&fake).resources.keys().cloned().collect();
+    assert_eq!(left, seeded, "nothing leaked");
+}

@@ -38,6 +38,7 @@ use super::instances::instance_id_from_provider_id;
 use crate::address::{EXTERNAL_IP, INTERNAL_IP};
 use crate::cloud::{LbError, LoadBalancer};
 use crate::options::LbNameScheme;
+use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
 /// Prefix of every load balancer name this CCM creates.
 pub const NAME_PREFIX: &str = "kube_service_";
@@ -559,6 +560,18 @@ impl OpenStack {
             }
         }
         Ok(None)
+    }
+
+    /// EnsureLoadBalancer's create-or-update lookup: [`OpenStack::find_load_balancer`], or
+    /// always `None` with `skip` (TEST ONLY `--testing-break=skip-lookup-before-create`:
+    /// Octavia takes duplicate names, so every re-ensure makes one more load balancer).
+    pub async fn find_for_ensure(
+        &self,
+        skip: bool,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<Option<OctaviaLb>, LbError> {
+        lookup_before_create(skip, self.find_load_balancer(cluster, service)).await
     }
 
     /// Polls until ACTIVE; ERROR and running out of steps are errors.
@@ -1173,7 +1186,10 @@ impl OpenStack {
     ) -> Result<LoadBalancerStatus, LbError> {
         let ports = desired_ports(service)?;
         let name = load_balancer_name(cluster, service);
-        let lb = match self.find_load_balancer(cluster, service).await? {
+        let lb = match self
+            .find_for_ensure(skip_lookup_before_create(), cluster, service)
+            .await?
+        {
             None => {
                 let lb = self
                     .create_load_balancer(cluster, &name, service, &ports, nodes)
@@ -1345,6 +1361,76 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
     use kube::api::ObjectMeta;
+
+    /// `--testing-break=skip-lookup-before-create`: the ensure lookup answers "not found"
+    /// without asking Octavia; the lookup of the get/delete paths still finds the LB.
+    #[tokio::test]
+    async fn ensure_lookup_answers_not_found_only_with_the_testing_break() {
+        use wiremock::matchers::{method, path};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let server = MockServer::start().await;
+        let uri = server.uri();
+        let catalog: Vec<Value> = [
+            ("compute", "compute/v2.1"),
+            ("network", "network"),
+            ("load-balancer", "load-balancer"),
+        ]
+        .iter()
+        .map(|(kind, at)| {
+            json!({"type": kind, "endpoints": [{"interface": "public", "region": "RegionOne",
+                   "url": format!("{uri}/{at}")}]})
+        })
+        .collect();
+        Mock::given(method("POST"))
+            .and(path("/v3/auth/tokens"))
+            .respond_with(
+                ResponseTemplate::new(201)
+                    .insert_header("X-Subject-Token", "tok")
+                    .set_body_json(json!({"token": {"catalog": catalog}})),
+            )
+            .mount(&server)
+            .await;
+        const LIST: &str = "/load-balancer/v2/lbaas/loadbalancers";
+        Mock::given(method("GET"))
+            .and(path(LIST))
+            .respond_with(
+                ResponseTemplate::new(200).set_body_json(json!({"loadbalancers": [
+                {"id": "lb-1", "name": "kube_service_kubernetes_prod_web",
+                 "provisioning_status": "ACTIVE", "vip_address": "10.0.0.100"}]})),
+            )
+            .mount(&server)
+            .await;
+        let text = format!(
+            "[Global]\nauth-url={uri}/v3\nusername=admin\npassword=pw\nproject-name=demo\ndomain-name=Default\nregion=RegionOne\n"
+        );
+        let (config, _) = super::super::config::CloudConfig::parse(&text).expect("config");
+        let os = OpenStack::from_config(config).await.expect("connect");
+        let lookups = || async {
+            server
+                .received_requests()
+                .await
+                .unwrap_or_default()
+                .iter()
+                .filter(|r| r.url.path() == LIST)
+                .count()
+        };
+        let s = svc(vec![port("TCP", 80, Some(30080))]);
+        let found = os.find_for_ensure(false, "kubernetes", &s).await;
+        assert_eq!(
+            found.ok().flatten().map(|lb| lb.id).as_deref(),
+            Some("lb-1")
+        );
+        assert_eq!(lookups().await, 1);
+        let skipped = os.find_for_ensure(true, "kubernetes", &s).await;
+        assert!(matches!(skipped, Ok(None)), "{skipped:?}");
+        assert_eq!(lookups().await, 1, "the break must not ask Octavia");
+        // The delete path's lookup is not affected.
+        let for_delete = os.find_load_balancer("kubernetes", &s).await;
+        assert_eq!(
+            for_delete.ok().flatten().map(|lb| lb.id).as_deref(),
+            Some("lb-1")
+        );
+    }
 
     fn svc(ports: Vec<ServicePort>) -> Service {
         Service {
