@@ -74,6 +74,12 @@ class CheckVerdicts(unittest.TestCase):
         self.assertEqual(self.run_check(up, listed, ref=ref, min_ratio="0.5").returncode, 0)
         self.assertEqual(self.run_check(up, listed, ref=ref, min_ratio="0.9").returncode, 1)
 
+    def test_the_ratio_counts_only_cases_the_upstream_run_has(self):
+        ref = [("aws", "NI-01", "pass"), ("aws", "CH-01", "pass"), ("aws", "CH-02", "pass")]
+        r = self.run_check([("aws", "NI-01", "pass")], "", ref=ref, min_ratio="0.9")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("reference 1 (100%)", r.stdout)
+
     def test_a_provider_can_have_its_own_minimum(self):
         ref = [("aws", "NI-01", "pass"), ("aws", "NI-02", "pass"),
                ("azure", "NI-01", "pass"), ("azure", "NI-02", "pass")]

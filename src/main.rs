@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use mock_cloud::{MockCloud, MockOptions};
 
 mod cli_testgrid;
+mod soak_cli;
 
 #[derive(Parser)]
 #[command(
@@ -46,6 +47,10 @@ enum Command {
     /// Run the suites against a provider's CCM and write a self-certification folder:
     /// JUnit, logs, Prow files, README.md and testgrid-config.yaml.
     Certify(cli_testgrid::CertifyArgs),
+    /// Soak a CCM: a seeded random workload under cloud faults, CCM kills and API server
+    /// restarts, then a quiet phase and the invariants (no leaks, no duplicates, no stuck
+    /// finalizers, no wrongly deleted nodes, no hot loops) as JUnit.
+    Soak(soak_cli::SoakArgs),
     /// Upstream's cloud-controller-managers, built from their Go modules.
     #[command(subcommand)]
     Upstream(UpstreamCommand),
@@ -424,6 +429,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => diff(args),
         Command::Dashboard(args) => cli_testgrid::dashboard(args),
         Command::Certify(args) => cli_testgrid::certify(args),
+        Command::Soak(args) => soak_cli::soak(args),
         Command::Upstream(UpstreamCommand::Build(args)) => upstream_build(args),
         Command::Apiserver(ApiserverCommand::Build(args)) => apiserver_build(args),
         Command::Bench(args) if matches!(args.name.as_str(), "junit" | "publish") => {

@@ -1249,3 +1249,41 @@ fn a_control_plane_that_cannot_start_is_one_clear_error() {
         .collect();
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+/// `soak` refuses bad input with one line and exit status 2, before anything starts: an
+/// unknown provider, a duration that does not parse, an unknown preset, a malformed fault
+/// file.
+#[test]
+fn soak_refuses_bad_input_with_one_line_and_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_file = dir.path().join("faults.json");
+    std::fs::write(&bad_file, r#"[{"kind": "error", "status": 200}]"#).unwrap();
+    let artifacts = dir.path().join("out");
+    let cases: [(&[&str], &str); 5] = [
+        (&["--provider", "gke"], "unknown provider"),
+        (&["--provider", "aws", "--duration", "5"], "--duration"),
+        (&["--provider", "aws", "--duration", "ten"], "--duration"),
+        (
+            &["--provider", "aws", "--faults", "medium"],
+            "none, light, heavy",
+        ),
+        (
+            &["--provider", "aws", "--faults", bad_file.to_str().unwrap()],
+            "rule 1",
+        ),
+    ];
+    for (args, wanted) in cases {
+        let out = Command::new(BIN)
+            .arg("soak")
+            .args(args)
+            .arg("--artifacts")
+            .arg(&artifacts)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(wanted), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!artifacts.exists(), "{args:?} started something");
+    }
+}

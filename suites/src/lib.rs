@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod addresses;
+pub mod chaos;
 mod common;
 pub mod lifecycle;
 pub mod load_balancers;
@@ -24,6 +25,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(routes::cases());
     cases.extend(upgrade::cases());
     cases.extend(process::cases());
+    cases.extend(chaos::cases());
     cases
 }
 

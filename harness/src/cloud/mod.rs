@@ -724,6 +724,11 @@ impl CloudControl {
         self.backend.inject(fault)
     }
 
+    /// The cloud's fault engine, for rules beyond [`FaultSpec`] (the soak's presets).
+    pub fn faults(&self) -> mock_cloud::Faults {
+        self.backend.faults()
+    }
+
     pub fn clear_faults(&self) {
         self.backend.faults().clear()
     }
@@ -811,6 +816,18 @@ impl CloudControl {
     /// The journal's last sequence number: a mark for [`Self::calls_since`].
     pub fn journal_mark(&self) -> u64 {
         self.backend.journal().last_seq()
+    }
+
+    /// The journal lines of the calls after `mark` that an injected fault answered or
+    /// delayed, oldest first.
+    pub fn faulted_lines_since(&self, mark: u64) -> Vec<String> {
+        self.backend
+            .journal()
+            .since(mark)
+            .iter()
+            .filter(|e| e.fault.is_some())
+            .map(|e| format!("{} {}", e.time, self.backend.journal_line(e)))
+            .collect()
     }
 
     /// Every call the cloud answered after `mark`, classified.

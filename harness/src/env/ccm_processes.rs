@@ -165,6 +165,13 @@ impl Environment {
         self.replicas.keys().cloned().collect()
     }
 
+    /// Kills the CCM (SIGKILL): no lease release, no cleanup, as a crash or an OOM kill.
+    pub async fn kill_ccm(&mut self) {
+        if let Some(mut ccm) = self.ccm.take() {
+            ccm.kill().await;
+        }
+    }
+
     pub async fn stop_ccm(&mut self) {
         if let Some(mut ccm) = self.ccm.take() {
             ccm.stop().await;
