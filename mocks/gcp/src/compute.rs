@@ -793,8 +793,14 @@ fn resources(
             let mut value = doc.value.clone();
             match (kind, a) {
                 (Kind::TargetPool, "addInstance" | "removeInstance") => {
+                    // Adding needs the instance; removing does not: a pool keeps the URL
+                    // of an instance deleted since, and upstream's `updateTargetPool`
+                    // (providers/gce/gce_loadbalancer_external.go) removes every listed
+                    // URL that is no longer a node's, deleted instances included. A 404
+                    // there would stop every later update of the Service's pool.
+                    let must_exist = a == "addInstance";
                     let urls = refs_in(cloud, &body, "instances", "instance", |c, r| {
-                        instance_ref(c, r, &key)
+                        instance_ref(c, r, &key, must_exist)
                     })?;
                     edit_list(&mut value, "instances", urls, a == "addInstance");
                 }
@@ -947,7 +953,9 @@ fn parse_ref(cloud: &Cloud, s: &str, want: &str) -> Result<path::Ref, ApiError> 
 }
 
 /// An instance reference of a target pool in `pool`'s region, as a full URL.
-fn instance_ref(cloud: &Cloud, s: &str, pool: &Key) -> Result<String, ApiError> {
+/// The canonical URL of instance reference `s` for target pool `pool`: in the pool's
+/// region, and (with `must_exist`) an instance that exists.
+fn instance_ref(cloud: &Cloud, s: &str, pool: &Key, must_exist: bool) -> Result<String, ApiError> {
     let r = parse_ref(cloud, s, "instance")?;
     let Scope::Zone(z) = &r.scope else {
         return Err(ApiError::Invalid(format!("'{s}' is not an instance")));
@@ -963,10 +971,10 @@ fn instance_ref(cloud: &Cloud, s: &str, pool: &Key) -> Result<String, ApiError> 
             r.relative(&cloud.ctx.project)
         )));
     }
-    cloud
-        .instance_in(z, &r.name)
-        .map(|_| cloud.ctx.url(&format!("zones/{z}/instances/{}", r.name)))
-        .ok_or_else(|| ApiError::NotFound(r.relative(&cloud.ctx.project)))
+    if must_exist && cloud.instance_in(z, &r.name).is_none() {
+        return Err(ApiError::NotFound(r.relative(&cloud.ctx.project)));
+    }
+    Ok(cloud.ctx.url(&format!("zones/{z}/instances/{}", r.name)))
 }
 
 fn http_health_check_ref(cloud: &Cloud, s: &str) -> Result<String, ApiError> {
@@ -1236,7 +1244,7 @@ fn prepare(
             if let Some(Value::Array(list)) = m.get("instances").cloned() {
                 let mut urls: Vec<String> = Vec::new();
                 for s in list.iter().filter_map(Value::as_str) {
-                    let u = instance_ref(cloud, s, key)?;
+                    let u = instance_ref(cloud, s, key, true)?;
                     if !urls.contains(&u) {
                         urls.push(u);
                     }

@@ -427,6 +427,37 @@ async fn deleting_what_is_in_use_is_refused_and_changes_nothing_but_addresses_ma
     assert_eq!(m.admin().leaks().total, 0);
 }
 
+/// A pool keeps the URL of an instance deleted since; removing it works (upstream's
+/// `updateTargetPool` does it after every node deletion), adding it does not.
+#[tokio::test]
+async fn a_deleted_instance_can_be_removed_from_a_pool_but_not_added() {
+    let m = Mock::seeded(3);
+    let t = m.token().await;
+    lb_chain(&m, &t, "127.71.0.21", 8081).await;
+    let tp = format!("{R}/targetPools/a1");
+    m.admin().delete_instance("node-0").expect("delete node-0");
+    let node0 = json!({"instances": [{"instance": "zones/us-central1-a/instances/node-0"}]});
+    let r = m
+        .api(
+            "POST",
+            &format!("{tp}/addInstance"),
+            &t,
+            Some(node0.clone()),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{:?}", r.body);
+    m.done("POST", &format!("{tp}/removeInstance"), &t, Some(node0))
+        .await;
+    let r = m.api("GET", &tp, &t, None).await;
+    let names: Vec<&str> = r.body["instances"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|u| u.as_str()?.rsplit('/').next())
+        .collect();
+    assert!(!names.contains(&"node-0"), "{names:?}");
+}
+
 #[tokio::test]
 async fn target_pool_membership_and_health_checks_change() {
     let m = Mock::seeded(3);
