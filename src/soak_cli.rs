@@ -2,7 +2,8 @@
 //! argument before anything starts (one line and exit status 2 when one is wrong), prints
 //! progress and a summary, and leaves the run in the Prow layout: `junit_soak.xml` (one
 //! testcase per invariant, the seed and plan digest as properties), `started.json`,
-//! `finished.json`, `metadata.json`, and `faults-fired.txt` (every fault the cloud fired).
+//! `finished.json`, `metadata.json`, `faults-fired.txt` (every fault the cloud fired) and
+//! `workload-errors.txt` (the first workload steps the API server or the cloud refused).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -180,6 +181,11 @@ pub fn soak(args: SoakArgs) -> Result<ExitCode> {
         report.fault_journal.join("\n") + "\n",
     )
     .context("writing faults-fired.txt")?;
+    std::fs::write(
+        args.artifacts.join("workload-errors.txt"),
+        report.workload_error_samples.join("\n") + "\n",
+    )
+    .context("writing workload-errors.txt")?;
     print_summary(&config, &report);
     let result = if report.passed() {
         ccm_testgrid::prow::JobResult::Success
@@ -251,6 +257,12 @@ fn write_junit(dir: &std::path::Path, config: &SoakConfig, r: &SoakReport) -> Re
 
 fn print_summary(config: &SoakConfig, r: &SoakReport) {
     println!();
+    if let Some(first) = r.workload_error_samples.first() {
+        println!(
+            "  {} workload steps refused (first: {first}; all in workload-errors.txt)",
+            r.workload_errors
+        );
+    }
     for i in &r.invariants {
         match &i.failure {
             None => println!("  PASS {} {}", i.id, i.title),

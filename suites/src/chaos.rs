@@ -17,6 +17,7 @@
 use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
+use ccm_harness::soak::faults::rule;
 use ccm_harness::soak::{self, FaultJson, FaultKind, FaultPlan, SoakConfig, SoakReport};
 use ccm_harness::{Case, CaseError, Environment, Tag};
 
@@ -79,15 +80,6 @@ pub fn base(env: &Environment, seed: u64) -> SoakConfig {
     c.kill_rate = 0.0;
     c.restart_rate = 0.0;
     c
-}
-
-fn rule(kind: FaultKind, probability: f64) -> FaultJson {
-    FaultJson {
-        kind: Some(kind),
-        probability: Some(probability),
-        message: Some("injected by ccm-conformance Chaos".into()),
-        ..FaultJson::default()
-    }
 }
 
 /// Runs the soak and turns its verdict into the case's: every broken invariant with its

@@ -21,7 +21,8 @@ pub struct FaultPlan {
     pub rules: Vec<FaultJson>,
 }
 
-fn rule(kind: FaultKind, probability: f64) -> FaultJson {
+/// A rule of `kind` firing with `probability`, its answers marked as the soak's.
+pub fn rule(kind: FaultKind, probability: f64) -> FaultJson {
     FaultJson {
         kind: Some(kind),
         probability: Some(probability),
