@@ -9,7 +9,9 @@ This script fails (exit 1) when:
   - a case is skipped that the reference CCM passes, and it is not listed as an expected
     skip (skips both CCMs share carry their reason in the JUnit file already);
   - a provider's upstream CCM passes fewer than --min-ratio of the cases the reference CCM
-    passes (when --reference gives the reference run's JUnit). `--min-ratio 0.9` holds
+    passes (when --reference gives the reference run's JUnit). The ratio is over the
+    conformance suites, not the Chaos suite: its five short soaks per provider tend to break
+    on one upstream bug together, which the list names case by case. `--min-ratio 0.9` holds
     every provider; `--min-ratio azure=0.6` (repeatable) one provider, whose upstream CCM
     differs from the reference by design in listed, cited cases.
 A listed case that now passes is reported (the list is stale) but does not fail the check:
@@ -118,11 +120,11 @@ def main():
     providers = sorted({p for p, _ in got})
     for p in providers:
         # A failure that passed on the rerun counts as a pass here (it is reported as flaky).
-        ups = sum(1 for k, v in got.items() if k[0] == p and (
+        ups = sum(1 for k, v in got.items() if k[0] == p and v[0] != "Chaos" and (
             v[1] == "pass" or (v[1] == "fail" and retry.get(k, ("", ""))[1] == "pass")))
-        # Over the cases the upstream run has: a suite it left out (the Chaos suite in
-        # .ci/run) counts on neither side.
-        refs = sum(1 for k, v in ref.items() if k[0] == p and v[1] == "pass" and k in got)
+        # Over the cases the upstream run has: a suite it left out counts on neither side.
+        refs = sum(1 for k, v in ref.items()
+                   if k[0] == p and v[0] != "Chaos" and v[1] == "pass" and k in got)
         line = f"{p}: upstream passes {ups}"
         if ref:
             ratio = ups / refs if refs else 1.0

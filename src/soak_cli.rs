@@ -49,6 +49,10 @@ pub struct SoakArgs {
     /// Never restart the API server.
     #[arg(long)]
     no_apiserver_restarts: bool,
+    /// CCM replicas: 2 or more elect a leader on the `cloud-controller-manager` Lease, and
+    /// each kill hits one of them (the leader about half the time with 2).
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
     /// Time between workload steps, e.g. `500ms`.
     #[arg(long, default_value = "500ms")]
     step_interval: String,
@@ -121,6 +125,13 @@ fn config(args: &SoakArgs) -> Result<SoakConfig, String> {
         parse_duration(&args.step_interval).map_err(|e| format!("--step-interval {e}"))?;
     c.quiet_limit = parse_duration(&args.quiet_limit).map_err(|e| format!("--quiet-limit {e}"))?;
     c.max_calls_per_second = args.max_calls_per_second;
+    if !(1..=5).contains(&args.replicas) {
+        return Err(format!(
+            "--replicas {}: between 1 and 5 CCM replicas",
+            args.replicas
+        ));
+    }
+    c.replicas = args.replicas;
     Ok(c)
 }
 
@@ -218,6 +229,13 @@ fn write_junit(dir: &std::path::Path, config: &SoakConfig, r: &SoakReport) -> Re
             r.apiserver_restarts.to_string(),
         ),
         ("ccm-exits".to_string(), r.ccm_exits.to_string()),
+        ("replicas".to_string(), config.replicas.to_string()),
+        (
+            "leader-transitions".to_string(),
+            r.leader_transitions.map_or("-".into(), |n| n.to_string()),
+        ),
+        ("rss-start-kib".to_string(), r.rss_start_kib.to_string()),
+        ("rss-end-kib".to_string(), r.rss_end_kib.to_string()),
         (
             "worst-calls-per-second".to_string(),
             r.worst_calls_per_second.to_string(),
@@ -246,7 +264,7 @@ fn write_junit(dir: &std::path::Path, config: &SoakConfig, r: &SoakReport) -> Re
                     ),
                 },
             },
-            duration: r.wall,
+            duration: i.took,
             properties: properties.clone(),
             system_out: None,
         })
@@ -268,6 +286,12 @@ fn print_summary(config: &SoakConfig, r: &SoakReport) {
             None => println!("  PASS {} {}", i.id, i.title),
             Some(e) => println!("  FAIL {} {}: {e}", i.id, i.title),
         }
+    }
+    if let Some(n) = r.leader_transitions {
+        println!(
+            "  {} CCM replicas; the leader's Lease changed hands {n} times",
+            config.replicas
+        );
     }
     println!(
         "soak {}: {} of {} invariants held; seed {} plan {}; {} steps ({} refused), {} faults fired, {} kills, {} API server restarts, {} CCM exits; converged {}; worst {} cloud calls/s ({} calls); harness {:.0}% of a core, RSS {} → {} MiB (peak {}); {:.0}s",

@@ -1252,15 +1252,17 @@ fn a_control_plane_that_cannot_start_is_one_clear_error() {
 
 /// `soak` refuses bad input with one line and exit status 2, before anything starts: an
 /// unknown provider, a duration that does not parse, an unknown preset, a malformed fault
-/// file.
+/// file, a replica count out of range.
 #[test]
 fn soak_refuses_bad_input_with_one_line_and_status_2() {
     let dir = tempfile::tempdir().unwrap();
     let bad_file = dir.path().join("faults.json");
     std::fs::write(&bad_file, r#"[{"kind": "error", "status": 200}]"#).unwrap();
     let artifacts = dir.path().join("out");
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--provider", "gke"], "unknown provider"),
+        (&["--provider", "aws", "--replicas", "0"], "--replicas"),
+        (&["--provider", "aws", "--replicas", "9"], "--replicas"),
         (&["--provider", "aws", "--duration", "5"], "--duration"),
         (&["--provider", "aws", "--duration", "ten"], "--duration"),
         (

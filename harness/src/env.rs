@@ -19,6 +19,7 @@ mod ccm_processes;
 mod cluster_api;
 mod nodes;
 mod other_cluster;
+pub use ccm_processes::LEADER_FLAGS;
 use cluster_api::ClusterApi;
 pub use other_cluster::OtherCluster;
 
@@ -98,6 +99,8 @@ pub struct Environment {
     cloud_config: PathBuf,
     /// The CCM's per-node agents, by node ([`crate::Settings::node_manager`]).
     node_managers: BTreeMap<String, CcmProcess>,
+    /// When each exited agent was first seen gone ([`Self::restart_exited_node_managers`]).
+    node_manager_exits: BTreeMap<String, std::time::Instant>,
     /// API servers of other clusters ([`Self::other_cluster`]).
     other_apiservers: Vec<ClusterApi>,
     /// The one Service watch every simulated kube-proxy of this cluster reads, started
@@ -141,6 +144,7 @@ impl Environment {
             kubeconfig,
             cloud_config,
             node_managers: BTreeMap::new(),
+            node_manager_exits: BTreeMap::new(),
             other_apiservers: Vec::new(),
             service_feed: None,
         })

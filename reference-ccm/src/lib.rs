@@ -379,6 +379,7 @@ impl ControllerStarter {
                     client.clone(),
                     self.instances.clone(),
                     opts.node_monitor_period,
+                    opts.breaks(options::TestingBreak::DeleteNodesOnCloudErrors),
                 ));
             }
             options::SERVICE_LB if self.capabilities.load_balancer => {
@@ -387,6 +388,7 @@ impl ControllerStarter {
                     workers: opts.concurrent_service_syncs,
                     forget_finalizer: opts.breaks(options::TestingBreak::ForgetFinalizer),
                     retry_without_backoff: opts.breaks(options::TestingBreak::RetryWithoutBackoff),
+                    drop_failed_deletes: opts.breaks(options::TestingBreak::DropFailedDeletes),
                 };
                 tracing::info!(workers = service_opts.workers, "Starting {name}");
                 tokio::spawn(controllers::service::run(

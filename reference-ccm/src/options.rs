@@ -160,8 +160,9 @@ pub struct Options {
     #[arg(long, value_parser = crate::providers::quirks::parse_quirk, hide = true)]
     pub testing_provider_quirk: Vec<crate::providers::quirks::ProviderQuirk>,
     /// TEST ONLY, hidden, repeatable: deliberately break one upstream guarantee
-    /// (`forget-finalizer`, `skip-lookup-before-create`, `retry-without-backoff`), so the
-    /// Chaos suite can prove it catches a CCM that lacks it; see [`TestingBreak`].
+    /// (`forget-finalizer`, `skip-lookup-before-create`, `retry-without-backoff`,
+    /// `delete-nodes-on-cloud-errors`, `drop-failed-deletes`), so the Chaos suite can prove
+    /// it catches a CCM that lacks it; see [`TestingBreak`].
     #[arg(long, value_enum, hide = true)]
     pub testing_break: Vec<TestingBreak>,
 }
@@ -187,6 +188,14 @@ pub enum TestingBreak {
     SkipLookupBeforeCreate,
     /// The work queue requeues failed keys at once instead of with exponential backoff.
     RetryWithoutBackoff,
+    /// The node lifecycle controller takes an error from the cloud's instance-exists check
+    /// for "the instance is gone" and deletes the NotReady node (the outage upstream's
+    /// `MonitorNodes` guards against by keeping the node, kubernetes/kubernetes#71562).
+    DeleteNodesOnCloudErrors,
+    /// The service controller gives up on a Service being deleted whose load-balancer
+    /// delete failed (never syncs it again), so it keeps its cleanup finalizer until the
+    /// next CCM start (upstream requeues every failed key with backoff).
+    DropFailedDeletes,
 }
 
 impl Options {
@@ -765,6 +774,8 @@ mod testing_flag_tests {
             "--testing-break",
             "skip-lookup-before-create",
             "--testing-break=retry-without-backoff",
+            "--testing-break=delete-nodes-on-cloud-errors",
+            "--testing-break=drop-failed-deletes",
         ])
         .expect("parse");
         assert_eq!(
@@ -773,6 +784,8 @@ mod testing_flag_tests {
                 TestingBreak::ForgetFinalizer,
                 TestingBreak::SkipLookupBeforeCreate,
                 TestingBreak::RetryWithoutBackoff,
+                TestingBreak::DeleteNodesOnCloudErrors,
+                TestingBreak::DropFailedDeletes,
             ]
         );
         assert!(all.breaks(TestingBreak::SkipLookupBeforeCreate));

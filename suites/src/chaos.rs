@@ -10,7 +10,11 @@
 //! - CH-04 (not-found after every create) catches `skip-lookup-before-create` (on
 //!   OpenStack, whose Octavia allows two load balancers of one name, each re-ensure makes a
 //!   duplicate);
-//! - CH-05 (a throttling storm) catches `retry-without-backoff` (a hot loop).
+//! - CH-05 (a throttling storm) catches `retry-without-backoff` (a hot loop) and
+//!   `drop-failed-deletes` (a Service whose cleanup failed once is never synced again, so it
+//!   keeps its finalizer: SO-5);
+//! - CH-01 (failing cloud calls) catches `delete-nodes-on-cloud-errors` (a NotReady node
+//!   deleted because the instance check failed: SO-4).
 //!
 //! The longer form is `ccm-conformance soak` (README "Soak").
 

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use ccm_harness::case::CaseMetrics;
-use ccm_harness::env::NodeOptions;
+use ccm_harness::env::{LEADER_FLAGS, NodeOptions};
 use ccm_harness::node::{describe_taints, has_uninitialized_taint};
 use ccm_harness::probe::{https_get, lease_holder, secure_port};
 use ccm_harness::{Case, CaseError, Environment, Probe, Tag, ensure, eventually, holds_for};
@@ -24,13 +24,6 @@ use crate::common::{INIT_TIMEOUT, initialized_node};
 const LEASE_NAMESPACE: &str = "kube-system";
 const LEASE_NAME: &str = "cloud-controller-manager";
 const MIGRATION_LEASE: &str = "cloud-provider-extraction-migration";
-/// Upstream's lease settings scaled down (15 s/10 s/2 s → 3 s/2 s/0.5 s).
-const LEADER_FLAGS: &[&str] = &[
-    "--leader-elect=true",
-    "--leader-elect-lease-duration=3s",
-    "--leader-elect-renew-deadline=2s",
-    "--leader-elect-retry-period=500ms",
-];
 const LEASE_DURATION: Duration = Duration::from_secs(3);
 /// client-go logs this when it becomes leader (`successfully acquired lease` until
 /// v0.36, structured `"Successfully acquired lease"` since; tools/leaderelection

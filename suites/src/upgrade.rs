@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use ccm_harness::case::CaseMetrics;
 use ccm_harness::cloud::Feature;
-use ccm_harness::env::NodeOptions;
+use ccm_harness::env::{LEADER_FLAGS, NodeOptions};
 use ccm_harness::in_tree::{InTreeName, seed_load_balancer};
 use ccm_harness::invariants::{CCM_LEASE, Recorder, TransitionReport, ingress_of};
 use ccm_harness::kcm::{KcmConfig, SimKcm, ran_at};
@@ -38,15 +38,6 @@ const LB_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the AWS mock holds the CCM's `CreateLoadBalancer` in UP-07: longer than an API
 /// server restart takes, so the restart falls inside the call.
 const AWS_CREATE_HOLD: Duration = Duration::from_secs(3);
-/// Leader election for replicas, shortened from upstream's 15 s / 10 s / 2 s so a hand-over
-/// (the reference CCM does not release its Lease on exit) takes seconds, not a quarter
-/// minute.
-pub const LEADER_FLAGS: &[&str] = &[
-    "--leader-elect=true",
-    "--leader-elect-lease-duration=3s",
-    "--leader-elect-renew-deadline=2s",
-    "--leader-elect-retry-period=500ms",
-];
 
 macro_rules! case {
     ($id:literal, $title:literal, $tags:expr, $body:ident) => {

@@ -5,7 +5,12 @@
 //! - `skip-lookup-before-create` (every ensure creates anew; Octavia allows two load
 //!   balancers of one name): CH-04 (not-found after every create) finds duplicates;
 //! - `retry-without-backoff` (failed keys requeued at once): CH-05 (a throttling storm)
-//!   finds the hot loop.
+//!   finds the hot loop;
+//! - `delete-nodes-on-cloud-errors` (a cloud error counts as "instance gone"): CH-01
+//!   (failing cloud calls) finds NotReady nodes deleted while their instances exist (SO-4);
+//! - `drop-failed-deletes` (a Service whose cleanup failed is never synced again): CH-05
+//!   (a throttling storm fails most deletes) finds Services stuck with their finalizer
+//!   (SO-5).
 //!
 //! Needs the `reference-ccm` binary next to this test's (`cargo test --workspace` builds it;
 //! alone: `cargo build --bin reference-ccm` first).
@@ -100,4 +105,19 @@ async fn ch04_catches_a_ccm_that_creates_without_looking_up() {
 async fn ch05_catches_a_ccm_that_retries_without_backoff() {
     let failure = failure_with("CH-05", "retry-without-backoff").await;
     assert!(failure.contains("SO-6 a bounded number"), "{failure}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ch01_catches_a_ccm_that_deletes_nodes_on_cloud_errors() {
+    let failure = failure_with("CH-01", "delete-nodes-on-cloud-errors").await;
+    assert!(
+        failure.contains("SO-4 no node deleted") && failure.contains("while its instance existed"),
+        "{failure}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ch05_catches_a_ccm_that_gives_up_on_failed_deletes() {
+    let failure = failure_with("CH-05", "drop-failed-deletes").await;
+    assert!(failure.contains("SO-5 no Service left"), "{failure}");
 }

@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ccm_harness::env::LEADER_FLAGS;
 use ccm_harness::{Case, CaseError, Environment, Provider, Settings};
-use ccm_suites::upgrade::LEADER_FLAGS;
 
 /// `target/<profile>/reference-ccm`, found from this test binary's own path.
 fn reference_ccm() -> PathBuf {

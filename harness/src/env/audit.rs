@@ -48,7 +48,17 @@ impl Environment {
     /// Every write (create, update, patch, delete) the CCM made, i.e. not from the harness or
     /// the kubelets, in order.
     pub fn ccm_writes(&self) -> Vec<AuditEntry> {
-        self.api_audit()
+        self.ccm_writes_since(0)
+    }
+
+    /// [`Self::ccm_writes`] after audit entry `mark`, copying only what is newer: for a
+    /// caller that polls through a long run (the soak), as the log keeps only its newest
+    /// entries.
+    pub fn ccm_writes_since(&self, mark: u64) -> Vec<AuditEntry> {
+        self.apiserver
+            .as_ref()
+            .map(|api| api.audit_since(mark))
+            .unwrap_or_default()
             .into_iter()
             .filter(|e| matches!(e.verb.as_str(), "create" | "update" | "patch" | "delete"))
             .filter(|e| {
@@ -61,7 +71,10 @@ impl Environment {
     /// The sequence number of the API server's last audit entry: writes after it are
     /// [`Self::foreign_writes_since`] this mark.
     pub fn audit_mark(&self) -> u64 {
-        self.api_audit().last().map(|e| e.seq).unwrap_or(0)
+        self.apiserver
+            .as_ref()
+            .map(ClusterApi::audit_last_seq)
+            .unwrap_or(0)
     }
 
     /// The API server's audit log across restarts, in order, `seq` increasing throughout.

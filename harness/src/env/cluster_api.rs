@@ -24,6 +24,7 @@ use std::sync::Mutex;
 use ccm_control_plane::{Binaries, ControlPlane};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, Patch, PatchParams};
+use mock_kube_apiserver::audit::AUDIT_CAPACITY;
 use mock_kube_apiserver::{ApiServer, AuditEntry, Config as ApiConfig};
 use serde_json::{Value, json};
 
@@ -124,6 +125,50 @@ impl ClusterApi {
                 let mut tail = audit.lock().unwrap_or_else(|p| p.into_inner());
                 tail.read_new();
                 tail.entries.clone()
+            }
+        }
+    }
+
+    /// The entries of [`Self::audit`] after `mark`, without copying the rest.
+    pub(crate) fn audit_since(&self, mark: u64) -> Vec<AuditEntry> {
+        match &self.server {
+            Server::Embedded {
+                api,
+                before_restart,
+            } => {
+                let offset = before_restart.last().map_or(0, |e| e.seq);
+                let start = before_restart.partition_point(|e| e.seq <= mark);
+                let mut out = before_restart[start..].to_vec();
+                out.extend(
+                    api.audit_since(mark.saturating_sub(offset))
+                        .into_iter()
+                        .map(|mut e| {
+                            e.seq += offset;
+                            e
+                        }),
+                );
+                out
+            }
+            Server::Real { audit, .. } => {
+                let mut tail = audit.lock().unwrap_or_else(|p| p.into_inner());
+                tail.read_new();
+                let start = tail.entries.partition_point(|e| e.seq <= mark);
+                tail.entries[start..].to_vec()
+            }
+        }
+    }
+
+    /// The `seq` of the newest entry of [`Self::audit`] (0 when none).
+    pub(crate) fn audit_last_seq(&self) -> u64 {
+        match &self.server {
+            Server::Embedded {
+                api,
+                before_restart,
+            } => before_restart.last().map_or(0, |e| e.seq) + api.audit_last_seq(),
+            Server::Real { audit, .. } => {
+                let mut tail = audit.lock().unwrap_or_else(|p| p.into_inner());
+                tail.read_new();
+                tail.entries.last().map_or(0, |e| e.seq)
             }
         }
     }
@@ -258,7 +303,9 @@ impl ClusterApi {
     }
 }
 
-/// The embedded server's log after `before_restart`, numbered on from it.
+/// The embedded server's log after `before_restart`, numbered on from it; at most the
+/// server's own capacity ([`AUDIT_CAPACITY`]) of the newest entries, so restarts do not
+/// make it grow without bound.
 fn embedded_audit(api: &ApiServer, before_restart: &[AuditEntry]) -> Vec<AuditEntry> {
     let offset = before_restart.last().map(|e| e.seq).unwrap_or(0);
     let mut all = before_restart.to_vec();
@@ -266,6 +313,8 @@ fn embedded_audit(api: &ApiServer, before_restart: &[AuditEntry]) -> Vec<AuditEn
         e.seq += offset;
         e
     }));
+    let excess = all.len().saturating_sub(AUDIT_CAPACITY);
+    all.drain(..excess);
     all
 }
 

@@ -140,6 +140,35 @@ impl Environment {
         Ok(())
     }
 
+    /// Restarts every per-node agent that has exited, 10 s after its exit was first seen:
+    /// what the kubelet does for a DaemonSet pod (restartPolicy Always; CrashLoopBackOff
+    /// starts at 10 s). Upstream Azure's cloud-node-manager exits when its start-up calls
+    /// fail (cloud-provider-azure `pkg/node/nodearm.go` NewARMNodeProvider). Returns how
+    /// many were restarted.
+    pub async fn restart_exited_node_managers(&mut self) -> Result<usize, CaseError> {
+        const CRASH_LOOP_BACKOFF: std::time::Duration = std::time::Duration::from_secs(10);
+        let exited: Vec<String> = self
+            .node_managers
+            .iter_mut()
+            .filter_map(|(name, p)| p.exited().map(|_| name.clone()))
+            .collect();
+        self.node_manager_exits
+            .retain(|name, _| exited.contains(name));
+        let mut restarted = 0;
+        for name in exited {
+            let seen = *self
+                .node_manager_exits
+                .entry(name.clone())
+                .or_insert_with(std::time::Instant::now);
+            if seen.elapsed() >= CRASH_LOOP_BACKOFF {
+                self.node_manager_exits.remove(&name);
+                self.start_node_manager(&name).await?;
+                restarted += 1;
+            }
+        }
+        Ok(restarted)
+    }
+
     /// Stops node `name`'s agent, if it runs one.
     pub(crate) async fn stop_node_manager(&mut self, name: &str) {
         if let Some(mut p) = self.node_managers.remove(name) {

@@ -24,8 +24,13 @@
 //! Deterministic under the seed: the workload is identical ([`Plan::digest`]); the faults
 //! roll the same sequence, though which request each lands on depends on the CCM's timing.
 //!
+//! With `replicas` > 1 the CCM runs as that many replicas electing a leader on the
+//! `cloud-controller-manager` Lease ([`LEADER_FLAGS`]); each planned kill hits one replica
+//! drawn under the seed (the leader about half the time with two), so the workload also
+//! crosses leader hand-overs, counted from the Lease's `leaseTransitions`.
+//!
 //! Not covered yet (README "Soak"): listener/target-group/security-rule duplicates (only
-//! whole load balancers are compared), leader handover with `--replicas 2`.
+//! whole load balancers are compared).
 
 pub mod faults;
 pub mod plan;
@@ -44,7 +49,7 @@ pub use mock_cloud::{FaultJson, FaultKind};
 pub use plan::{Plan, PlanSpec, Step};
 
 use crate::cloud::Feature;
-use crate::env::{Environment, NodeIp, NodeOptions};
+use crate::env::{Environment, LEADER_FLAGS, NodeIp, NodeOptions};
 use crate::error::CaseError;
 use crate::invariants::ingress_of;
 use crate::node::{addresses, has_uninitialized_taint};
@@ -75,6 +80,9 @@ pub struct SoakConfig {
     pub max_calls_per_second: usize,
     /// Flags for the CCM besides the settings' (a broken variant's, in tests).
     pub ccm_args: Vec<String>,
+    /// CCM processes: 1 runs it without leader election, as the conformance cases do;
+    /// more run replicas with leader election, and kills hit one of them.
+    pub replicas: usize,
 }
 
 impl SoakConfig {
@@ -93,6 +101,7 @@ impl SoakConfig {
             quiet_limit: Duration::from_secs(330),
             max_calls_per_second: 400,
             ccm_args: Vec::new(),
+            replicas: 1,
         }
     }
 
@@ -118,6 +127,9 @@ pub struct Invariant {
     pub title: &'static str,
     /// `None`: held; else the evidence.
     pub failure: Option<String>,
+    /// How long judging it took: the quiet phase's wait for SO-1 and SO-4, the cleanup's
+    /// for SO-5 and SO-2; zero for those read off the samples (SO-3, SO-6).
+    pub took: Duration,
 }
 
 /// What a soak did and found.
@@ -130,8 +142,11 @@ pub struct SoakReport {
     pub faults_fired: usize,
     pub kills: usize,
     pub apiserver_restarts: usize,
-    /// Times the CCM was found dead without being killed (restarted each time).
+    /// Times the CCM (or one of its per-node agents) was found dead without being killed
+    /// (restarted each time).
     pub ccm_exits: usize,
+    /// With replicas: the CCM Lease's `leaseTransitions` at the end (hand-overs).
+    pub leader_transitions: Option<i32>,
     pub cloud_calls: usize,
     pub worst_calls_per_second: usize,
     /// Quiet phase start to convergence (`None`: not within the bound).
@@ -146,6 +161,9 @@ pub struct SoakReport {
     pub harness_cpu_share: f64,
     /// The harness process's resident memory at the start, at its peak and at the end.
     pub rss_start_kib: u64,
+    /// Resident memory through the workload, about every tenth of it (time since the
+    /// workload started, KiB): whether it levels off or keeps climbing.
+    pub rss_samples: Vec<(Duration, u64)>,
     pub rss_peak_kib: u64,
     pub rss_end_kib: u64,
 }
@@ -204,7 +222,14 @@ struct Soak<'a> {
     duplicates: Vec<String>,
     calls_per_second: BTreeMap<i64, usize>,
     journal_mark: u64,
+    /// The API server's audit read up to here; the Nodes the CCM deleted so far, in order
+    /// (read as the run goes: the audit log keeps only its newest entries).
+    audit_mark: u64,
+    ccm_node_deletes: Vec<String>,
     cpu_start: f64,
+    /// Picks which replica each kill hits (seeded apart from the plan, which it leaves
+    /// as it is for one replica).
+    victims: fastrand::Rng,
 }
 
 impl<'a> Soak<'a> {
@@ -232,7 +257,10 @@ impl<'a> Soak<'a> {
             duplicates: Vec::new(),
             calls_per_second: BTreeMap::new(),
             journal_mark: 0,
+            audit_mark: 0,
+            ccm_node_deletes: Vec::new(),
             cpu_start: process_cpu_seconds(),
+            victims: fastrand::Rng::with_seed(config.seed ^ 0x6b69_6c6c),
         }
     }
 
@@ -246,14 +274,21 @@ impl<'a> Soak<'a> {
         self.report.rss_peak_kib = self.report.rss_start_kib;
         let provider = self.config.provider.name();
         progress(&format!(
-            "soak [{provider}] seed {} plan {} ({} steps, every {} ms), faults {}",
+            "soak [{provider}] seed {} plan {} ({} steps, every {} ms), faults {}{}",
             self.config.seed,
             self.report.digest,
             self.plan.steps.len(),
             self.config.step_interval.as_millis(),
-            self.config.faults.name
+            self.config.faults.name,
+            if self.config.replicas > 1 {
+                format!(", {} CCM replicas electing a leader", self.config.replicas)
+            } else {
+                String::new()
+            }
         ));
-        env.start_ccm().await?;
+        for replica in self.replicas() {
+            self.start_ccm(env, replica.as_deref()).await?;
+        }
         for name in Plan::initial_nodes(self.config.nodes) {
             env.add_node(&name, with_ip()).await?;
             self.nodes.insert(name);
@@ -289,8 +324,12 @@ impl<'a> Soak<'a> {
             self.sample(env).await;
             self.report.steps += 1;
             if (i + 1) % tenth == 0 {
+                let rss = process_rss_kib();
+                self.report
+                    .rss_samples
+                    .push((workload_started.elapsed(), rss));
                 progress(&format!(
-                    "soak [{provider}] {:>4}s step {}/{}: {} Services ({} LoadBalancer), {} nodes, {} faults fired, {} kills, {} API server restarts, {} CCM exits",
+                    "soak [{provider}] {:>4}s step {}/{}: {} Services ({} LoadBalancer), {} nodes, {} faults fired, {} kills, {} API server restarts, {} CCM exits, harness RSS {} MiB",
                     workload_started.elapsed().as_secs(),
                     i + 1,
                     steps.len(),
@@ -301,6 +340,7 @@ impl<'a> Soak<'a> {
                     self.report.kills,
                     self.report.apiserver_restarts,
                     self.report.ccm_exits,
+                    rss / 1024,
                 ));
             }
         }
@@ -330,28 +370,30 @@ impl<'a> Soak<'a> {
                 None => format!("not converged: {}", summarize(&last)),
             }
         ));
+        let quiet_took = quiet.elapsed();
         let (lbs, node_gaps): (Vec<String>, Vec<String>) =
             last.iter().cloned().partition(|g| !g.starts_with("node "));
         self.check(
+            quiet_took,
             "SO-1",
             "every LoadBalancer Service has exactly one load balancer carrying traffic, every other Service none",
             &lbs,
         );
         self.check(
+            Duration::ZERO,
             "SO-3",
             "no duplicate load balancers at any moment",
             &self.duplicates.clone(),
         );
-        let mut wrongly_deleted: Vec<String> = env
-            .ccm_writes()
+        let mut wrongly_deleted: Vec<String> = self
+            .ccm_node_deletes
             .iter()
-            .filter(|e| e.resource == "nodes" && e.verb == "delete" && e.subresource.is_none())
-            .filter_map(|e| e.name.clone())
-            .filter(|n| !self.gone.contains(n))
+            .filter(|n| !self.gone.contains(*n))
             .map(|n| format!("node {n} deleted by the CCM while its instance existed"))
             .collect();
         wrongly_deleted.extend(node_gaps);
         self.check(
+            quiet_took,
             "SO-4",
             "no node deleted while its instance existed; every node's addresses and labels match the cloud",
             &wrongly_deleted,
@@ -375,11 +417,13 @@ impl<'a> Soak<'a> {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         self.check(
+            cleanup.elapsed(),
             "SO-5",
             "no Service left with the cleanup finalizer after deletion",
             &stuck,
         );
         let mut leaks = Vec::new();
+        let leak_check = Instant::now();
         if self.load_balancers {
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
@@ -396,6 +440,7 @@ impl<'a> Soak<'a> {
             }
         }
         self.check(
+            leak_check.elapsed(),
             "SO-2",
             "no cloud resource the CCM created is left once every Service is deleted",
             &leaks,
@@ -423,11 +468,23 @@ impl<'a> Soak<'a> {
             Vec::new()
         };
         self.check(
+            Duration::ZERO,
             "SO-6",
             "a bounded number of cloud calls per change (no hot loop)",
             &hot,
         );
         self.report.invariants.sort_by_key(|i| i.id);
+        if self.config.replicas > 1 {
+            let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+                kube::Api::namespaced(env.client(), "kube-system");
+            self.report.leader_transitions = leases
+                .get_opt(crate::invariants::CCM_LEASE)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec)
+                .and_then(|s| s.lease_transitions);
+        }
         self.report.wall = started.elapsed();
         self.report.harness_cpu_share =
             (process_cpu_seconds() - self.cpu_start) / self.report.wall.as_secs_f64().max(0.001);
@@ -436,11 +493,18 @@ impl<'a> Soak<'a> {
         Ok(self.report)
     }
 
-    fn check(&mut self, id: &'static str, title: &'static str, evidence: &[String]) {
+    fn check(
+        &mut self,
+        took: Duration,
+        id: &'static str,
+        title: &'static str,
+        evidence: &[String],
+    ) {
         self.report.invariants.push(Invariant {
             id,
             title,
             failure: (!evidence.is_empty()).then(|| summarize(evidence)),
+            took,
         });
     }
 
@@ -541,9 +605,13 @@ impl<'a> Soak<'a> {
                 }
             }
             Step::KillCcm => {
-                env.kill_ccm().await;
+                let victim = self.victim();
+                match &victim {
+                    None => env.kill_ccm().await,
+                    Some(name) => env.kill_replica(name).await,
+                }
                 self.report.kills += 1;
-                self.start_ccm(env).await?;
+                self.start_ccm(env, victim.as_deref()).await?;
             }
             Step::RestartApiServer => {
                 env.restart_apiserver().await?;
@@ -553,11 +621,38 @@ impl<'a> Soak<'a> {
         Ok(())
     }
 
-    /// Starts the CCM, retrying a start that fails (a fault may hit its start-up calls).
-    async fn start_ccm(&mut self, env: &mut Environment) -> Result<(), CaseError> {
+    /// The CCM processes by replica name; `None` is the one CCM without leader election.
+    fn replicas(&self) -> Vec<Option<String>> {
+        if self.config.replicas > 1 {
+            (1..=self.config.replicas)
+                .map(|i| Some(format!("r{i}")))
+                .collect()
+        } else {
+            vec![None]
+        }
+    }
+
+    /// The process the next kill hits.
+    fn victim(&mut self) -> Option<String> {
+        let all = self.replicas();
+        let i = self.victims.usize(..all.len());
+        all[i].clone()
+    }
+
+    /// Starts the CCM (or one replica), retrying a start that fails (a fault may hit its
+    /// start-up calls).
+    async fn start_ccm(
+        &mut self,
+        env: &mut Environment,
+        replica: Option<&str>,
+    ) -> Result<(), CaseError> {
         let mut last = None;
         for _ in 0..5 {
-            match env.start_ccm().await {
+            let started = match replica {
+                None => env.start_ccm().await,
+                Some(name) => env.start_replica(name, None, LEADER_FLAGS).await,
+            };
+            match started {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     self.report.ccm_exits += 1;
@@ -569,9 +664,15 @@ impl<'a> Soak<'a> {
     }
 
     async fn restart_if_dead(&mut self, env: &mut Environment) -> Result<(), CaseError> {
-        if env.ccm_alive().is_err() {
-            self.report.ccm_exits += 1;
-            self.start_ccm(env).await?;
+        for replica in self.replicas() {
+            let dead = match &replica {
+                None => env.ccm_alive().is_err(),
+                Some(name) => !env.replica_alive(name),
+            };
+            if dead {
+                self.report.ccm_exits += 1;
+                self.start_ccm(env, replica.as_deref()).await?;
+            }
         }
         Ok(())
     }
@@ -608,9 +709,22 @@ impl<'a> Soak<'a> {
             self.report.faults_fired += usize::from(c.faulted);
         }
         self.report.cloud_calls += calls.len();
+        let audit_mark = env.audit_mark();
+        self.ccm_node_deletes.extend(
+            env.ccm_writes_since(self.audit_mark)
+                .into_iter()
+                .filter(|e| e.seq <= audit_mark)
+                .filter(|e| e.resource == "nodes" && e.verb == "delete" && e.subresource.is_none())
+                .filter_map(|e| e.name),
+        );
+        self.audit_mark = audit_mark;
         self.report.rss_peak_kib = self.report.rss_peak_kib.max(process_rss_kib());
         if let Err(e) = self.restart_if_dead(env).await {
             tracing::info!(error = %e, "the CCM does not start again");
+        }
+        match env.restart_exited_node_managers().await {
+            Ok(n) => self.report.ccm_exits += n,
+            Err(e) => tracing::info!(error = %e, "a node agent does not start again"),
         }
     }
 

@@ -7,8 +7,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-/// Entries kept before the oldest are dropped; sequence numbers keep counting.
-pub const DEFAULT_JOURNAL_CAPACITY: usize = 1_000_000;
+/// Entries kept before the oldest are dropped; sequence numbers keep counting. About 600
+/// bytes each, so at most some 60 MB: half an hour of a soak's calls; readers that need
+/// more poll with [`Journal::since`].
+pub const DEFAULT_JOURNAL_CAPACITY: usize = 100_000;
 
 /// One answered request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -36,6 +36,10 @@ pub struct AuditEntry {
 }
 
 /// Shared, bounded log.
+/// Audit entries kept in memory: about 800 bytes each, so at most some 40 MB, a quarter
+/// hour of a soak's traffic (readers that need more poll with [`AuditLog::since`]).
+pub const AUDIT_CAPACITY: usize = 50_000;
+
 #[derive(Clone)]
 pub struct AuditLog {
     inner: Arc<Mutex<Inner>>,
@@ -68,6 +72,23 @@ impl AuditLog {
         while inner.entries.len() > inner.cap {
             inner.entries.pop_front();
         }
+    }
+
+    /// A copy of the retained entries after `seq` (all of them for 0), oldest first; found
+    /// by bisection, so a caller polling with its last mark pays only for what is new.
+    pub fn since(&self, seq: u64) -> Vec<AuditEntry> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let start = inner.entries.partition_point(|e| e.seq <= seq);
+        inner.entries.range(start..).cloned().collect()
+    }
+
+    /// The `seq` of the newest entry (0 when nothing was recorded).
+    pub fn last_seq(&self) -> u64 {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_seq
+            - 1
     }
 
     /// A copy of the retained entries, oldest first.
@@ -113,5 +134,10 @@ mod tests {
         }
         let seqs: Vec<u64> = log.snapshot().iter().map(|e| e.seq).collect();
         assert_eq!(seqs, vec![2, 3]);
+        let after = |s| log.since(s).iter().map(|e| e.seq).collect::<Vec<_>>();
+        assert_eq!(after(0), vec![2, 3]);
+        assert_eq!(after(2), vec![3]);
+        assert_eq!(after(3), Vec::<u64>::new());
+        assert_eq!(log.last_seq(), 3);
     }
 }

@@ -45,9 +45,6 @@ use mock_cloud::tls::PeerCertificates;
 /// value around `--min-request-timeout`, 1800s).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 
-/// Audit entries kept in memory.
-const AUDIT_CAPACITY: usize = 200_000;
-
 /// Everything a request handler needs; cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
@@ -79,7 +76,7 @@ impl AppState {
         let (shutdown, _) = tokio::sync::watch::channel(false);
         AppState {
             store,
-            audit: AuditLog::new(AUDIT_CAPACITY),
+            audit: AuditLog::new(crate::audit::AUDIT_CAPACITY),
             auth: Arc::new(Authenticator {
                 admin_token: config.token.clone(),
                 readonly_token: config.readonly_token.clone(),

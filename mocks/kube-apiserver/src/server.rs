@@ -331,6 +331,16 @@ impl ApiServer {
         self.state.audit.snapshot()
     }
 
+    /// The audit entries after `seq` (see [`crate::audit::AuditLog::since`]).
+    pub fn audit_since(&self, seq: u64) -> Vec<AuditEntry> {
+        self.state.audit.since(seq)
+    }
+
+    /// The `seq` of the newest audit entry (0 when none).
+    pub fn audit_last_seq(&self) -> u64 {
+        self.state.audit.last_seq()
+    }
+
     /// A handle on the live store.
     pub fn store(&self) -> Store {
         self.state.store.clone()

@@ -54,8 +54,9 @@ fn taints(node: &Node) -> Vec<Taint> {
         .unwrap_or_default()
 }
 
-/// One node of `MonitorNodes`.
-pub async fn decide<P: Instances>(cloud: &P, node: &Node) -> Decision {
+/// One node of `MonitorNodes`. `delete_on_error` is the TEST ONLY
+/// `--testing-break=delete-nodes-on-cloud-errors`: an error from the cloud counts as "gone".
+pub async fn decide<P: Instances>(cloud: &P, node: &Node, delete_on_error: bool) -> Decision {
     if is_ready(node) {
         return if has_shutdown_taint(node) {
             Decision::RemoveShutdownTaint
@@ -66,7 +67,11 @@ pub async fn decide<P: Instances>(cloud: &P, node: &Node) -> Decision {
     match cloud.instance_exists(node).await {
         Err(e) => {
             tracing::warn!(node = %node.name_any(), "error checking if node exists: {e}");
-            Decision::Nothing
+            if delete_on_error {
+                Decision::Delete
+            } else {
+                Decision::Nothing
+            }
         }
         Ok(false) => Decision::Delete,
         Ok(true) => match cloud.instance_shutdown(node).await {
@@ -81,7 +86,12 @@ pub async fn decide<P: Instances>(cloud: &P, node: &Node) -> Decision {
 }
 
 /// Runs `MonitorNodes` every `period` until the process ends.
-pub async fn run<P: Instances>(client: Client, cloud: Arc<P>, period: Duration) {
+pub async fn run<P: Instances>(
+    client: Client,
+    cloud: Arc<P>,
+    period: Duration,
+    delete_on_error: bool,
+) {
     let nodes: Api<Node> = Api::all(client.clone());
     let events: Api<Event> = Api::namespaced(client, "default");
     let mut ticker = tokio::time::interval(period);
@@ -96,7 +106,8 @@ pub async fn run<P: Instances>(client: Client, cloud: Arc<P>, period: Duration) 
             }
         };
         for node in list {
-            act(&nodes, &events, &node, decide(cloud.as_ref(), &node).await).await;
+            let decision = decide(cloud.as_ref(), &node, delete_on_error).await;
+            act(&nodes, &events, &node, decision).await;
         }
     }
 }
@@ -234,33 +245,48 @@ mod tests {
             shutdown: false,
         };
         // Ready nodes are never checked against the cloud (NL-02).
-        assert_eq!(decide(&gone, &node("True", false)).await, Decision::Nothing);
         assert_eq!(
-            decide(&gone, &node("True", true)).await,
+            decide(&gone, &node("True", false), false).await,
+            Decision::Nothing
+        );
+        assert_eq!(
+            decide(&gone, &node("True", true), false).await,
             Decision::RemoveShutdownTaint
         );
         // NotReady and gone -> delete (NL-01); Unknown counts as not ready.
-        assert_eq!(decide(&gone, &node("False", false)).await, Decision::Delete);
         assert_eq!(
-            decide(&gone, &node("Unknown", false)).await,
+            decide(&gone, &node("False", false), false).await,
+            Decision::Delete
+        );
+        assert_eq!(
+            decide(&gone, &node("Unknown", false), false).await,
             Decision::Delete
         );
         // Stopped -> taint once (NL-03); running but NotReady -> taint stays (NL-04).
         assert_eq!(
-            decide(&stopped, &node("False", false)).await,
+            decide(&stopped, &node("False", false), false).await,
             Decision::AddShutdownTaint
         );
         assert_eq!(
-            decide(&stopped, &node("False", true)).await,
+            decide(&stopped, &node("False", true), false).await,
             Decision::Nothing
         );
         assert_eq!(
-            decide(&running, &node("False", true)).await,
+            decide(&running, &node("False", true), false).await,
             Decision::Nothing
         );
         // Cloud errors never delete (NL-05).
         assert_eq!(
-            decide(&broken, &node("Unknown", false)).await,
+            decide(&broken, &node("Unknown", false), false).await,
+            Decision::Nothing
+        );
+        // ... unless the testing break says an error means gone.
+        assert_eq!(
+            decide(&broken, &node("Unknown", false), true).await,
+            Decision::Delete
+        );
+        assert_eq!(
+            decide(&running, &node("False", false), true).await,
             Decision::Nothing
         );
     }

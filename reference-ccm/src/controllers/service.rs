@@ -32,7 +32,8 @@
 //!
 //! TEST ONLY breaks (`--testing-break`, see [`crate::options::TestingBreak`]):
 //! `forget-finalizer` never adds the cleanup finalizer (everything else as usual);
-//! `retry-without-backoff` requeues failed Services at once.
+//! `retry-without-backoff` requeues failed Services at once; `drop-failed-deletes` does not
+//! retry a Service being deleted whose load-balancer delete failed (until the next start).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,6 +76,9 @@ pub struct ServiceControllerOptions {
     pub forget_finalizer: bool,
     /// TEST ONLY, `--testing-break=retry-without-backoff`: failed syncs are retried at once.
     pub retry_without_backoff: bool,
+    /// TEST ONLY, `--testing-break=drop-failed-deletes`: a Service being deleted whose
+    /// cleanup failed is never synced again by this process (it keeps its finalizer).
+    pub drop_failed_deletes: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -303,6 +307,9 @@ pub struct ServiceController<L> {
     /// Events waiting for the recorder task, in the order they happened.
     events: mpsc::UnboundedSender<Event>,
     events_rx: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
+    /// TEST ONLY (`drop-failed-deletes`): Services whose cleanup failed, never synced
+    /// again by this process.
+    abandoned: Mutex<std::collections::HashSet<String>>,
 }
 
 impl<L: LoadBalancer> ServiceController<L> {
@@ -329,6 +336,7 @@ impl<L: LoadBalancer> ServiceController<L> {
             node_sync: Notify::new(),
             events,
             events_rx: Mutex::new(Some(events_rx)),
+            abandoned: Mutex::new(std::collections::HashSet::new()),
         })
     }
 
@@ -795,11 +803,38 @@ impl<L: LoadBalancer> ServiceController<L> {
         }
     }
 
+    /// Whether the cached Service carries a deletion timestamp.
+    fn is_being_deleted(&self, key: &str) -> bool {
+        self.services
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .is_some_and(|s| s.metadata.deletion_timestamp.is_some())
+    }
+
     async fn service_worker(self: Arc<Self>) {
         loop {
             let key = self.queue.get().await;
+            let abandoned = self
+                .abandoned
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&key);
+            if abandoned {
+                self.queue.forget(&key);
+                self.queue.done(&key);
+                continue;
+            }
             match self.sync_service(&key).await {
                 Ok(()) => self.queue.forget(&key),
+                Err(e) if self.opts.drop_failed_deletes && self.is_being_deleted(&key) => {
+                    tracing::warn!(service = %key, "error processing service (abandoned by --testing-break=drop-failed-deletes): {e}");
+                    self.abandoned
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key.clone());
+                    self.queue.forget(&key);
+                }
                 Err(e) => match e.retry_after() {
                     Some(delay) => {
                         tracing::warn!(service = %key, ?delay, "error processing service (retrying): {e}");
@@ -1221,6 +1256,7 @@ mod tests {
                 workers: 1,
                 forget_finalizer: false,
                 retry_without_backoff: false,
+                drop_failed_deletes: false,
             },
         );
         let svc = lb_service();
