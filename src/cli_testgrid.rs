@@ -108,6 +108,7 @@ pub fn certify(args: CertifyArgs) -> Result<ExitCode> {
         list: false,
         rerun_failed: None,
         apiserver: super::ApiserverKind::Embedded,
+        verbose: false,
     };
     let code = super::run(run_args)?;
     let mut spec = ccm_testgrid::certify::KitSpec::new(&args.provider, &target);

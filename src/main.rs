@@ -232,6 +232,10 @@ struct RunArgs {
     /// Where JUnit and logs go (default: $ARTIFACTS or ./_artifacts).
     #[arg(long)]
     artifacts: Option<PathBuf>,
+    /// Also print the libraries' log lines (WARN and up, or what RUST_LOG says) on the
+    /// terminal; they are always in each case's `harness.log`.
+    #[arg(long)]
+    verbose: bool,
     /// How many cases run at once.
     #[arg(long)]
     parallel: Option<usize>,
@@ -407,17 +411,26 @@ struct MockArgs {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            // kube's client logs every connection a case's teardown cuts (watches on an API
-            // server that just stopped): noise on a run's screen, so off unless RUST_LOG asks.
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,kube_client=off,kube_runtime=off".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    ccm_harness::install_crypto_provider();
     let cli = Cli::parse();
+    // A run's terminal is for its progress and summary: library log lines go to each
+    // case's harness.log and the run's (harness/src/case_log.rs), on screen only when
+    // asked. The servers (`cluster`, `mock`, ...) log on the terminal as before.
+    let (run_log, terminal) = match &cli.command {
+        Command::Run(a) => (
+            Some(
+                a.artifacts
+                    .clone()
+                    .unwrap_or_else(ccm_harness::settings::default_artifacts)
+                    .join("harness.log"),
+            ),
+            a.verbose,
+        ),
+        Command::Soak(a) => (Some(a.run_log()), a.verbose()),
+        Command::Certify(a) => (Some(a.out.join("harness.log")), false),
+        _ => (None, true),
+    };
+    ccm_harness::case_log::init(run_log, terminal);
+    ccm_harness::install_crypto_provider();
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Cluster(args) => runtime()

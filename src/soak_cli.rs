@@ -66,6 +66,21 @@ pub struct SoakArgs {
     /// Where the run's files go.
     #[arg(long, default_value = "_artifacts/soak")]
     artifacts: PathBuf,
+    /// Also print the libraries' log lines on the terminal (they are always in
+    /// `harness.log` under --artifacts).
+    #[arg(long)]
+    verbose: bool,
+}
+
+impl SoakArgs {
+    /// Where the libraries' log lines go.
+    pub fn run_log(&self) -> PathBuf {
+        self.artifacts.join("harness.log")
+    }
+
+    pub fn verbose(&self) -> bool {
+        self.verbose
+    }
 }
 
 /// `90s`, `10m`, `1h`, `500ms`, `1m30s`: whole numbers with a unit each.

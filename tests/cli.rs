@@ -1289,3 +1289,41 @@ fn soak_refuses_bad_input_with_one_line_and_status_2() {
         assert!(!artifacts.exists(), "{args:?} started something");
     }
 }
+
+/// A run's terminal has its progress lines and summary only: the libraries' log lines (the
+/// simulated kube-proxy that cannot bind a vSphere node's 198.18 address yet, kube's client
+/// cut off by a teardown) are in each case's `harness.log`; `--verbose` shows them too.
+#[test]
+fn a_runs_terminal_has_no_library_log_lines_and_the_case_logs_have_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |artifacts: &Path, verbose: bool| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", "--provider", "vsphere", "--focus", r"\(NI-0[12]\)"])
+            .arg("--artifacts")
+            .arg(artifacts)
+            .env_remove("RUST_LOG");
+        if verbose {
+            cmd.arg("--verbose");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let quiet = dir.path().join("quiet");
+    let terminal = run(&quiet, false);
+    let library_lines: Vec<&str> = terminal
+        .lines()
+        .filter(|l| [" WARN ", " INFO ", " ERROR ", " DEBUG "].iter().any(|k| l.contains(k)))
+        .collect();
+    assert!(library_lines.is_empty(), "{library_lines:?}\n{terminal}");
+    assert!(terminal.contains("2 of 2 run"), "{terminal}");
+    let case_log =
+        std::fs::read_to_string(quiet.join("cases/vsphere-NI-01/harness.log")).unwrap();
+    assert!(case_log.contains("mock_kubelet::kube_proxy"), "{case_log}");
+    let verbose = run(&dir.path().join("verbose"), true);
+    assert!(verbose.contains("kube_proxy"), "{verbose}");
+}

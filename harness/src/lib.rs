@@ -10,6 +10,7 @@
 
 pub mod bench;
 pub mod case;
+pub mod case_log;
 pub mod ccm;
 pub mod cloud;
 pub mod env;

@@ -7,6 +7,7 @@
 //! `<skipped message="not run: aborted">`, the CCM processes are killed and the process
 //! exits with [`EXIT_INTERRUPTED`](crate::interrupt::EXIT_INTERRUPTED).
 
+use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
@@ -103,6 +104,9 @@ pub fn run_with(
     options: RunOptions,
 ) -> Conclusion {
     crate::install_crypto_provider();
+    // `cargo test --test conformance` has no logging of its own: the cases' log files
+    // (the binary's `run` has set this up already, and this does nothing then).
+    crate::case_log::init(Some(settings.artifacts.join("harness.log")), false);
     if args.test_threads.is_none() {
         args.test_threads = Some(DEFAULT_PARALLEL);
     }
@@ -311,8 +315,13 @@ fn trials_with_progress(
                     p.start(&name);
                 }
                 let started = Instant::now();
-                let (result, metrics) =
-                    RUNTIME.block_on(run_case(&case, provider, settings.clone()));
+                let span = crate::case_log::case_span(
+                    &case_dir(&settings, provider, &case).join("harness.log"),
+                );
+                let (result, metrics) = RUNTIME.block_on(tracing::Instrument::instrument(
+                    run_case(&case, provider, settings.clone()),
+                    span,
+                ));
                 let outcome = match &result {
                     Ok(()) => Outcome::Passed,
                     Err(CaseError::Failed {
@@ -380,6 +389,14 @@ fn failure_detail(e: &CaseError) -> &str {
     }
 }
 
+/// `<artifacts>/cases/<provider>-<id>`: the case's kubeconfig, configs, logs and journals.
+fn case_dir(settings: &Settings, provider: Provider, case: &Case) -> PathBuf {
+    settings
+        .artifacts
+        .join("cases")
+        .join(format!("{}-{}", provider.name(), case.id))
+}
+
 /// Builds the environment, runs the body under the case deadline, tears everything down.
 async fn run_case(
     case: &Case,
@@ -403,10 +420,7 @@ async fn run_case(
         };
         return (Err(CaseError::Skipped(reason.into())), Vec::new());
     }
-    let dir = settings
-        .artifacts
-        .join("cases")
-        .join(format!("{}-{}", provider.name(), case.id));
+    let dir = case_dir(&settings, provider, case);
     let _ = std::fs::remove_dir_all(&dir);
     let mut env = match Environment::embedded(provider, settings.clone(), &dir, case.ccm_args).await
     {

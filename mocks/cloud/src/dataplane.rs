@@ -492,18 +492,29 @@ impl Proxy {
             Protocol::Tcp => {
                 let listener = TcpListener::bind(config.listen).await.map_err(bind_error)?;
                 let local = listener.local_addr().map_err(bind_error)?;
-                (tokio::spawn(serve_tcp(listener, state.clone())), local)
+                (
+                    tokio::spawn(tracing::Instrument::in_current_span(serve_tcp(
+                        listener,
+                        state.clone(),
+                    ))),
+                    local,
+                )
             }
             Protocol::Udp => {
                 let socket = UdpSocket::bind(config.listen).await.map_err(bind_error)?;
                 let local = socket.local_addr().map_err(bind_error)?;
                 (
-                    tokio::spawn(serve_udp(Arc::new(socket), state.clone())),
+                    tokio::spawn(tracing::Instrument::in_current_span(serve_udp(
+                        Arc::new(socket),
+                        state.clone(),
+                    ))),
                     local,
                 )
             }
         };
-        let health = tokio::spawn(health_loop(state.clone()));
+        let health = tokio::spawn(tracing::Instrument::in_current_span(health_loop(
+            state.clone(),
+        )));
         tracing::debug!(protocol = %config.protocol, %local, "data plane proxy started");
         Ok(Proxy {
             protocol: config.protocol,

@@ -90,7 +90,10 @@ impl Reconciler {
     /// Starts the task: a pass now, then on every wake-up and every `period`.
     pub fn start<P: Planner>(planner: P, wake: Arc<Wake>, period: Duration) -> Reconciler {
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(run(planner, wake, period, stopped));
+        // The task carries the caller's span: its log lines belong to the caller's case.
+        let task = tokio::spawn(tracing::Instrument::in_current_span(run(
+            planner, wake, period, stopped,
+        )));
         Reconciler {
             stop: Some(stop),
             task: Some(task),

@@ -73,6 +73,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
 
 /// Service annotation listing the nodes that have a local endpoint: `node-a,node-b`.
 pub const LOCAL_ENDPOINTS_ANNOTATION: &str = "ccm-conformance.io/local-endpoints";
@@ -360,12 +361,15 @@ impl ServiceFeed {
         // kube-proxy reads no managedFields; dropping them keeps the store small.
         .modify(|s| s.metadata.managed_fields = None)
         .default_backoff();
-        let task = tokio::spawn(async move {
-            let mut events = std::pin::pin!(events);
-            while events.next().await.is_some() {
-                tx.send_modify(|n| *n = n.wrapping_add(1));
+        let task = tokio::spawn(
+            async move {
+                let mut events = std::pin::pin!(events);
+                while events.next().await.is_some() {
+                    tx.send_modify(|n| *n = n.wrapping_add(1));
+                }
             }
-        });
+            .in_current_span(),
+        );
         Self {
             store,
             changes,
@@ -498,7 +502,7 @@ async fn start(binding: &Binding, node_name: &str, live: Live) -> std::io::Resul
     let task = match &binding.role {
         Role::NodePort { udp: true } => {
             let socket = UdpSocket::bind(binding.addr).await?;
-            tokio::spawn(answer_udp(socket, name, live.clone()))
+            tokio::spawn(answer_udp(socket, name, live.clone()).in_current_span())
         }
         Role::NodePort { udp: false } => {
             let listener = TcpListener::bind(binding.addr).await?;
@@ -529,7 +533,7 @@ async fn start(binding: &Binding, node_name: &str, live: Live) -> std::io::Resul
         }
         Role::ProxierHealth => {
             let listener = TcpListener::bind(binding.addr).await?;
-            tokio::spawn(serve_tcp(listener, answer_proxier_health))
+            tokio::spawn(serve_tcp(listener, answer_proxier_health).in_current_span())
         }
     };
     Ok(Bound { task, live })

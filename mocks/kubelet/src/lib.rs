@@ -34,6 +34,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 pub use kube_proxy::{LOCAL_ENDPOINTS_ANNOTATION, ServiceFeed};
 
@@ -292,22 +293,22 @@ impl SimKubelet {
         let uid = register(&nodes, &config).await?;
         let (stop, stopped) = watch::channel(false);
         let proxy = config.proxy.then(|| {
-            tokio::spawn(kube_proxy::run(
-                client.clone(),
-                config.node_name.clone(),
-                config.services.clone(),
-                config.floating_ip,
-                stopped.clone(),
-            ))
+            // The tasks carry the caller's span: their log lines belong to its case.
+            tokio::spawn(
+                kube_proxy::run(
+                    client.clone(),
+                    config.node_name.clone(),
+                    config.services.clone(),
+                    config.floating_ip,
+                    stopped.clone(),
+                )
+                .in_current_span(),
+            )
         });
         let leases: Api<Lease> = Api::namespaced(client, NODE_LEASE_NAMESPACE);
-        let task = tokio::spawn(heartbeat(
-            nodes.clone(),
-            leases,
-            config.clone(),
-            uid,
-            stopped,
-        ));
+        let task = tokio::spawn(
+            heartbeat(nodes.clone(), leases, config.clone(), uid, stopped).in_current_span(),
+        );
         Ok(Self {
             config,
             nodes,
