@@ -109,6 +109,8 @@ pub fn certify(args: CertifyArgs) -> Result<ExitCode> {
         rerun_failed: None,
         apiserver: super::ApiserverKind::Embedded,
         verbose: false,
+        shard: None,
+        shard_durations: None,
     };
     let code = super::run(run_args)?;
     let mut spec = ccm_testgrid::certify::KitSpec::new(&args.provider, &target);

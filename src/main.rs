@@ -51,6 +51,9 @@ enum Command {
     /// restarts, then a quiet phase and the invariants (no leaks, no duplicates, no stuck
     /// finalizers, no wrongly deleted nodes, no hot loops) as JUnit.
     Soak(soak_cli::SoakArgs),
+    /// Join the artifacts of a run's shards (`run --shard K/N`) into one run in the Prow
+    /// layout: one JUnit, started/finished/metadata, build log and case logs.
+    Merge(MergeArgs),
     /// Upstream's cloud-controller-managers, built from their Go modules.
     #[command(subcommand)]
     Upstream(UpstreamCommand),
@@ -236,6 +239,14 @@ struct RunArgs {
     /// terminal; they are always in each case's `harness.log`.
     #[arg(long)]
     verbose: bool,
+    /// Run shard K of N of the case list (after --provider, --focus, --skip): the N
+    /// shards of one list partition it; `merge` joins their artifacts into one run.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<ccm_harness::shard::Shard>,
+    /// Balance the shards by the case durations of an earlier run (its JUnit file or
+    /// artifacts directory); without it every case counts the same.
+    #[arg(long, value_name = "JUNIT", requires = "shard")]
+    shard_durations: Option<PathBuf>,
     /// How many cases run at once.
     #[arg(long)]
     parallel: Option<usize>,
@@ -256,6 +267,48 @@ struct RunArgs {
         conflicts_with = "kubeconfig"
     )]
     apiserver: ApiserverKind,
+}
+
+#[derive(Args)]
+struct MergeArgs {
+    /// A shard's artifacts directory (repeatable, or several after one --from).
+    #[arg(long, num_args = 1.., required = true)]
+    from: Vec<PathBuf>,
+    /// Where the merged run goes.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// `merge`: exit 0 for a complete, passing run; 1 when a shard is missing, unfinished or
+/// failed, or a case failed (each said); 2 for shards that cannot be merged (one line).
+fn merge(args: MergeArgs) -> Result<ExitCode> {
+    let started = std::time::Instant::now();
+    match ccm_testgrid::merge::merge(&args.from, &args.out) {
+        Err(ccm_testgrid::merge::Error::Refused(line)) => {
+            eprintln!("error: {line}");
+            Ok(ExitCode::from(2))
+        }
+        Err(e) => Err(e.into()),
+        Ok(m) => {
+            for p in &m.problems {
+                println!("  {p}");
+            }
+            println!(
+                "merged {} of {} shards: {} cases, {} ({:.2}s) into {}",
+                args.from.len(),
+                m.shards,
+                m.cases,
+                m.result.as_str(),
+                started.elapsed().as_secs_f64(),
+                args.out.display()
+            );
+            Ok(if m.result == ccm_testgrid::prow::JobResult::Success {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
 }
 
 #[derive(Args)]
@@ -443,6 +496,7 @@ fn main() -> ExitCode {
         Command::Dashboard(args) => cli_testgrid::dashboard(args),
         Command::Certify(args) => cli_testgrid::certify(args),
         Command::Soak(args) => soak_cli::soak(args),
+        Command::Merge(args) => merge(args),
         Command::Upstream(UpstreamCommand::Build(args)) => upstream_build(args),
         Command::Apiserver(ApiserverCommand::Build(args)) => apiserver_build(args),
         Command::Bench(args) if matches!(args.name.as_str(), "junit" | "publish") => {
@@ -526,6 +580,12 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     if let Some(dir) = args.artifacts {
         settings.artifacts = dir;
     }
+    settings.shard = args.shard;
+    if let Some(path) = &args.shard_durations {
+        settings.shard_durations = ccm_harness::shard::durations_from(path)
+            .map_err(anyhow::Error::msg)
+            .context("--shard-durations")?;
+    }
     let focus = args
         .focus
         .as_deref()
@@ -563,11 +623,25 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    let keep = |name: &str| {
+        rerun.as_ref().is_none_or(|r| r.contains(name))
+            && focus.as_ref().is_none_or(|f| f.is_match(name))
+            && !skip.as_ref().is_some_and(|s| s.is_match(name))
+    };
+    let mut metadata = run_metadata(&settings);
+    if let Some(shard) = settings.shard {
+        // What `merge` checks: the shards of one run share the count and the list.
+        let list = ccm_harness::runner::kept_names(&ccm_suites::all(), &settings, keep);
+        metadata.extra.insert("shard".into(), shard.to_string());
+        metadata
+            .extra
+            .insert("case-list".into(), ccm_harness::shard::list_digest(&list));
+    }
     let prow_files = !args.list;
     if prow_files {
-        start_prow_files(&mut settings)?;
+        start_prow_files(&mut settings, &metadata)?;
     }
-    let (settings_artifacts, settings_meta) = (settings.artifacts.clone(), run_metadata(&settings));
+    let (settings_artifacts, settings_meta) = (settings.artifacts.clone(), metadata);
     let mut targs = libtest_mimic::Arguments::from_iter(["ccm-conformance"]);
     targs.test_threads = args.parallel;
     targs.list = args.list;
@@ -584,17 +658,8 @@ fn run(args: RunArgs) -> Result<ExitCode> {
         handle_signals: true,
         on_abort,
     };
-    let conclusion = ccm_harness::runner::run_with(
-        &ccm_suites::all(),
-        settings,
-        targs,
-        |name| {
-            rerun.as_ref().is_none_or(|r| r.contains(name))
-                && focus.as_ref().is_none_or(|f| f.is_match(name))
-                && !skip.as_ref().is_some_and(|s| s.is_match(name))
-        },
-        options,
-    );
+    let conclusion =
+        ccm_harness::runner::run_with(&ccm_suites::all(), settings, targs, keep, options);
     if prow_files {
         finish_prow_files(&settings_artifacts, &settings_meta, conclusion.has_failed())?;
     }
@@ -604,7 +669,10 @@ fn run(args: RunArgs) -> Result<ExitCode> {
 /// The files a publishable run leaves in `$ARTIFACTS` (shared/reference/testgrid-prow.md §1):
 /// `started.json` now, `metadata.json`, and a `build-log.txt` with one line per case. Under
 /// Prow (`PROW_JOB_ID` set) the pod utilities write started/finished.json themselves.
-fn start_prow_files(settings: &mut Settings) -> Result<()> {
+fn start_prow_files(
+    settings: &mut Settings,
+    metadata: &ccm_testgrid::prow::RunMetadata,
+) -> Result<()> {
     use ccm_testgrid::prow;
     std::fs::create_dir_all(&settings.artifacts)
         .with_context(|| format!("creating {}", settings.artifacts.display()))?;
@@ -612,7 +680,7 @@ fn start_prow_files(settings: &mut Settings) -> Result<()> {
         let started = prow::Started::now().with_prow_env(|k| std::env::var(k).ok());
         prow::write_started(&settings.artifacts, &started)?;
     }
-    prow::write_metadata(&settings.artifacts, &run_metadata(settings))?;
+    prow::write_metadata(&settings.artifacts, metadata)?;
     let log = settings.artifacts.join(prow::BUILD_LOG);
     let _ = std::fs::remove_file(&log);
     settings.build_log = Some(log);

@@ -2,7 +2,7 @@
 //! are written once serving, `cluster` serves a kubeconfig kubectl can use, `mock` serves the
 //! documented connection object, and bad input exits non-zero with a one-line reason.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -1306,7 +1306,11 @@ fn a_runs_terminal_has_no_library_log_lines_and_the_case_logs_have_them() {
             cmd.arg("--verbose");
         }
         let out = cmd.output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -1317,13 +1321,179 @@ fn a_runs_terminal_has_no_library_log_lines_and_the_case_logs_have_them() {
     let terminal = run(&quiet, false);
     let library_lines: Vec<&str> = terminal
         .lines()
-        .filter(|l| [" WARN ", " INFO ", " ERROR ", " DEBUG "].iter().any(|k| l.contains(k)))
+        .filter(|l| {
+            [" WARN ", " INFO ", " ERROR ", " DEBUG "]
+                .iter()
+                .any(|k| l.contains(k))
+        })
         .collect();
     assert!(library_lines.is_empty(), "{library_lines:?}\n{terminal}");
     assert!(terminal.contains("2 of 2 run"), "{terminal}");
-    let case_log =
-        std::fs::read_to_string(quiet.join("cases/vsphere-NI-01/harness.log")).unwrap();
+    let case_log = std::fs::read_to_string(quiet.join("cases/vsphere-NI-01/harness.log")).unwrap();
     assert!(case_log.contains("mock_kubelet::kube_proxy"), "{case_log}");
     let verbose = run(&dir.path().join("verbose"), true);
     assert!(verbose.contains("kube_proxy"), "{verbose}");
+}
+
+/// The testcases of a run's JUnit file: name -> verdict (pass, fail, skip).
+fn verdicts_of(junit: &Path) -> std::collections::BTreeMap<String, &'static str> {
+    let results = ccm_testgrid::read::read_results(junit).unwrap();
+    results
+        .values()
+        .map(|r| {
+            let status = r.last().unwrap().status;
+            let v = match status {
+                ccm_testgrid::read::Status::Passed => "pass",
+                ccm_testgrid::read::Status::Skipped => "skip",
+                _ => "fail",
+            };
+            (r.name.clone(), v)
+        })
+        .collect()
+}
+
+/// Three shards run as three processes at once, merged, equal the unsharded run case for
+/// case; a merge without one shard says which and is a FAILURE; bad shards and shards of
+/// different runs are refused in one line.
+#[test]
+fn three_shards_in_parallel_merge_into_the_unsharded_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let focus = r"\((NI-0[1-6]|NA-0[1-3])\)";
+    let run = |artifacts: &Path, shard: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "run",
+            "--provider",
+            "openstack",
+            "--provider",
+            "vsphere",
+            "--focus",
+            focus,
+        ])
+        .arg("--artifacts")
+        .arg(artifacts)
+        .env_remove("PROW_JOB_ID");
+        if let Some(s) = shard {
+            cmd.args(["--shard", s]);
+        }
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let whole = dir.path().join("whole");
+    let shards: Vec<PathBuf> = (1..=3)
+        .map(|k| dir.path().join(format!("shard{k}")))
+        .collect();
+    let mut children = vec![run(&whole, None)];
+    for (k, d) in shards.iter().enumerate() {
+        children.push(run(d, Some(&format!("{}/3", k + 1))));
+    }
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let merged = dir.path().join("merged");
+    let out = Command::new(BIN)
+        .arg("merge")
+        .arg("--from")
+        .args(&shards)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (want, got) = (
+        verdicts_of(&whole.join("junit_conformance.xml")),
+        verdicts_of(&merged.join("junit_conformance.xml")),
+    );
+    assert_eq!(want.len(), 18);
+    assert_eq!(got, want);
+    // Each shard ran a part, and no case twice.
+    let sizes: Vec<usize> = shards
+        .iter()
+        .map(|d| verdicts_of(&d.join("junit_conformance.xml")).len())
+        .collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 18, "{sizes:?}");
+    assert!(sizes.iter().all(|n| *n >= 5), "{sizes:?}");
+    for f in [
+        "started.json",
+        "finished.json",
+        "metadata.json",
+        "build-log.txt",
+    ] {
+        assert!(merged.join(f).exists(), "{f}");
+    }
+    assert!(merged.join("cases/vsphere-NI-01/ccm.log").exists());
+
+    // Shard 2 missing: merged anyway, a FAILURE that names it.
+    let partial = dir.path().join("partial");
+    let out = Command::new(BIN)
+        .args(["merge", "--from"])
+        .arg(&shards[0])
+        .arg(&shards[2])
+        .arg("--out")
+        .arg(&partial)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("shard 2/3 is missing") && text.contains("FAILURE"),
+        "{text}"
+    );
+    let finished = std::fs::read_to_string(partial.join("finished.json")).unwrap();
+    assert!(finished.contains("\"FAILURE\""), "{finished}");
+
+    // Shards of different case lists, an unsharded run, the same shard twice: refused.
+    let other = dir.path().join("other");
+    let mut c = Command::new(BIN);
+    c.args([
+        "run",
+        "--provider",
+        "vsphere",
+        "--focus",
+        r"\(NI-01\)",
+        "--shard",
+        "2/3",
+    ])
+    .arg("--artifacts")
+    .arg(&other)
+    .env_remove("PROW_JOB_ID");
+    assert!(c.output().unwrap().status.code().is_some());
+    for (from, wanted) in [
+        (vec![&shards[0], &other], "different runs"),
+        (vec![&shards[0], &whole], "not a shard"),
+        (vec![&shards[0], &shards[0]], "twice"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["merge", "--from"])
+            .args(from)
+            .arg("--out")
+            .arg(dir.path().join("refused"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(wanted) && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    }
+    assert!(!dir.path().join("refused").exists());
+
+    // Bad shards: one line, status 2, nothing run.
+    for bad in ["0/3", "4/3", "x/y"] {
+        let out = Command::new(BIN)
+            .args(["run", "--shard", bad, "--artifacts"])
+            .arg(dir.path().join("bad"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("K/N"), "{bad}: {err}");
+    }
 }

@@ -27,6 +27,7 @@ pub mod progress;
 pub mod provider;
 pub mod runner;
 pub mod settings;
+pub mod shard;
 pub mod soak;
 pub mod traffic;
 pub mod wait;

@@ -130,6 +130,15 @@ pub fn run_with(
         _ => None,
     };
     let mut settings = settings;
+    // A shard keeps its part of what `keep` accepts (the same list in every shard).
+    let in_shard: Option<std::collections::BTreeSet<String>> = settings.shard.map(|shard| {
+        let all = kept_names(cases, &settings, &keep);
+        crate::shard::select(&all, &settings.shard_durations, shard)
+            .into_iter()
+            .cloned()
+            .collect()
+    });
+    let keep = |name: &str| keep(name) && in_shard.as_ref().is_none_or(|s| s.contains(name));
     // The plan: every trial `keep` accepts and libtest's filters select, in run order.
     let planned: Vec<(String, String)> = settings
         .providers
@@ -387,6 +396,17 @@ fn failure_detail(e: &CaseError) -> &str {
         CaseError::Failed { detail, .. } => detail,
         CaseError::Skipped(_) => "",
     }
+}
+
+/// The full names of every case of `settings`' providers that `keep` accepts, in run
+/// order: the list a run (or each of its shards) starts from.
+pub fn kept_names(cases: &[Case], settings: &Settings, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    settings
+        .providers
+        .iter()
+        .flat_map(|&p| cases.iter().map(move |c| c.full_name(p)))
+        .filter(|name| keep(name))
+        .collect()
 }
 
 /// `<artifacts>/cases/<provider>-<id>`: the case's kubeconfig, configs, logs and journals.

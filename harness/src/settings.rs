@@ -52,6 +52,11 @@ pub struct Settings {
     /// kubelet: upstream Azure's cloud-node-manager, which does the node initialization
     /// its CCM leaves undone ([`ccm_upstream::node_manager`]). Set for `--ccm upstream`.
     pub node_manager: Option<PathBuf>,
+    /// Run only this shard of the case list (`--shard K/N`, `CCM_CONFORMANCE_SHARD`;
+    /// [`crate::shard`]), balanced by `shard_durations` (case name to the time an earlier
+    /// run took: `--shard-durations`, `CCM_CONFORMANCE_SHARD_DURATIONS`).
+    pub shard: Option<crate::shard::Shard>,
+    pub shard_durations: BTreeMap<String, Duration>,
 }
 
 /// Which API server a hermetic case runs against.
@@ -168,6 +173,8 @@ impl Settings {
             apiserver: ApiServerChoice::Embedded,
             control_plane: None,
             node_manager: None,
+            shard: None,
+            shard_durations: BTreeMap::new(),
         }
     }
 
@@ -214,6 +221,25 @@ impl Settings {
             && !v.is_empty()
         {
             s.kubeconfig = Some(PathBuf::from(v));
+        }
+        if let Ok(v) = std::env::var("CCM_CONFORMANCE_SHARD")
+            && !v.trim().is_empty()
+        {
+            s.shard = Some(v.parse().map_err(|reason| SettingsError::Invalid {
+                var: "CCM_CONFORMANCE_SHARD",
+                reason,
+            })?);
+        }
+        if let Ok(v) = std::env::var("CCM_CONFORMANCE_SHARD_DURATIONS")
+            && !v.trim().is_empty()
+        {
+            s.shard_durations =
+                crate::shard::durations_from(std::path::Path::new(&v)).map_err(|reason| {
+                    SettingsError::Invalid {
+                        var: "CCM_CONFORMANCE_SHARD_DURATIONS",
+                        reason,
+                    }
+                })?;
         }
         Ok(s)
     }

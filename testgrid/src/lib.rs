@@ -143,6 +143,7 @@ pub mod diff;
 pub mod gcs;
 pub mod junit;
 pub mod layout;
+pub mod merge;
 pub mod prow;
 pub mod publish;
 pub mod read;

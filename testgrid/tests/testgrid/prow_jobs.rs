@@ -179,8 +179,9 @@ fn check_job(job: &Job, prefix: &str, file: &str) -> String {
         .map(str::trim)
         .find(|l| l.starts_with("exec "))
         .unwrap_or_else(|| panic!("{name}: the conformance binary must be exec'ed: {sh}"));
+    // A run, or the merge of a sharded run's shards (`merge --out`).
     assert!(
-        exec_line.contains("ccm-conformance run"),
+        exec_line.contains("ccm-conformance run") || exec_line.contains("ccm-conformance merge"),
         "{name}: exec must start ccm-conformance: {exec_line}"
     );
     assert!(
@@ -188,7 +189,8 @@ fn check_job(job: &Job, prefix: &str, file: &str) -> String {
         "{name}: exec'ing cargo leaves the test binary outside Prow's SIGINT"
     );
     assert!(
-        exec_line.contains("--artifacts \"${ARTIFACTS}\""),
+        exec_line.contains("--artifacts \"${ARTIFACTS}\"")
+            || exec_line.contains("merge") && exec_line.contains("--out \"${ARTIFACTS}\""),
         "{name}: results must go to $ARTIFACTS: {exec_line}"
     );
     assert!(
@@ -244,6 +246,55 @@ fn harness_jobs_follow_prow_and_testgrid_rules() {
     let presubmit = check_file("ccm-conformance-presubmits.yaml");
     assert!(periodic.iter().all(|n| n.starts_with("ci-")));
     assert!(presubmit.iter().all(|n| n.starts_with("pull-")));
+}
+
+/// The sharded periodic: N shard jobs at one time, each `run --shard K/N` with the same N
+/// and every K once, and a later merge job that `merge`s them into one TestGrid column.
+#[test]
+fn the_sharded_periodic_has_every_shard_and_a_merge() {
+    let doc = load("ccm-conformance-periodics.yaml");
+    let shards: Vec<(&Job, String)> = doc
+        .periodics
+        .iter()
+        .map(|j| (j, script(j)))
+        .filter(|(_, sh)| sh.contains("--shard "))
+        .collect();
+    let mut ks: Vec<String> = shards
+        .iter()
+        .filter_map(|(_, sh)| {
+            sh.split("--shard ")
+                .nth(1)?
+                .split_whitespace()
+                .next()
+                .map(String::from)
+        })
+        .collect();
+    ks.sort();
+    assert_eq!(ks, ["1/3", "2/3", "3/3"], "each shard once");
+    let cron = shards[0].0.cron.clone();
+    assert!(
+        cron.is_some() && shards.iter().all(|(j, _)| j.cron == cron),
+        "shards start together"
+    );
+    let merge = doc
+        .periodics
+        .iter()
+        .find(|j| script(j).contains("ccm-conformance merge"))
+        .expect("a merge job");
+    let sh = script(merge);
+    // It fetches each shard job's latest build by name.
+    for k in 1..=3 {
+        let name = format!("ci-ccm-conformance-reference-shard-{k}-of-3");
+        assert!(shards.iter().any(|(j, _)| j.name == name), "{name}");
+    }
+    assert!(
+        sh.contains("ci-ccm-conformance-reference-shard-$k-of-3"),
+        "{sh}"
+    );
+    assert!(
+        merge.cron.is_some() && merge.cron != cron,
+        "the merge runs after the shards"
+    );
 }
 
 #[test]
