@@ -175,6 +175,15 @@ pub fn bench(name: &str, cases: usize, files_per_case: usize, to: Option<&str>) 
                 elapsed.as_secs_f64()
             );
         }
+        "merge" => {
+            let t = ccm_testgrid::bench::merge_runs(dir.path(), cases, 3, 5)?;
+            println!(
+                "merge of 3 shards of a {cases}-case run (one case log each): median {:.3} s  max {:.3} s  over {} merges",
+                t.median.as_secs_f64(),
+                t.max.as_secs_f64(),
+                t.count
+            );
+        }
         other => bail!("unknown benchmark {other:?}"),
     }
     Ok(())

@@ -160,10 +160,10 @@ struct TestgridConfigArgs {
 struct BenchArgs {
     /// Which benchmark: node-init, lb (load balancers: time to a reachable ingress, cloud
     /// calls per Service and per node churn), junit (a JUnit write per case), publish (a
-    /// synthetic run).
+    /// synthetic run), merge (3 shards of a synthetic run joined).
     #[arg(default_value = "node-init")]
     name: String,
-    /// Cases of the synthetic run (junit, publish).
+    /// Cases of the synthetic run (junit, publish, merge).
     #[arg(long, default_value_t = 2000)]
     cases: usize,
     /// Where `bench publish` uploads: gs://BUCKET[/PREFIX] or file:///PATH.
@@ -499,7 +499,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => merge(args),
         Command::Upstream(UpstreamCommand::Build(args)) => upstream_build(args),
         Command::Apiserver(ApiserverCommand::Build(args)) => apiserver_build(args),
-        Command::Bench(args) if matches!(args.name.as_str(), "junit" | "publish") => {
+        Command::Bench(args) if matches!(args.name.as_str(), "junit" | "publish" | "merge") => {
             cli_testgrid::bench(
                 &args.name,
                 args.cases,

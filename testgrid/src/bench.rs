@@ -20,6 +20,8 @@ pub enum Error {
     Prow(#[from] prow::Error),
     #[error(transparent)]
     Publish(#[from] crate::publish::Error),
+    #[error(transparent)]
+    Merge(#[from] crate::merge::Error),
     #[error("writing {path}: {source}")]
     Write {
         path: std::path::PathBuf,
@@ -132,9 +134,63 @@ pub fn write_run(dir: &Path, cases: usize, files_per_case: usize) -> Result<(), 
     Ok(())
 }
 
+/// Writes `shards` shards of one synthetic `cases`-case run under `dir/shard-K` (the
+/// cases dealt out in turn, one case log each), then merges them into `dir/merged`
+/// `runs` times and times each merge.
+pub fn merge_runs(dir: &Path, cases: usize, shards: usize, runs: usize) -> Result<Timings, Error> {
+    let shards = shards.max(1);
+    let mut from = Vec::new();
+    for k in 1..=shards {
+        let shard = dir.join(format!("shard-{k}"));
+        prow::write_started(&shard, &Started::at(1_700_000_000 + k as u64))?;
+        let mine: Vec<CaseResult> = (0..cases)
+            .filter(|i| i % shards == k - 1)
+            .map(synthetic_case)
+            .collect();
+        for case in &mine {
+            let path = shard
+                .join("cases")
+                .join(case.name.split_whitespace().nth(4).unwrap_or("case"))
+                .join("ccm.log");
+            crate::atomic::write(&path, b"I1122 02:00:00.000 started\n")
+                .map_err(|source| Error::Write { path, source })?;
+        }
+        JunitFile::new(crate::junit_path(&shard, "conformance"), "ccm-conformance").seal(mine)?;
+        let mut meta = RunMetadata {
+            provider: "openstack".into(),
+            ..Default::default()
+        };
+        meta.extra.insert("shard".into(), format!("{k}/{shards}"));
+        meta.extra.insert("case-list".into(), "bench".into());
+        prow::write_metadata(&shard, &meta)?;
+        prow::write_finished(
+            &shard,
+            &Finished::new(1_700_003_600, JobResult::Success, &meta),
+        )?;
+        from.push(shard);
+    }
+    let mut samples = Vec::new();
+    for run in 0..runs.max(1) {
+        let out = dir.join(format!("merged-{run}"));
+        let t = Instant::now();
+        crate::merge::merge(&from, &out)?;
+        samples.push(t.elapsed());
+    }
+    Ok(Timings::from_samples(samples))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_merge_of_synthetic_shards_holds_every_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = merge_runs(dir.path(), 100, 3, 2).unwrap();
+        assert_eq!(t.count, 2);
+        let merged = crate::read::read_results(&dir.path().join("merged-1")).unwrap();
+        assert_eq!(merged.len(), 100);
+    }
 
     #[test]
     fn percentiles_by_nearest_rank() {

@@ -30,6 +30,7 @@ pub mod audit;
 pub mod auth;
 pub mod discovery;
 pub mod error;
+pub mod events_ttl;
 pub mod fieldpath;
 pub mod http;
 pub mod meta;

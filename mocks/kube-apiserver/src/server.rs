@@ -61,6 +61,11 @@ pub struct Config {
     /// those identities are admins. The admin and read-only tokens keep their fixed roles
     /// either way, and [`ApiServer::deny`] narrows everyone's.
     pub rbac: bool,
+    /// How long an Event is kept after its last write: kube-apiserver's `--event-ttl`
+    /// (default 1 h), which puts every Event write under an etcd lease of that length.
+    /// Without it Events, which every controller writes, are the one thing that grows
+    /// without bound in a long-lived server.
+    pub event_ttl: Duration,
 }
 
 impl Default for Config {
@@ -75,6 +80,7 @@ impl Default for Config {
             watch_history: 10_000,
             max_body_bytes: 3 * 1024 * 1024,
             rbac: false,
+            event_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -147,6 +153,11 @@ impl ApiServer {
             crate::review::publish_client_ca(&store, ca.ca_pem());
         }
         let state = AppState::with_store(&config, store);
+        tokio::spawn(crate::events_ttl::expire(
+            state.store.clone(),
+            config.event_ttl,
+            state.shutdown_signal(),
+        ));
         let app = router(state.clone());
         let handle = match &ca {
             Some(ca) => {

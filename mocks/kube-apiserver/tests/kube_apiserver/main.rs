@@ -6,6 +6,7 @@
 mod apply;
 mod differential;
 mod dry_run;
+mod event_ttl;
 mod kube_rs;
 mod kubectl;
 mod persistence;
