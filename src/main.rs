@@ -219,7 +219,9 @@ struct RunArgs {
     /// The upgrade suite's new CCM (N+1): as --ccm (default: --ccm).
     #[arg(long, value_name = "CCM")]
     ccm_new: Option<String>,
-    /// Run against an existing cluster (external mode).
+    /// Run against an existing cluster (external mode); `in-cluster`: the pod's own
+    /// service account (KUBERNETES_SERVICE_HOST/PORT, its token and CA), as the Sonobuoy
+    /// plugin runs it.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
     /// External mode: how long a case waits for the cloud to create or delete a load
@@ -579,6 +581,17 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     }
     if let Some(dir) = args.artifacts {
         settings.artifacts = dir;
+    }
+    if settings.kubeconfig.as_deref() == Some(Path::new(ccm_harness::in_cluster::IN_CLUSTER)) {
+        match ccm_harness::in_cluster::write_kubeconfig(&settings.artifacts, |k| {
+            std::env::var(k).ok()
+        }) {
+            Ok(path) => settings.kubeconfig = Some(path),
+            Err(line) => {
+                eprintln!("error: {line}");
+                return Ok(ExitCode::from(2));
+            }
+        }
     }
     settings.shard = args.shard;
     if let Some(path) = &args.shard_durations {

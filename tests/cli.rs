@@ -1497,3 +1497,93 @@ fn three_shards_in_parallel_merge_into_the_unsharded_run() {
         assert!(err.contains("K/N"), "{bad}: {err}");
     }
 }
+
+/// `run --kubeconfig in-cluster` as the Sonobuoy plugin's pod runs it: the service
+/// variables, a token file and the CA (played here by the embedded API server's own),
+/// then the black-box cases; without the variables, one line and status 2.
+#[test]
+fn in_cluster_mode_runs_from_the_pods_service_account() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready.json");
+    let mut cluster = start(&[
+        "cluster",
+        "--cloud",
+        "openstack",
+        "--nodes",
+        "2",
+        "--ccm",
+        "reference",
+        "--ready-file",
+        ready.to_str().unwrap(),
+    ]);
+    let info = wait_ready(&ready, &mut cluster);
+    // The cluster's kubeconfig (JSON) carries its CA, which the pod's ca.crt would be.
+    let kubeconfig: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(info["kubeconfig"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap();
+    let ca_b64 = kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .expect("certificate-authority-data")
+        .to_string();
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca_b64)
+        .unwrap();
+    let sa = dir.path().join("serviceaccount");
+    std::fs::create_dir_all(&sa).unwrap();
+    std::fs::write(sa.join("token"), info["token"].as_str().unwrap()).unwrap();
+    std::fs::write(sa.join("ca.crt"), ca).unwrap();
+    let server = info["server"].as_str().unwrap();
+    let (host, port) = server
+        .trim_start_matches("https://")
+        .rsplit_once(':')
+        .unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--provider",
+            "openstack",
+            "--kubeconfig",
+            "in-cluster",
+        ])
+        .args(["--focus", r"\((NI-01|NI-02)\)", "--artifacts"])
+        .arg(&artifacts)
+        .env("KUBERNETES_SERVICE_HOST", host)
+        .env("KUBERNETES_SERVICE_PORT", port)
+        .env("CCM_CONFORMANCE_SERVICEACCOUNT_DIR", &sa)
+        .env_remove("PROW_JOB_ID")
+        .output()
+        .unwrap();
+    drop(cluster);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for id in ["NI-01", "NI-02"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains("PASS") && l.contains(&format!("({id})"))),
+            "{id}:\n{stdout}"
+        );
+    }
+    assert!(artifacts.join("in-cluster.kubeconfig").exists());
+
+    let out = Command::new(BIN)
+        .args(["run", "--kubeconfig", "in-cluster", "--artifacts"])
+        .arg(dir.path().join("nowhere"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("KUBERNETES_SERVICE_HOST") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+}

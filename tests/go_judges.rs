@@ -2,7 +2,8 @@
 //! the exact versions they pin (`judges/go/<cloud>/go.mod`): gophercloud v2 (OpenStack),
 //! aws-sdk-go-v2 (AWS), govmomi (vSphere), the Azure SDK for Go (azcore, azidentity,
 //! armcompute, armnetwork, armresources; Azure), google.golang.org/api compute
-//! v1/beta/alpha with k8s-cloud-provider and golang.org/x/oauth2 (GCP). Each test starts
+//! v1/beta/alpha with k8s-cloud-provider and golang.org/x/oauth2 (GCP); and Sonobuoy's
+//! plugin loader judges the Sonobuoy plugin definition (`ci/sonobuoy`). Each cloud test starts
 //! `ccm-conformance mock <cloud>` with a ready file, waits for the file, runs
 //! `go test -count=1 -v ./...` in the judge module with `CCM_JUDGE_READY` naming it, and
 //! fails with the Go output unless every Go test passed (none skipped). The Go tests
@@ -198,4 +199,12 @@ fn gcp_sdk_for_go_judges_mock_gcp() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_mock, ready) = start_mock("gcp", &[], dir.path());
     run_judge("gcp", &ready, dir.path());
+}
+
+/// The Sonobuoy plugin (`ci/sonobuoy/ccm-conformance.yaml`) loaded by Sonobuoy's own
+/// plugin loader and Job driver (judges/go/sonobuoy); no mock is needed.
+#[test]
+fn sonobuoys_loader_takes_the_plugin_definition() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_judge("sonobuoy", &dir.path().join("unused"), dir.path());
 }

@@ -16,6 +16,7 @@ pub mod cloud;
 pub mod env;
 pub mod error;
 pub mod external;
+pub mod in_cluster;
 pub mod in_tree;
 pub mod interrupt;
 pub mod invariants;
