@@ -99,8 +99,10 @@ pub struct Environment {
     cloud_config: PathBuf,
     /// The CCM's per-node agents, by node ([`crate::Settings::node_manager`]).
     node_managers: BTreeMap<String, CcmProcess>,
-    /// When each exited agent was first seen gone ([`Self::restart_exited_node_managers`]).
+    /// When each exited agent was first seen gone, and how many times each was restarted
+    /// ([`Self::restart_exited_node_managers`]).
     node_manager_exits: BTreeMap<String, std::time::Instant>,
+    node_manager_restarts: BTreeMap<String, u32>,
     /// API servers of other clusters ([`Self::other_cluster`]).
     other_apiservers: Vec<ClusterApi>,
     /// The one Service watch every simulated kube-proxy of this cluster reads, started
@@ -145,6 +147,7 @@ impl Environment {
             cloud_config,
             node_managers: BTreeMap::new(),
             node_manager_exits: BTreeMap::new(),
+            node_manager_restarts: BTreeMap::new(),
             other_apiservers: Vec::new(),
             service_feed: None,
         })

@@ -140,13 +140,13 @@ impl Environment {
         Ok(())
     }
 
-    /// Restarts every per-node agent that has exited, 10 s after its exit was first seen:
-    /// what the kubelet does for a DaemonSet pod (restartPolicy Always; CrashLoopBackOff
-    /// starts at 10 s). Upstream Azure's cloud-node-manager exits when its start-up calls
-    /// fail (cloud-provider-azure `pkg/node/nodearm.go` NewARMNodeProvider). Returns how
-    /// many were restarted.
+    /// Restarts every per-node agent that has exited, as the kubelet restarts a DaemonSet
+    /// pod (restartPolicy Always): after CrashLoopBackOff's delay, 10 s doubling with each
+    /// restart of that agent up to 5 min (kubelet `pkg/kubelet/kubelet.go` backOffPeriod,
+    /// MaxContainerBackOff). Upstream Azure's cloud-node-manager exits when its start-up
+    /// calls fail (cloud-provider-azure `pkg/node/nodearm.go` NewARMNodeProvider). Returns
+    /// how many were restarted.
     pub async fn restart_exited_node_managers(&mut self) -> Result<usize, CaseError> {
-        const CRASH_LOOP_BACKOFF: std::time::Duration = std::time::Duration::from_secs(10);
         let exited: Vec<String> = self
             .node_managers
             .iter_mut()
@@ -160,8 +160,10 @@ impl Environment {
                 .node_manager_exits
                 .entry(name.clone())
                 .or_insert_with(std::time::Instant::now);
-            if seen.elapsed() >= CRASH_LOOP_BACKOFF {
+            let before = self.node_manager_restarts.get(&name).copied().unwrap_or(0);
+            if seen.elapsed() >= crash_loop_backoff(before) {
                 self.node_manager_exits.remove(&name);
+                self.node_manager_restarts.insert(name.clone(), before + 1);
                 self.start_node_manager(&name).await?;
                 restarted += 1;
             }
@@ -434,9 +436,22 @@ fn turns_off_cloud_node_controller(args: &[String]) -> bool {
     })
 }
 
+/// The kubelet's restart delay after `restarts` earlier restarts: 10 s, doubling, at most
+/// 5 min.
+fn crash_loop_backoff(restarts: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(10u64.saturating_mul(1 << restarts.min(5)).min(300))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::crash_loop_backoff;
     use super::turns_off_cloud_node_controller as off;
+
+    #[test]
+    fn restarts_back_off_as_the_kubelets_do() {
+        let secs: Vec<u64> = (0..8).map(|n| crash_loop_backoff(n).as_secs()).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300, 300]);
+    }
 
     #[test]
     fn the_node_agent_follows_the_cloud_node_controller_flag() {
