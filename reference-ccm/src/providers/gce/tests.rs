@@ -1464,3 +1464,45 @@ async fn a_half_built_load_balancer_is_found_and_deleted_completely() {
     let left: Vec<String> = lock(&fake).resources.keys().cloned().collect();
     assert_eq!(left, seeded, "nothing leaked");
 }
+
+/// An address of the load balancer's name holding another IP than its forwarding rule
+/// (an ensure cut off after reserving it: here put in place by hand) no longer wedges the
+/// load balancer: the next recreate of the forwarding rule releases it, reserves the
+/// rule's IP again and keeps the ingress. Upstream's `ensureStaticIP` fails every sync
+/// with "error getting static IP address" there.
+#[tokio::test]
+async fn a_stale_address_of_the_load_balancers_name_is_released_and_the_ip_kept() {
+    let (fake, gce) = start().await;
+    let nodes = [node("node-a", None)];
+    let svc = service(UID1, json!({}));
+    let status = gce
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .expect("ensure");
+    let (p, r) = (PROJECT, "regions/us-central1");
+    lock(&fake).put(
+        &format!("{p}/{r}/addresses/{LB1}"),
+        json!({"address": "203.0.113.99", "description": "left by an interrupted ensure"}),
+    );
+    writes(&fake);
+    // A port change recreates the forwarding rule, which reserves its IP again.
+    let moved = service(
+        UID1,
+        json!({"ports": [{"port": 8081, "nodePort": 30080, "protocol": "TCP"}]}),
+    );
+    let again = gce
+        .ensure_load_balancer("kubernetes", &moved, &nodes)
+        .await
+        .expect("the stale address does not wedge the load balancer");
+    assert_eq!(again, status, "the ingress IP is kept");
+    let w = writes(&fake);
+    assert!(
+        w.contains(&format!("DELETE {p}/{r}/addresses/{LB1}")),
+        "{w:?}"
+    );
+    let addr = lock(&fake)
+        .resources
+        .get(&format!("{p}/{r}/addresses/{LB1}"))
+        .map(|a| a["address"].clone());
+    assert_ne!(addr, Some(json!("203.0.113.99")), "{addr:?}");
+}
