@@ -68,6 +68,9 @@ pub struct Run {
     /// finished.json's string metadata (column headers: k8s-version, ccm-version, ...).
     pub metadata: BTreeMap<String, String>,
     pub results: Results,
+    /// Where the build's case logs are (`<logs>/<provider>-<id>/` per case): a `file://`
+    /// URL for a local tree, the bucket's HTTPS URL for `gs://`; `None`: no links.
+    pub logs: Option<String>,
 }
 
 /// How one row did in one column.
@@ -177,7 +180,33 @@ pub struct Row {
     pub name: String,
     /// The `<testsuite>` name: one per provider in our JUnit.
     pub provider: String,
+    /// The suite and case ID the case name carries (`[sig-cloud-provider] [p] Suite ...
+    /// (ID)`); empty for names of another form.
+    pub suite: String,
+    pub id: String,
     pub cells: Vec<Cell>,
+    /// Seconds the case took in each build (its last attempt that ran).
+    pub durations: Vec<Option<f64>>,
+}
+
+/// `(suite, id)` of a conformance case name, `("", "")` for other names.
+pub fn suite_and_id(name: &str) -> (String, String) {
+    let Some(rest) = name
+        .strip_prefix("[sig-cloud-provider] [")
+        .and_then(|r| r.split_once("] "))
+        .map(|(_, r)| r)
+    else {
+        return (String::new(), String::new());
+    };
+    let suite = rest.split_whitespace().next().unwrap_or_default();
+    // The last parenthesised word with a dash: `(NI-01)`.
+    let id = rest
+        .match_indices('(')
+        .filter_map(|(i, _)| rest[i + 1..].split_once(')').map(|(id, _)| id))
+        .filter(|id| id.contains('-') && !id.contains(' '))
+        .last()
+        .unwrap_or_default();
+    (suite.to_string(), id.to_string())
 }
 
 /// Counts of one provider in one column.
@@ -227,14 +256,42 @@ impl Grid {
             .iter()
             .flat_map(|r| r.results.iter().map(|(k, v)| (v.suite.clone(), k.clone())))
             .collect();
-        let rows: Vec<Row> = names
+        let mut rows: Vec<Row> = names
             .into_iter()
-            .map(|(provider, name)| Row {
-                cells: runs.iter().map(|r| cell(r.results.get(&name))).collect(),
-                name,
-                provider,
+            .map(|(provider, name)| {
+                let full = runs
+                    .iter()
+                    .find_map(|r| r.results.get(&name).map(|c| c.name.clone()))
+                    .unwrap_or_else(|| name.clone());
+                let (suite, id) = suite_and_id(&full);
+                Row {
+                    cells: runs.iter().map(|r| cell(r.results.get(&name))).collect(),
+                    durations: runs
+                        .iter()
+                        .map(|r| {
+                            r.results
+                                .get(&name)
+                                .and_then(|c| c.time())
+                                .map(|t| t.as_secs_f64())
+                        })
+                        .collect(),
+                    name,
+                    provider,
+                    suite,
+                    id,
+                }
             })
             .collect();
+        // Grouped by provider, then suite, then case ID (names without one last).
+        rows.sort_by(|a, b| {
+            (&a.provider, &a.suite, a.id.is_empty(), &a.id, &a.name).cmp(&(
+                &b.provider,
+                &b.suite,
+                b.id.is_empty(),
+                &b.id,
+                &b.name,
+            ))
+        });
         let mut summary: BTreeMap<String, Vec<Counts>> = BTreeMap::new();
         for row in &rows {
             let counts = summary
@@ -331,6 +388,15 @@ pub fn load_build(dir: &Path) -> Result<Run, Error> {
         Err(read::Error::NoJunit(_)) => Results::new(),
         Err(e) => return Err(e.into()),
     };
+    // A run's artifacts hold `cases/`; a published build keeps them under `artifacts/`.
+    let cases = if dir.join("cases").is_dir() {
+        dir.join("cases")
+    } else {
+        dir.join("artifacts").join("cases")
+    };
+    let logs = std::path::absolute(&cases)
+        .ok()
+        .map(|p| format!("file://{}", p.display()));
     Ok(Run {
         id: name_of(dir),
         job: dir.parent().map(name_of).unwrap_or_default(),
@@ -338,6 +404,7 @@ pub fn load_build(dir: &Path) -> Result<Run, Error> {
         result,
         metadata,
         results,
+        logs,
     })
 }
 
@@ -361,10 +428,21 @@ pub fn load(source: &str) -> Result<Vec<Run>, Error> {
             });
             fetched.and_then(|n| {
                 if n == 0 {
-                    Err(Error::NoRuns(source.to_string()))
-                } else {
-                    load_dir(mirror.path())
+                    return Err(Error::NoRuns(source.to_string()));
                 }
+                // Links go to the bucket, where the build's artifacts were published.
+                let mut runs = load_dir(mirror.path())?;
+                for run in &mut runs {
+                    run.logs = run.logs.as_ref().and_then(|l| {
+                        let local = l.strip_prefix("file://")?;
+                        let rel = Path::new(local).strip_prefix(mirror.path()).ok()?;
+                        Some(format!(
+                            "https://storage.googleapis.com/{bucket}/{}",
+                            rel.display()
+                        ))
+                    });
+                }
+                Ok(runs)
             })
         }
         None => {
@@ -487,6 +565,9 @@ table{{border-collapse:collapse}}th,td{{border:1px solid #ddd;padding:2px 6px}}\
 table.grid td.cell{{width:56px;min-width:56px;height:18px;padding:0;text-align:center;font-size:11px;color:#fff}}\
 table.grid th.name{{text-align:left;font-weight:normal;white-space:nowrap;max-width:520px;overflow:hidden;text-overflow:ellipsis}}\
 table.grid thead th{{font-size:11px;font-weight:normal;vertical-align:bottom}}\
+table.grid td.cell a{{color:#fff;text-decoration:none;display:block}}\
+table.grid tr.group th{{background:#eef2f7;font-weight:bold;text-align:left}}\
+table.grid td.spark{{border:none;font-size:10px;color:#555}}\
 {css_colors}\
 .legend span{{display:inline-block;padding:2px 8px;margin-right:6px;color:#fff}}\
 .charts figure{{display:inline-block;margin:4px 16px 4px 0}}figcaption{{font-size:12px}}\
@@ -537,7 +618,7 @@ fn render_grid(h: &mut String, grid: &Grid) {
     for run in &grid.runs {
         let _ = write!(h, "<th>{}</th>", escape(&run.id));
     }
-    h.push_str("</tr>\n<tr><th class=\"name\">started</th>");
+    h.push_str("<th>duration</th></tr>\n<tr><th class=\"name\">started</th>");
     for run in &grid.runs {
         let _ = write!(h, "<th>{}</th>", run.started.map(date).unwrap_or_default());
     }
@@ -561,29 +642,122 @@ fn render_grid(h: &mut String, grid: &Grid) {
         }
     }
     h.push_str("</thead><tbody>\n");
+    let mut group = (String::new(), String::new());
     for row in &grid.rows {
+        if (&row.provider, &row.suite) != (&group.0, &group.1) {
+            group = (row.provider.clone(), row.suite.clone());
+            let _ = writeln!(
+                h,
+                "<tr class=\"group\"><th class=\"name\" colspan=\"{}\">{} · {}</th></tr>",
+                grid.runs.len() + 2,
+                escape(&row.provider),
+                escape(if row.suite.is_empty() {
+                    "other"
+                } else {
+                    &row.suite
+                })
+            );
+        }
+        // The title without the prefix, suite and ID the grouping already shows.
+        let label = match row.name.split_once(&format!("] {} ", row.suite)) {
+            Some((_, title)) if !row.id.is_empty() => title
+                .rsplit_once(&format!("({})", row.id))
+                .map_or(title, |(t, _)| t)
+                .trim()
+                .to_string(),
+            _ => row.name.clone(),
+        };
         let _ = write!(
             h,
-            "<tr><th class=\"name\" title=\"{n}\">{n}</th>",
-            n = escape(&row.name)
+            "<tr><th class=\"name\" title=\"{n}\"><b>{id}</b> {label}</th>",
+            n = escape(&row.name),
+            id = escape(&row.id),
+            label = escape(&label)
         );
-        for cell in &row.cells {
+        for ((cell, secs), run) in row.cells.iter().zip(&row.durations).zip(&grid.runs) {
             let text = match cell {
                 Cell::Flaky { passed, total, .. } => format!("{passed}/{total}"),
                 Cell::Fail { .. } => "F".into(),
                 Cell::Skip { .. } => "S".into(),
-                _ => String::new(),
+                Cell::Pass => secs.map(short_seconds).unwrap_or_default(),
+                Cell::Missing => String::new(),
+            };
+            let title = match secs {
+                Some(s) if !matches!(cell, Cell::Missing | Cell::Skip { .. }) => {
+                    format!("{} ({s:.1} s)", cell.title())
+                }
+                _ => cell.title(),
+            };
+            let inner = match &run.logs {
+                Some(base) if !matches!(cell, Cell::Missing) && !row.id.is_empty() => format!(
+                    "<a href=\"{}\">{text}</a>",
+                    escape(&format!("{base}/{}-{}/", row.provider, row.id))
+                ),
+                _ => text,
             };
             let _ = write!(
                 h,
-                "<td class=\"cell {}\" title=\"{}\">{text}</td>",
+                "<td class=\"cell {}\" title=\"{}\">{inner}</td>",
                 cell.class(),
-                escape(&cell.title())
+                escape(&title)
             );
         }
-        h.push_str("</tr>\n");
+        let _ = writeln!(
+            h,
+            "<td class=\"spark\">{}</td></tr>",
+            sparkline(&row.durations)
+        );
     }
     h.push_str("</tbody></table>\n");
+}
+
+/// `0.4s`, `12s`, `3m`: short enough for a cell.
+fn short_seconds(s: f64) -> String {
+    if s < 10.0 {
+        format!("{s:.1}s")
+    } else if s < 100.0 {
+        format!("{s:.0}s")
+    } else {
+        format!("{:.0}m", s / 60.0)
+    }
+}
+
+/// A row's durations over the builds as a small SVG line (newest left, like the grid),
+/// scaled to the row's slowest build; just the figure with fewer than two.
+fn sparkline(durations: &[Option<f64>]) -> String {
+    let known: Vec<(usize, f64)> = durations
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.map(|d| (i, d)))
+        .collect();
+    if known.len() < 2 {
+        return known
+            .first()
+            .map(|(_, d)| short_seconds(*d))
+            .unwrap_or_default();
+    }
+    let (w, ht) = (80.0_f64, 16.0_f64);
+    let hi = known
+        .iter()
+        .map(|(_, d)| *d)
+        .fold(f64::MIN_POSITIVE, f64::max);
+    let n = (durations.len().max(2) - 1) as f64;
+    let points: Vec<String> = known
+        .iter()
+        .map(|(i, d)| {
+            format!(
+                "{:.1},{:.1}",
+                1.0 + (w - 2.0) * *i as f64 / n,
+                ht - 1.0 - (ht - 2.0) * d / hi
+            )
+        })
+        .collect();
+    let figures: Vec<String> = known.iter().map(|(_, d)| short_seconds(*d)).collect();
+    format!(
+        "<svg class=\"spark\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{ht}\" role=\"img\" aria-label=\"duration over builds\"><polyline fill=\"none\" stroke=\"#555\" stroke-width=\"1\" points=\"{}\"/><title>{}</title></svg>",
+        points.join(" "),
+        figures.join(" ")
+    )
 }
 
 /// One small SVG line chart per metric, x aligned with the grid (newest left).
@@ -668,7 +842,74 @@ mod tests {
             result: Some("SUCCESS".into()),
             metadata: BTreeMap::new(),
             results: records.into_iter().map(|r| (r.row(), r)).collect(),
+            logs: Some("file:///runs/b".into()),
         }
+    }
+
+    #[test]
+    fn rows_are_grouped_by_provider_and_suite_with_ids_durations_and_log_links() {
+        assert_eq!(
+            suite_and_id(
+                "[sig-cloud-provider] [aws] NodeInit removes the taint (NI-01) [Conformance]"
+            ),
+            ("NodeInit".to_string(), "NI-01".to_string())
+        );
+        assert_eq!(
+            suite_and_id("some other test"),
+            (String::new(), String::new())
+        );
+        let name = |p: &str, suite: &str, id: &str| {
+            format!("[sig-cloud-provider] [{p}] {suite} does a thing ({id}) [Mock]")
+        };
+        let ran = |secs: u64| Attempt {
+            time: Duration::from_secs(secs),
+            ..attempt(Status::Passed, None, &[])
+        };
+        let old = run(
+            "1",
+            100,
+            vec![record(
+                "aws",
+                &name("aws", "NodeInit", "NI-02"),
+                vec![ran(4)],
+            )],
+        );
+        let new = run(
+            "2",
+            200,
+            vec![
+                record("aws", &name("aws", "NodeInit", "NI-02"), vec![ran(2)]),
+                record("aws", &name("aws", "LoadBalancer", "LB-01"), vec![ran(30)]),
+                record("aws", &name("aws", "NodeInit", "NI-01"), vec![ran(1)]),
+            ],
+        );
+        let grid = Grid::new(vec![old, new]);
+        let order: Vec<(&str, &str)> = grid
+            .rows
+            .iter()
+            .map(|r| (r.suite.as_str(), r.id.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("LoadBalancer", "LB-01"),
+                ("NodeInit", "NI-01"),
+                ("NodeInit", "NI-02")
+            ]
+        );
+        assert_eq!(grid.rows[2].durations, [Some(2.0), Some(4.0)]);
+        let html = render(&grid, "t");
+        assert!(
+            html.contains("aws · NodeInit") && html.contains("aws · LoadBalancer"),
+            "{html}"
+        );
+        assert!(html.contains("<b>NI-02</b> does a thing"), "{html}");
+        assert!(
+            html.contains("href=\"file:///runs/b/aws-NI-02/\""),
+            "{html}"
+        );
+        assert!(html.contains(">2.0s<") && html.contains(">30s<"), "{html}");
+        assert!(html.contains("<svg class=\"spark\""), "{html}");
     }
 
     #[test]
@@ -797,7 +1038,7 @@ mod tests {
         );
         let html = render(&Grid::new(vec![r]), "t & t");
         assert!(!html.contains("<script>"));
-        assert!(html.contains("title=\"a &quot;quoted&quot; &lt;b&gt;\""));
+        assert!(html.contains("title=\"a &quot;quoted&quot; &lt;b&gt; (1.0 s)\""));
         assert!(html.contains("<title>t &amp; t</title>"));
         assert!(html.contains("<svg"), "a chart for metric m");
         assert!(

@@ -158,8 +158,9 @@ fn three_runs_make_a_grid_newest_left() {
     let out = tempfile::tempdir().unwrap();
     let page = write_site(&grid, out.path(), "ci-ccm").unwrap();
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("title=\"providerID empty on node worker-1 after 60s\""));
-    assert!(html.contains("title=\"1/2 runs passed: addresses stale\""));
+    // Hover texts carry the message, then the time the case took.
+    assert!(html.contains("title=\"providerID empty on node worker-1 after 60s ("));
+    assert!(html.contains("title=\"1/2 runs passed: addresses stale ("));
     assert!(html.contains("<svg"));
     assert!(!html.contains("<script"), "no script on the page");
     assert!(
