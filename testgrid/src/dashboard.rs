@@ -203,8 +203,7 @@ pub fn suite_and_id(name: &str) -> (String, String) {
     let id = rest
         .match_indices('(')
         .filter_map(|(i, _)| rest[i + 1..].split_once(')').map(|(id, _)| id))
-        .filter(|id| id.contains('-') && !id.contains(' '))
-        .last()
+        .rfind(|id| id.contains('-') && !id.contains(' '))
         .unwrap_or_default();
     (suite.to_string(), id.to_string())
 }
