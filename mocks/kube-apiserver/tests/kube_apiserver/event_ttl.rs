@@ -4,18 +4,11 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use mock_kube_apiserver::{ApiServer, Config};
-use serde_json::json;
 
-async fn client(server: &ApiServer) -> Client {
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml()).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .expect("config");
-    Client::try_from(cfg).expect("client")
-}
+use crate::persistence::client;
+use serde_json::json;
 
 fn event(name: &str) -> Event {
     serde_json::from_value(json!({

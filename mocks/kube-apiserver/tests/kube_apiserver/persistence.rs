@@ -14,7 +14,8 @@ use serde_json::json;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
-async fn client(server: &ApiServer) -> Client {
+/// A kube-rs client for `server` (its own kubeconfig).
+pub(crate) async fn client(server: &ApiServer) -> Client {
     let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml()).expect("kubeconfig");
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
