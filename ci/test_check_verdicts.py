@@ -113,7 +113,7 @@ class CheckVerdicts(unittest.TestCase):
 
 
 class CheckSameVerdicts(unittest.TestCase):
-    def run_check(self, embedded, real, retry=None, embedded_retry=None):
+    def run_check(self, embedded, real, retry=None, embedded_retry=None, extra=()):
         d = tempfile.mkdtemp()
         files = {}
         for name, cases in [("embedded.xml", embedded), ("real.xml", real)] + (
@@ -128,6 +128,7 @@ class CheckSameVerdicts(unittest.TestCase):
             args += ["--retry", files["retry.xml"]]
         if embedded_retry:
             args += ["--embedded-retry", files["eretry.xml"]]
+        args += list(extra)
         return subprocess.run(args, capture_output=True, text=True)
 
     def test_the_same_verdicts_pass_a_different_one_fails(self):
@@ -135,13 +136,26 @@ class CheckSameVerdicts(unittest.TestCase):
         self.assertEqual(self.run_check(embedded, embedded[:2]).returncode, 0)
         r = self.run_check(embedded, [("openstack", "NI-01", "fail")])
         self.assertEqual(r.returncode, 1, r.stdout)
-        self.assertIn("fail on the real API server, pass on the embedded one", r.stdout)
+        self.assertIn("fail on the real run, pass on the embedded one", r.stdout)
         # A pass on the real server where the embedded one failed is a difference too.
         self.assertEqual(self.run_check(embedded, [("openstack", "LB-03", "pass")]).returncode, 1)
 
     def test_a_case_missing_on_one_side_or_an_empty_run_fails(self):
         self.assertEqual(self.run_check([("aws", "NI-01", "pass")], [("openstack", "NI-01", "pass")]).returncode, 1)
         self.assertEqual(self.run_check([("aws", "NI-01", "pass")], []).returncode, 1)
+
+    def test_exact_wants_every_case_of_the_providers_on_both_sides(self):
+        whole = [("vsphere", "NI-01", "pass"), ("vsphere", "NI-02", "skip"), ("aws", "NI-01", "pass")]
+        merged = [("vsphere", "NI-01", "pass"), ("vsphere", "NI-02", "skip")]
+        exact = ["--exact", "--labels", "unsharded,merged"]
+        r = self.run_check(whole, merged, extra=exact)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("unsharded and the merged run", r.stdout)
+        r = self.run_check(whole, merged[:1], extra=exact)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("vsphere NI-02", r.stdout)
+        # Without --exact a case only the first run has is not looked at.
+        self.assertEqual(self.run_check(whole, merged[:1]).returncode, 0)
 
     def test_a_failure_that_passes_on_the_rerun_is_flaky(self):
         embedded = [("openstack", "NI-01", "pass")]
