@@ -658,9 +658,19 @@ fn run(args: RunArgs) -> Result<ExitCode> {
     let mut targs = libtest_mimic::Arguments::from_iter(["ccm-conformance"]);
     targs.test_threads = args.parallel;
     targs.list = args.list;
+    // External mode: a case cut off by the interrupt leaves its namespace (each case's
+    // fixture deletes its own when it ends); say which ones and how to delete them.
+    let external_cleanup = settings.kubeconfig.clone();
     let on_abort: Option<ccm_harness::runner::AbortHook> = prow_files.then(|| {
         let (dir, meta) = (settings_artifacts.clone(), settings_meta.clone());
         Box::new(move |_signal| {
+            if let Some(kubeconfig) = &external_cleanup {
+                eprintln!(
+                    "interrupted: namespaces of the cases cut off may be left in the cluster; delete them with: kubectl --kubeconfig {} delete namespace -l {}",
+                    kubeconfig.display(),
+                    ccm_harness::external::CREATED_BY_SELECTOR
+                );
+            }
             if let Err(e) = write_finished(&dir, &meta, ccm_testgrid::prow::JobResult::Aborted) {
                 eprintln!("warning: {e:#}");
             }

@@ -1587,3 +1587,88 @@ fn in_cluster_mode_runs_from_the_pods_service_account() {
         "{err}"
     );
 }
+
+/// External mode interrupted mid-case: the case's namespace is left in the cluster (its
+/// fixture never reached the cleanup), and the run says so with the command that deletes
+/// every namespace external mode created; it still ends within seconds, as ABORTED.
+#[test]
+fn an_interrupted_external_run_names_the_namespaces_it_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready.json");
+    // No CCM: LB-01 waits for an ingress that never comes (up to --cloud-timeout).
+    let mut cluster = start(&[
+        "cluster",
+        "--cloud",
+        "openstack",
+        "--nodes",
+        "2",
+        "--ready-file",
+        ready.to_str().unwrap(),
+    ]);
+    let info = wait_ready(&ready, &mut cluster);
+    let kubeconfig = info["kubeconfig"].as_str().unwrap().to_string();
+    let artifacts = dir.path().join("artifacts");
+    let mut run = Command::new(BIN)
+        .args([
+            "run",
+            "--provider",
+            "openstack",
+            "--kubeconfig",
+            &kubeconfig,
+        ])
+        .args([
+            "--focus",
+            r"\(LB-01\)",
+            "--cloud-timeout",
+            "120",
+            "--artifacts",
+        ])
+        .arg(&artifacts)
+        .env_remove("PROW_JOB_ID")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cache = dir.path().join("cache");
+    let selector = "app.kubernetes.io/created-by=ccm-conformance";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let Some(out) = kubectl(
+            &kubeconfig,
+            &cache,
+            &["get", "ns", "-l", selector, "-o", "name"],
+        ) else {
+            return; // no kubectl here
+        };
+        if !out.trim().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the case never made its namespace"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "still running 15 s after SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains(&format!("delete namespace -l {selector}")),
+        "{err}"
+    );
+    let finished = std::fs::read_to_string(artifacts.join("finished.json")).unwrap();
+    assert!(finished.contains("ABORTED"), "{finished}");
+    drop(cluster);
+}

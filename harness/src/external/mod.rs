@@ -19,6 +19,10 @@ use crate::case::{CaseError, CaseMetrics};
 use crate::env::client_for;
 use crate::settings::Settings;
 
+/// The label selector of every namespace external mode creates
+/// (`app.kubernetes.io/created-by: ccm-conformance`).
+pub const CREATED_BY_SELECTOR: &str = "app.kubernetes.io/created-by=ccm-conformance";
+
 /// Case ids with an external form.
 const CASES: &[&str] = &["NI-01", "NI-02", "LB-01", "LB-03", "LB-04"];
 
