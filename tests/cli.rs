@@ -1638,6 +1638,8 @@ fn an_interrupted_external_run_names_the_namespaces_it_leaves() {
             &cache,
             &["get", "ns", "-l", selector, "-o", "name"],
         ) else {
+            let _ = run.kill();
+            let _ = run.wait();
             return; // no kubectl here
         };
         if !out.trim().is_empty() {
