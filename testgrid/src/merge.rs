@@ -119,7 +119,7 @@ pub fn merge(from: &[PathBuf], out: &Path) -> Result<Merged, Error> {
                 first.count
             )));
         }
-        if s.index == first.index || shards.iter().filter(|o| o.index == s.index).count() > 1 {
+        if shards.iter().filter(|o| o.index == s.index).count() > 1 {
             return Err(refused(format!(
                 "shard {}/{} is given twice",
                 s.index, s.count
