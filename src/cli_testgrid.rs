@@ -1,10 +1,9 @@
 //! The TestGrid-facing subcommands that are more than a call into `ccm_testgrid`:
-//! `dashboard`, `certify` and the `junit`/`publish` benchmarks. Kept out of main.rs so that
+//! `dashboard` and `certify`. Kept out of main.rs so that
 //! file stays a parser and dispatcher; the logic itself lives in the testgrid crate.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{ArgGroup, Args};
@@ -75,6 +74,20 @@ pub struct CertifyArgs {
     /// Extra flag for the CCM (repeatable).
     #[arg(long = "ccm-arg", allow_hyphen_values = true)]
     pub ccm_args: Vec<String>,
+    /// Run the suites as N shards at once (N processes of `run --shard K/N`), merged into
+    /// --out before the kit is written: for a provider whose suite is long. Embedded mode
+    /// only: on a real cluster the shards would share its nodes.
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "kubeconfig",
+        value_parser = clap::value_parser!(u16).range(2..=16)
+    )]
+    pub shards: Option<u16>,
+    /// Balance the shards by the case durations of an earlier run (its JUnit file or
+    /// artifacts directory), as `run --shard-durations`.
+    #[arg(long, value_name = "JUNIT", requires = "shards")]
+    pub shard_durations: Option<PathBuf>,
 }
 
 /// `certify`: the suites into `--out` (as `run --artifacts`), then the kit's README and
@@ -93,26 +106,10 @@ pub fn certify(args: CertifyArgs) -> Result<ExitCode> {
         (Some(ccm), Some(kc)) => format!("--ccm {ccm} --kubeconfig {}", kc.display()),
         (None, None) => bail!("certify needs --ccm PATH or --kubeconfig PATH"),
     };
-    let run_args = super::RunArgs {
-        providers: vec![args.provider.clone()],
-        ccm: args.ccm.clone().unwrap_or_else(|| "reference".into()),
-        ccm_args: args.ccm_args,
-        ccm_old: None,
-        ccm_new: None,
-        kubeconfig: args.kubeconfig,
-        cloud_timeout: args.cloud_timeout,
-        focus: args.focus,
-        skip: args.skip,
-        artifacts: Some(args.out.clone()),
-        parallel: None,
-        list: false,
-        rerun_failed: None,
-        apiserver: super::ApiserverKind::Embedded,
-        verbose: false,
-        shard: None,
-        shard_durations: None,
+    let code = match args.shards {
+        Some(n) => certify_sharded(&args, usize::from(n))?,
+        None => certify_unsharded(&args)?,
     };
-    let code = super::run(run_args)?;
     let mut spec = ccm_testgrid::certify::KitSpec::new(&args.provider, &target);
     if let Some(job) = args.job {
         spec.job = job;
@@ -135,56 +132,98 @@ pub fn certify(args: CertifyArgs) -> Result<ExitCode> {
     Ok(code)
 }
 
-/// `bench junit` and `bench publish`: synthetic runs of `cases` cases.
-pub fn bench(name: &str, cases: usize, files_per_case: usize, to: Option<&str>) -> Result<()> {
-    let dir = tempfile::tempdir().context("creating a work directory")?;
-    match name {
-        "junit" => {
-            let t = ccm_testgrid::bench::junit_writes(dir.path(), cases)?;
-            println!(
-                "junit write after each case, {} cases: median {:.3} ms  p99 {:.3} ms  max {:.3} ms  total {:.3} s  (target: < 5 ms)",
-                t.count,
-                t.median.as_secs_f64() * 1e3,
-                t.p99.as_secs_f64() * 1e3,
-                t.max.as_secs_f64() * 1e3,
-                t.total.as_secs_f64()
-            );
+/// The suites in this process, into `--out`.
+fn certify_unsharded(args: &CertifyArgs) -> Result<ExitCode> {
+    let run_args = super::RunArgs {
+        providers: vec![args.provider.clone()],
+        ccm: args.ccm.clone().unwrap_or_else(|| "reference".into()),
+        ccm_args: args.ccm_args.clone(),
+        ccm_old: None,
+        ccm_new: None,
+        kubeconfig: args.kubeconfig.clone(),
+        cloud_timeout: args.cloud_timeout,
+        focus: args.focus.clone(),
+        skip: args.skip.clone(),
+        artifacts: Some(args.out.clone()),
+        parallel: None,
+        list: false,
+        rerun_failed: None,
+        apiserver: super::ApiserverKind::Embedded,
+        verbose: false,
+        shard: None,
+        shard_durations: None,
+    };
+    super::run(run_args)
+}
+
+/// The suites as `n` child processes, one shard each, in a scratch directory; then
+/// `merge` into `--out`. Exit 0 only when the merged run is complete and passing.
+fn certify_sharded(args: &CertifyArgs, n: usize) -> Result<ExitCode> {
+    let mut run: Vec<std::ffi::OsString> = vec!["--provider".into(), args.provider.clone().into()];
+    run.extend([
+        "--ccm".into(),
+        args.ccm
+            .clone()
+            .unwrap_or_else(|| "reference".into())
+            .into(),
+    ]);
+    for (flag, value) in [("--focus", &args.focus), ("--skip", &args.skip)] {
+        if let Some(v) = value {
+            run.extend([flag.into(), v.into()]);
         }
-        "publish" => {
-            let Some(to) = to else {
-                bail!(
-                    "bench publish needs --to gs://BUCKET[/PREFIX] (with STORAGE_EMULATOR_HOST) or file:///PATH"
-                );
-            };
-            let target = ccm_testgrid::publish::Target::parse(to)?;
-            ccm_testgrid::bench::write_run(dir.path(), cases, files_per_case)?;
-            let t = Instant::now();
-            let report = ccm_testgrid::publish::publish(
-                dir.path(),
-                &target,
-                "ci-bench",
-                Some(&ccm_testgrid::prow::now_epoch_seconds().to_string()),
-                None,
-            )?;
-            let elapsed = t.elapsed();
-            let bytes: u64 = report.objects.iter().map(|o| o.bytes).sum();
-            println!(
-                "publish of a {cases}-case run ({} objects, {:.1} MiB) to {to}: {:.2} s  (target: < 10 s)",
-                report.objects.len(),
-                bytes as f64 / (1024.0 * 1024.0),
-                elapsed.as_secs_f64()
-            );
-        }
-        "merge" => {
-            let t = ccm_testgrid::bench::merge_runs(dir.path(), cases, 3, 5)?;
-            println!(
-                "merge of 3 shards of a {cases}-case run (one case log each): median {:.3} s  max {:.3} s  over {} merges",
-                t.median.as_secs_f64(),
-                t.max.as_secs_f64(),
-                t.count
-            );
-        }
-        other => bail!("unknown benchmark {other:?}"),
     }
-    Ok(())
+    for a in &args.ccm_args {
+        run.push(format!("--ccm-arg={a}").into());
+    }
+    if let Some(path) = &args.shard_durations {
+        run.extend(["--shard-durations".into(), path.clone().into_os_string()]);
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("ccm-conformance-shards-")
+        .tempdir()
+        .context("creating the shards' directory")?;
+    let dirs: Vec<PathBuf> = (1..=n)
+        .map(|k| scratch.path().join(format!("shard-{k}")))
+        .collect();
+    println!("certify: {n} shards as {n} processes; their lines below, prefixed [K/{n}]");
+    let finished = crate::shards::run_all(
+        &run,
+        dirs.iter()
+            .enumerate()
+            .map(|(i, d)| (Some((i + 1, n)), d.clone()))
+            .collect(),
+        true,
+    )?;
+    let mut keep = false;
+    for f in &finished {
+        if !f.completed() {
+            keep = true;
+            println!(
+                "shard {}/{n} ended without completing ({}); its output: {}",
+                f.shard.unwrap_or_default(),
+                f.code
+                    .map_or("killed by a signal".into(), |c| format!("exit {c}")),
+                f.output().display()
+            );
+        }
+    }
+    let merged = ccm_testgrid::merge::merge(&dirs, &args.out);
+    if keep {
+        let _ = scratch.keep();
+    }
+    let merged =
+        merged.with_context(|| format!("merging the shards into {}", args.out.display()))?;
+    for p in &merged.problems {
+        println!("  {p}");
+    }
+    println!(
+        "merged {n} shards: {} cases, {}",
+        merged.cases,
+        merged.result.as_str()
+    );
+    Ok(if merged.result == ccm_testgrid::prow::JobResult::Success {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -3,14 +3,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use ccm_harness::{Provider, Settings};
 use clap::{Args, Parser, Subcommand};
 use mock_cloud::{MockCloud, MockOptions};
 
+mod bench_cli;
 mod cli_testgrid;
+mod shards;
 mod soak_cli;
 
 #[derive(Parser)]
@@ -34,7 +35,7 @@ enum Command {
     /// Start one mock cloud alone.
     Mock(MockArgs),
     /// Benchmarks that print numbers (build with --release for meaningful ones).
-    Bench(BenchArgs),
+    Bench(bench_cli::BenchArgs),
     /// Upload a run's artifacts in the Prow/GCS layout TestGrid reads.
     Publish(PublishArgs),
     /// Print a TestGrid configuration for a provider's bucket and job.
@@ -154,51 +155,6 @@ struct TestgridConfigArgs {
     /// per upstream CCM beside the reference CCM's, as ci/prow's periodics upload them).
     #[arg(long, default_value = "reference")]
     ccm: String,
-}
-
-#[derive(Args)]
-struct BenchArgs {
-    /// Which benchmark: node-init, lb (load balancers: time to a reachable ingress, cloud
-    /// calls per Service and per node churn), junit (a JUnit write per case), publish (a
-    /// synthetic run), merge (3 shards of a synthetic run joined).
-    #[arg(default_value = "node-init")]
-    name: String,
-    /// Cases of the synthetic run (junit, publish, merge).
-    #[arg(long, default_value_t = 2000)]
-    cases: usize,
-    /// Where `bench publish` uploads: gs://BUCKET[/PREFIX] or file:///PATH.
-    #[arg(long)]
-    to: Option<String>,
-    /// Small log files per case in the `bench publish` run (a real run keeps 3).
-    #[arg(long, default_value_t = 0)]
-    files_per_case: usize,
-    /// Nodes (default: 1000 for node-init, 50 for lb).
-    #[arg(long)]
-    nodes: Option<usize>,
-    /// LoadBalancer Services (lb).
-    #[arg(long, default_value_t = 100)]
-    services: usize,
-    /// Mock cloud for node-init and lb: openstack or aws.
-    #[arg(long, default_value = "openstack")]
-    provider: String,
-    /// Repetitions; the medians are reported.
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
-    /// `reference`, `upstream[@vX.Y.Z]` or a CCM binary.
-    #[arg(long, default_value = "reference")]
-    ccm: String,
-    /// A second CCM run side by side with --ccm (interleaved runs, same machine), e.g.
-    /// `--ccm reference --vs upstream`; prints each figure's ratio --ccm/--vs.
-    #[arg(long, value_name = "CCM")]
-    vs: Option<String>,
-    /// Extra CCM flags, e.g. --ccm-arg=--concurrent-node-syncs=8.
-    #[arg(long = "ccm-arg", allow_hyphen_values = true)]
-    ccm_args: Vec<String>,
-    #[arg(long)]
-    artifacts: Option<PathBuf>,
-    /// The API server for node-init and lb: `embedded` or `real` (as `run --apiserver`).
-    #[arg(long, env = "CCM_CONFORMANCE_APISERVER", default_value = "embedded")]
-    apiserver: ApiserverKind,
 }
 
 #[derive(Args)]
@@ -351,7 +307,7 @@ struct ClusterArgs {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum ApiserverKind {
+pub(crate) enum ApiserverKind {
     Embedded,
     Real,
 }
@@ -501,18 +457,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => merge(args),
         Command::Upstream(UpstreamCommand::Build(args)) => upstream_build(args),
         Command::Apiserver(ApiserverCommand::Build(args)) => apiserver_build(args),
-        Command::Bench(args) if matches!(args.name.as_str(), "junit" | "publish" | "merge") => {
-            cli_testgrid::bench(
-                &args.name,
-                args.cases,
-                args.files_per_case,
-                args.to.as_deref(),
-            )
-            .map(|_| ExitCode::SUCCESS)
-        }
-        Command::Bench(args) => runtime()
-            .and_then(|rt| rt.block_on(bench(args)))
-            .map(|_| ExitCode::SUCCESS),
+        Command::Bench(args) => bench_cli::bench(args).map(|_| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -523,7 +468,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -531,7 +476,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// The reference CCM installed next to this binary.
-fn reference_ccm() -> Result<PathBuf> {
+pub(crate) fn reference_ccm() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("locating ccm-conformance")?;
     let path = exe.with_file_name("reference-ccm");
     if !path.exists() {
@@ -769,12 +714,12 @@ fn diff(args: DiffArgs) -> Result<ExitCode> {
 /// reporting progress on stderr.
 /// `--apiserver real`: kube-apiserver and etcd built (or found in the cache) before the
 /// first case.
-fn resolve_control_plane(settings: &mut Settings) -> Result<()> {
+pub(crate) fn resolve_control_plane(settings: &mut Settings) -> Result<()> {
     settings.resolve_control_plane(&mut |line| eprintln!("{line}"))?;
     Ok(())
 }
 
-fn resolve_upstream(settings: &mut Settings, providers: &[Provider]) -> Result<()> {
+pub(crate) fn resolve_upstream(settings: &mut Settings, providers: &[Provider]) -> Result<()> {
     if settings.uses_upstream() {
         settings.resolve_upstream(providers, &mut |line| eprintln!("{line}"))?;
     }
@@ -1105,203 +1050,6 @@ async fn serve_mock<M: MockCloud>(args: &MockArgs) -> Result<ExitCode> {
     wait_for_signal().await?;
     mock.shutdown().await;
     Ok(ExitCode::SUCCESS)
-}
-
-async fn bench(args: BenchArgs) -> Result<()> {
-    if args.name == "lb" {
-        return bench_lb(args).await;
-    }
-    if args.name != "node-init" {
-        bail!(
-            "unknown benchmark {:?} (known: node-init, lb, junit, publish)",
-            args.name
-        );
-    }
-    let provider = Provider::parse(&args.provider).map_err(anyhow::Error::msg)?;
-    let nodes = args.nodes.unwrap_or(1000);
-    let ccms = bench_ccms(&args, provider)?;
-    let mut reports: Vec<Vec<ccm_harness::bench::NodeInitReport>> = vec![Vec::new(); ccms.len()];
-    for run in 1..=args.runs.max(1) {
-        // Interleaved, so both CCMs see the same machine load over the runs.
-        for (i, (label, settings)) in ccms.iter().enumerate() {
-            let dir = settings
-                .artifacts
-                .join("bench")
-                .join(format!("node-init-{}-{run}", bench_dir_name(label)));
-            let r =
-                ccm_harness::bench::node_init(provider, settings.clone(), &dir, nodes, &[]).await?;
-            println!(
-                "run {run} [{label}]: {} nodes  p50 {:.3}s  p99 {:.3}s  max {:.3}s  total {:.3}s  (registration {:.3}s)",
-                r.nodes,
-                r.p50.as_secs_f64(),
-                r.p99.as_secs_f64(),
-                r.max.as_secs_f64(),
-                r.total.as_secs_f64(),
-                r.registration.as_secs_f64()
-            );
-            reports[i].push(r);
-        }
-    }
-    let mut medians = Vec::new();
-    for ((label, _), reports) in ccms.iter().zip(&reports) {
-        let m = |f: &dyn Fn(&ccm_harness::bench::NodeInitReport) -> f64| {
-            median(reports.iter().map(f).collect())
-        };
-        let (p50, p99, total) = (
-            m(&|r| r.p50.as_secs_f64()),
-            m(&|r| r.p99.as_secs_f64()),
-            m(&|r| r.total.as_secs_f64()),
-        );
-        println!(
-            "node-init median of {} runs [{label}]: {} nodes  p50 {p50:.3}s  p99 {p99:.3}s  total {total:.3}s",
-            reports.len(),
-            nodes,
-        );
-        medians.push((
-            label.clone(),
-            vec![("p50", p50), ("p99", p99), ("all", total)],
-        ));
-    }
-    print_ratios(&medians);
-    Ok(())
-}
-
-/// The CCMs a benchmark runs: `--ccm`, then `--vs` when given, each with its settings
-/// (upstream ones built or found in the cache first).
-fn bench_ccms(args: &BenchArgs, provider: Provider) -> Result<Vec<(String, Arc<Settings>)>> {
-    let mut out = Vec::new();
-    for ccm in std::iter::once(&args.ccm).chain(args.vs.as_ref()) {
-        let mut settings = Settings::new(reference_ccm()?);
-        settings.set_ccm(ccm);
-        settings.ccm_args = args.ccm_args.clone();
-        if let Some(dir) = &args.artifacts {
-            settings.artifacts = dir.clone();
-        }
-        settings.apiserver = args.apiserver.into();
-        resolve_upstream(&mut settings, &[provider])?;
-        resolve_control_plane(&mut settings)?;
-        out.push((ccm.clone(), Arc::new(settings.for_provider(provider))));
-    }
-    Ok(out)
-}
-
-fn bench_dir_name(label: &str) -> String {
-    label
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-/// With two CCMs: each figure's ratio first/second (a time ratio above 1 means the second
-/// is faster).
-fn print_ratios(medians: &[(String, Vec<(&str, f64)>)]) {
-    if let [(a, fa), (b, fb)] = medians {
-        let parts: Vec<String> = fa
-            .iter()
-            .zip(fb)
-            .map(|((name, x), (_, y))| format!("{name} {:.2}", x / y))
-            .collect();
-        println!("ratio {a}/{b}: {}", parts.join("  "));
-    }
-}
-
-/// `bench lb`: see ccm_harness::lb_bench.
-async fn bench_lb(args: BenchArgs) -> Result<()> {
-    use ccm_harness::lb_bench::{CHURN_NODES, LbBenchReport};
-    let provider = Provider::parse(&args.provider).map_err(anyhow::Error::msg)?;
-    // Whether the provider has load balancers is the cloud's to say (vSphere has none).
-    let cloud = ccm_harness::CloudControl::start(provider, 0).await?;
-    let unsupported = cloud
-        .supports(ccm_harness::cloud::Feature::LoadBalancers)
-        .err();
-    cloud.shutdown().await;
-    if let Some(why) = unsupported {
-        println!("lb ({}): not applicable ({why})", provider.name());
-        return Ok(());
-    }
-    let nodes = args.nodes.unwrap_or(50);
-    let ccms = bench_ccms(&args, provider)?;
-    let mut reports: Vec<Vec<LbBenchReport>> = (0..ccms.len()).map(|_| Vec::new()).collect();
-    for run in 1..=args.runs.max(1) {
-        for (i, (label, settings)) in ccms.iter().enumerate() {
-            let dir = settings
-                .artifacts
-                .join("bench")
-                .join(format!("lb-{}-{run}", bench_dir_name(label)));
-            let r = ccm_harness::lb_bench::load_balancers(
-                provider,
-                settings.clone(),
-                &dir,
-                args.services,
-                nodes,
-                &[],
-            )
-            .await?;
-            println!(
-                "run {run} [{label}]: {} services on {} nodes ({}, --concurrent-service-syncs={})  ingress reachable p50 {:.3}s  p99 {:.3}s  max {:.3}s  all {:.3}s  |  per Service {:.1} LB calls ({:.1} cloud calls), {:.1} writes  |  +{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)  -{n} nodes: {} calls, {} writes, {} UpdateLoadBalancer ({:.2}/Service, {:.2} writes each)",
-                r.services,
-                r.nodes,
-                provider.name(),
-                r.concurrent_service_syncs,
-                r.p50.as_secs_f64(),
-                r.p99.as_secs_f64(),
-                r.max.as_secs_f64(),
-                r.total.as_secs_f64(),
-                r.calls_per_service,
-                r.cloud_calls_per_service,
-                r.writes_per_service,
-                r.add_calls,
-                r.add_writes,
-                r.add_updates,
-                r.updates_per_service(r.add_updates),
-                LbBenchReport::writes_per_update(r.add_writes, r.add_updates),
-                r.remove_calls,
-                r.remove_writes,
-                r.remove_updates,
-                r.updates_per_service(r.remove_updates),
-                LbBenchReport::writes_per_update(r.remove_writes, r.remove_updates),
-                n = CHURN_NODES,
-            );
-            reports[i].push(r);
-        }
-    }
-    let mut medians = Vec::new();
-    for ((label, _), reports) in ccms.iter().zip(&reports) {
-        let m = |f: &dyn Fn(&LbBenchReport) -> f64| median(reports.iter().map(f).collect());
-        let (p50, p99) = (m(&|r| r.p50.as_secs_f64()), m(&|r| r.p99.as_secs_f64()));
-        let calls = m(&|r| r.cloud_calls_per_service);
-        let (add, remove) = (
-            m(&|r| r.updates_per_service(r.add_updates)),
-            m(&|r| r.updates_per_service(r.remove_updates)),
-        );
-        println!(
-            "lb median of {} runs [{label}] ({}, --concurrent-service-syncs={}): ingress p50 {p50:.3}s  p99 {p99:.3}s  |  {:.1} LB calls/Service, {calls:.1} cloud calls/Service (create)  |  writes per node change (per UpdateLoadBalancer): +{n} {:.2}  -{n} {:.2}  |  UpdateLoadBalancer/Service: +{n} {add:.2}  -{n} {remove:.2}",
-            reports.len(),
-            provider.name(),
-            reports.first().map_or(1, |r| r.concurrent_service_syncs),
-            m(&|r| r.calls_per_service),
-            m(&|r| LbBenchReport::writes_per_update(r.add_writes, r.add_updates)),
-            m(&|r| LbBenchReport::writes_per_update(r.remove_writes, r.remove_updates)),
-            n = CHURN_NODES,
-        );
-        medians.push((
-            label.clone(),
-            vec![("p50", p50), ("p99", p99), ("cloud-calls/Service", calls)],
-        ));
-    }
-    print_ratios(&medians);
-    Ok(())
 }
 
 /// Prints the ready object and writes it atomically to the ready file.

@@ -852,12 +852,19 @@ fn certify_writes_a_kit_that_publishes_and_renders() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let site = dir.path().join("site");
+    let html = dashboard_html(&bucket, &dir.path().join("site"));
+    assert!(html.contains("<th>101</th><th>100</th>"), "newest left");
+    assert!(html.contains("(NI-01)"), "the case is a row");
+    assert_eq!(html.matches("class=\"cell pass\"").count(), 2);
+}
+
+/// `dashboard --from FROM --out SITE`, which must succeed; the page's HTML.
+fn dashboard_html(from: &Path, site: &Path) -> String {
     let out = Command::new(BIN)
         .args(["dashboard", "--from"])
-        .arg(&bucket)
+        .arg(from)
         .arg("--out")
-        .arg(&site)
+        .arg(site)
         .output()
         .unwrap();
     assert!(
@@ -865,10 +872,7 @@ fn certify_writes_a_kit_that_publishes_and_renders() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let html = std::fs::read_to_string(site.join("index.html")).unwrap();
-    assert!(html.contains("<th>101</th><th>100</th>"), "newest left");
-    assert!(html.contains("(NI-01)"), "the case is a row");
-    assert_eq!(html.matches("class=\"cell pass\"").count(), 2);
+    std::fs::read_to_string(site.join("index.html")).unwrap()
 }
 
 #[test]
@@ -1673,4 +1677,160 @@ fn an_interrupted_external_run_names_the_namespaces_it_leaves() {
     let finished = std::fs::read_to_string(artifacts.join("finished.json")).unwrap();
     assert!(finished.contains("ABORTED"), "{finished}");
     drop(cluster);
+}
+
+/// `certify --shards N` runs N shard processes, merges them into the kit's folder and
+/// writes the kit over the merged run; the shards' lines reach the terminal prefixed.
+#[test]
+fn certify_with_shards_merges_them_into_one_kit() {
+    let dir = tempfile::tempdir().unwrap();
+    let kit = dir.path().join("kit");
+    let focus = r"\((NI-0[1-3])\)";
+    let out = Command::new(BIN)
+        .args([
+            "certify",
+            "--provider",
+            "openstack",
+            "--ccm",
+            CCM,
+            "--shards",
+            "2",
+        ])
+        .args(["--focus", focus, "--out"])
+        .arg(&kit)
+        .env_remove("PROW_JOB_ID")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("[1/2] ") && stdout.contains("[2/2] "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("merged 2 shards: 3 cases, SUCCESS"),
+        "{stdout}"
+    );
+    let listed = Command::new(BIN)
+        .args(["run", "--list", "--provider", "openstack", "--focus", focus])
+        .output()
+        .unwrap();
+    let listed: std::collections::BTreeSet<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test").map(str::to_string))
+        .collect();
+    let got: std::collections::BTreeSet<String> = verdicts_of(&kit.join("junit_conformance.xml"))
+        .into_iter()
+        .map(|(name, verdict)| {
+            assert_eq!(verdict, "pass", "{name}");
+            name
+        })
+        .collect();
+    assert_eq!(got, listed);
+    let readme = std::fs::read_to_string(kit.join("README.md")).unwrap();
+    assert!(readme.contains("| 3 | 0 | 0 | 0 | 3 |"), "{readme}");
+    assert!(readme.contains("- shards: `2`"), "{readme}");
+    assert!(
+        kit.join("cases/openstack-NI-02").is_dir(),
+        "case logs merged"
+    );
+
+    // One shard is no sharding, and a real cluster's nodes are not shared out.
+    for extra in [
+        &["--shards", "1"][..],
+        &["--shards", "2", "--kubeconfig", "/nonexistent"][..],
+    ] {
+        let out = Command::new(BIN)
+            .args(["certify", "--provider", "openstack", "--ccm", CCM, "--out"])
+            .arg(dir.path().join("other"))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(!dir.path().join("other").exists());
+    }
+}
+
+/// `bench matrix` times the suites unsharded and sharded and checks their verdicts agree;
+/// `--record` keeps each benchmark's figures as a build that `dashboard` draws over runs.
+#[test]
+fn bench_figures_are_recorded_and_drawn_over_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let builds = dir.path().join("bucket").join("ci-ccm-conformance-bench");
+    let bench = |args: &[&str], build: &str| {
+        Command::new(BIN)
+            .arg("bench")
+            .args(args)
+            .arg("--artifacts")
+            .arg(dir.path().join("work"))
+            .arg("--record")
+            .arg(builds.join(build))
+            .output()
+            .unwrap()
+    };
+    let out = bench(
+        &[
+            "matrix",
+            "--ccm",
+            "reference",
+            "--vs",
+            "reference",
+            "--focus",
+            r"\(NI-0[12]\)",
+            "--shards",
+            "2",
+            "--runs",
+            "1",
+        ],
+        "1",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.matches("10 cases, every verdict the same").count(),
+        2,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("full matrix (reference and reference"),
+        "{stdout}"
+    );
+    for build in ["2", "3"] {
+        let out = bench(&["merge", "--cases", "200", "--runs", "1"], build);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Another benchmark joins a build; the same one twice is refused before it runs.
+    let out = bench(&["junit", "--cases", "200"], "3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = bench(&["merge", "--cases", "200"], "3");
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("junit_bench-merge.xml exists"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&again.stdout).contains("merge of 3 shards"));
+
+    let html = dashboard_html(&dir.path().join("bucket"), &dir.path().join("site"));
+    for chart in [
+        "aria-label=\"matrix total unsharded-s\"",
+        "aria-label=\"matrix reference 2-shards-s\"",
+        "aria-label=\"merge 200 cases median-s\"",
+        "aria-label=\"junit 200 cases write-median-ms\"",
+    ] {
+        assert!(html.contains(chart), "{chart} not drawn");
+    }
 }

@@ -1,4 +1,5 @@
-//! Benchmarks of the result path: `ccm-conformance bench junit` and `bench publish`.
+//! Benchmarks of the result path: `ccm-conformance bench junit`, `bench publish` and
+//! `bench merge`; and [`record`], which keeps any benchmark's figures as a Prow build.
 //!
 //! Why: the JUnit file is rewritten atomically after every case (so a killed run leaves a
 //! complete file), which costs O(cases) per write; issue 7 bounds that at 5 ms per write
@@ -22,6 +23,8 @@ pub enum Error {
     Publish(#[from] crate::publish::Error),
     #[error(transparent)]
     Merge(#[from] crate::merge::Error),
+    #[error("{0} exists: a build directory holds one record of each benchmark")]
+    Occupied(std::path::PathBuf),
     #[error("writing {path}: {source}")]
     Write {
         path: std::path::PathBuf,
@@ -179,6 +182,86 @@ pub fn merge_runs(dir: &Path, cases: usize, shards: usize, runs: usize) -> Resul
     Ok(Timings::from_samples(samples))
 }
 
+/// One benchmark's outcome as TestGrid graphs it: a testcase named after the benchmark whose
+/// numeric properties are its figures (reference `testgrid-prow.md` §2.3: numeric testcase
+/// properties are metrics, drawn over the columns).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figures {
+    /// The benchmark, e.g. `node-init openstack`; the testcase name.
+    pub benchmark: String,
+    /// How long the benchmark took as a whole (the testcase's time).
+    pub elapsed: Duration,
+    /// Figure name and value, e.g. (`node-init openstack reference p50-s`, 0.41). Names are
+    /// the metric names, so they carry the benchmark and the unit: one chart each.
+    pub values: Vec<(String, f64)>,
+}
+
+/// The JUnit file [`record`] writes for benchmark `kind` (`junit_bench-<kind>.xml`): one per
+/// benchmark, so several benchmarks of one job record into one build directory.
+pub fn record_path(dir: &Path, kind: &str) -> std::path::PathBuf {
+    crate::junit_path(dir, &format!("bench-{kind}"))
+}
+
+/// Whether [`record`] can write benchmark `kind` into `dir` (checked before a long
+/// benchmark, too).
+pub fn check_free(dir: &Path, kind: &str) -> Result<(), Error> {
+    let path = record_path(dir, kind);
+    if path.exists() {
+        return Err(Error::Occupied(path));
+    }
+    Ok(())
+}
+
+/// Records benchmark `kind`'s figures into the build directory `dir` as
+/// `junit_bench-<kind>.xml` (suite `bench`, a testcase per [`Figures`]) with
+/// `metadata.json`, so `publish` uploads them and `dashboard` (or TestGrid) graphs each
+/// figure over the builds. `started`: the build's start, to write `started.json` (kept
+/// when there is one: the first benchmark of a job started the build) and `finished.json`
+/// (now); `None` inside Prow, whose sidecar writes those two. Refuses a second record of
+/// the same benchmark into one directory.
+pub fn record(
+    dir: &Path,
+    kind: &str,
+    figures: &[Figures],
+    started: Option<u64>,
+    metadata: &RunMetadata,
+) -> Result<std::path::PathBuf, Error> {
+    check_free(dir, kind)?;
+    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    if let Some(started) = started
+        && !dir.join(prow::STARTED_JSON).exists()
+    {
+        prow::write_started(dir, &Started::at(started))?;
+    }
+    let cases = figures
+        .iter()
+        .map(|f| CaseResult {
+            suite: "bench".into(),
+            name: f.benchmark.clone(),
+            outcome: Outcome::Passed,
+            duration: f.elapsed,
+            properties: f
+                .values
+                .iter()
+                .filter(|(_, v)| v.is_finite())
+                .map(|(k, v)| (k.clone(), format!("{v:.4}")))
+                .collect(),
+            system_out: None,
+        })
+        .collect();
+    let junit = record_path(dir, kind);
+    JunitFile::new(&junit, "ccm-conformance bench").seal(cases)?;
+    prow::write_metadata(dir, metadata)?;
+    if let Some(started) = started {
+        let finished = prow::now_epoch_seconds().max(started);
+        prow::write_finished(dir, &Finished::new(finished, JobResult::Success, metadata))?;
+    }
+    Ok(junit)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +273,45 @@ mod tests {
         assert_eq!(t.count, 2);
         let merged = crate::read::read_results(&dir.path().join("merged-1")).unwrap();
         assert_eq!(merged.len(), 100);
+    }
+
+    #[test]
+    fn recorded_figures_are_the_dashboards_metrics_over_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = RunMetadata::default();
+        for (build, p50) in [("1", 0.5), ("2", 0.25)] {
+            let figures = Figures {
+                benchmark: "node-init openstack".into(),
+                elapsed: Duration::from_secs(3),
+                values: vec![
+                    ("node-init openstack reference p50-s".into(), p50),
+                    ("not a number".into(), f64::NAN),
+                ],
+            };
+            let started = 1_700_000_000 + build.parse::<u64>().unwrap();
+            let dir = dir.path().join(build);
+            record(&dir, "node-init", &[figures], Some(started), &meta).unwrap();
+            // A second benchmark of the same job joins the build.
+            record(&dir, "junit", &[], Some(started + 60), &meta).unwrap();
+            let first = prow::read_started(&dir.join(prow::STARTED_JSON)).unwrap();
+            assert_eq!(first.timestamp, started);
+        }
+        let again = record(&dir.path().join("1"), "junit", &[], None, &meta).unwrap_err();
+        assert!(matches!(again, Error::Occupied(_)), "{again}");
+        let grid = crate::dashboard::Grid::new(crate::dashboard::load_dir(dir.path()).unwrap());
+        assert_eq!(
+            grid.metrics.get("node-init openstack reference p50-s"),
+            Some(&vec![Some(0.25), Some(0.5)]),
+            "newest first"
+        );
+        assert!(!grid.metrics.contains_key("not a number"));
+        assert_eq!(grid.rows.len(), 1);
+        assert!(
+            grid.rows[0]
+                .cells
+                .iter()
+                .all(|c| *c == crate::dashboard::Cell::Pass)
+        );
     }
 
     #[test]

@@ -179,9 +179,11 @@ fn check_job(job: &Job, prefix: &str, file: &str) -> String {
         .map(str::trim)
         .find(|l| l.starts_with("exec "))
         .unwrap_or_else(|| panic!("{name}: the conformance binary must be exec'ed: {sh}"));
-    // A run, or the merge of a sharded run's shards (`merge --out`).
+    // A run, the merge of a sharded run's shards (`merge --out`), or benchmarks.
     assert!(
-        exec_line.contains("ccm-conformance run") || exec_line.contains("ccm-conformance merge"),
+        exec_line.contains("ccm-conformance run")
+            || exec_line.contains("ccm-conformance merge")
+            || exec_line.contains("ccm-conformance bench"),
         "{name}: exec must start ccm-conformance: {exec_line}"
     );
     assert!(
@@ -190,7 +192,8 @@ fn check_job(job: &Job, prefix: &str, file: &str) -> String {
     );
     assert!(
         exec_line.contains("--artifacts \"${ARTIFACTS}\"")
-            || exec_line.contains("merge") && exec_line.contains("--out \"${ARTIFACTS}\""),
+            || exec_line.contains("merge") && exec_line.contains("--out \"${ARTIFACTS}\"")
+            || exec_line.contains("bench") && exec_line.contains("--record \"${ARTIFACTS}\""),
         "{name}: results must go to $ARTIFACTS: {exec_line}"
     );
     assert!(
@@ -295,6 +298,36 @@ fn the_sharded_periodic_has_every_shard_and_a_merge() {
         merge.cron.is_some() && merge.cron != cron,
         "the merge runs after the shards"
     );
+}
+
+/// Every benchmark of the bench periodic records into the build, each once (`--record`
+/// refuses a second record of one benchmark in a directory).
+#[test]
+fn the_bench_periodic_records_each_benchmark_once() {
+    let config = load("ccm-conformance-periodics.yaml");
+    let job = config
+        .periodics
+        .iter()
+        .find(|j| j.name == "ci-ccm-conformance-bench")
+        .expect("a bench periodic");
+    let sh = script(job);
+    let benches: Vec<&str> = sh
+        .lines()
+        .filter_map(|l| l.split_once(" bench ").map(|(_, rest)| rest))
+        .collect();
+    assert!(benches.len() >= 4, "{sh}");
+    let mut names: Vec<&str> = benches
+        .iter()
+        .map(|rest| {
+            assert!(rest.contains("--record \"${ARTIFACTS}\""), "{rest}");
+            rest.split_whitespace().next().unwrap()
+        })
+        .collect();
+    names.sort();
+    let count = names.len();
+    names.dedup();
+    assert_eq!(names.len(), count, "a benchmark recorded twice: {names:?}");
+    assert!(names.contains(&"matrix"), "{names:?}");
 }
 
 #[test]
