@@ -983,9 +983,8 @@ mod tests {
     /// removes a classic ELB the query API created.
     #[tokio::test]
     async fn signed_calls_reach_the_mock_and_delete_out_of_band() {
-        let cloud = Aws::start(1, super::super::next_address_block())
-            .await
-            .unwrap();
+        let block = super::super::address_block::take();
+        let cloud = Aws::start(1, block.index).await.unwrap();
         let aws = AwsQuery::new(&cloud.ready_info()).unwrap();
         let (_, subnet) = cloud.admin().subnets()[0].clone();
         let p = |k: &str, v: &str| (k.to_string(), v.to_string());

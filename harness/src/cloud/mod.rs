@@ -24,6 +24,7 @@ use mock_cloud::{Journal, JournalEntry};
 use crate::error::CaseError;
 pub use crate::provider::Provider;
 
+mod address_block;
 pub mod aws;
 pub mod azure;
 pub mod gcp;
@@ -177,16 +178,6 @@ pub struct CloudLoadBalancer {
     pub vip: String,
     /// The cloud's provisioning state (e.g. Octavia `ACTIVE`, `PENDING_CREATE`).
     pub state: String,
-}
-
-/// Each mock started in this process gets its own /24 in the 127/8 pools, so cases running
-/// in parallel never bind the same load-balancer or node address. The sequence starts at a
-/// point taken from the process id, so two test processes on one machine (a benchmark next
-/// to `cargo test`) start far apart instead of both at block 0.
-fn next_address_block() -> u8 {
-    static NEXT: std::sync::OnceLock<std::sync::atomic::AtomicU8> = std::sync::OnceLock::new();
-    NEXT.get_or_init(|| std::sync::atomic::AtomicU8::new((std::process::id() % 251) as u8))
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Which of the in-tree provider's names a load balancer it left behind gets (the upgrade
@@ -550,11 +541,14 @@ pub(crate) trait Backend: Send + Sync {
 /// A running mock cloud.
 pub struct CloudControl {
     backend: Box<dyn Backend>,
+    /// Its /24 of the address pools, held until the cloud is gone.
+    _block: address_block::AddressBlock,
 }
 
 impl CloudControl {
     pub async fn start(provider: Provider, seeded_nodes: usize) -> Result<Self, CaseError> {
-        let address_block = next_address_block();
+        let block = address_block::take();
+        let address_block = block.index;
         let backend: Box<dyn Backend> = match provider {
             Provider::OpenStack => {
                 Box::new(openstack::OpenStack::start(seeded_nodes, address_block).await?)
@@ -565,7 +559,10 @@ impl CloudControl {
             Provider::Azure => Box::new(azure::Azure::start(seeded_nodes, address_block).await?),
             Provider::Gcp => Box::new(gcp::Gcp::start(seeded_nodes, address_block).await?),
         };
-        Ok(Self { backend })
+        Ok(Self {
+            backend,
+            _block: block,
+        })
     }
 
     pub fn provider(&self) -> Provider {

@@ -678,9 +678,8 @@ mod tests {
     /// The operations above are the ones the mock journals for real requests.
     #[tokio::test]
     async fn the_mock_journals_the_operations_classified_here() {
-        let cloud = OpenStack::start(0, super::super::next_address_block())
-            .await
-            .unwrap();
+        let block = super::super::address_block::take();
+        let cloud = OpenStack::start(0, block.index).await.unwrap();
         cloud.create_instance(InstanceSpec::named("n1")).unwrap();
         let ready = cloud.ready_info();
         let auth = ready["auth_url"].as_str().unwrap().to_string();
