@@ -451,14 +451,28 @@ impl Aws {
         params
     }
 
+    /// The ELB's status; or an empty status when only its security group exists, so that
+    /// the service controller runs [`Self::delete_elb`] for it.
+    ///
+    /// Where this parts from upstream: an ensure that fails after making `k8s-elb-<name>`
+    /// and before the ELB (a throttled `DescribeSubnets`, say) leaves the group, and
+    /// upstream's GetLoadBalancer answers "not found" from the ELB alone
+    /// (cloud-provider-aws pkg/providers/v1/aws.go). Its service controller deletes only
+    /// what GetLoadBalancer says exists (k8s.io/cloud-provider controllers/service
+    /// `syncLoadBalancerIfNeeded`), and EnsureLoadBalancerDeleted also returns at "Load
+    /// balancer already deleted": a Service deleted then leaks the group. Invariant SO-2
+    /// (no leaks) caught it in CH-05 when the cases ran three processes at once.
     pub(crate) async fn get_elb(
         &self,
         service: &Service,
     ) -> Result<Option<LoadBalancerStatus>, LbError> {
-        Ok(self
-            .describe_elb(&load_balancer_name(service))
-            .await?
-            .map(|lb| status(&lb.dns_name)))
+        let name = load_balancer_name(service);
+        if let Some(lb) = self.describe_elb(&name).await? {
+            return Ok(Some(status(&lb.dns_name)));
+        }
+        let vpc = self.vpc_id().await?;
+        let group = self.find_group(&format!("k8s-elb-{name}"), &vpc).await?;
+        Ok(group.map(|_| LoadBalancerStatus::default()))
     }
 
     pub(crate) async fn ensure_elb(
@@ -605,9 +619,6 @@ mod tests {
     /// (`nlb_for_ensure` is the same one-line call of the same helper.)
     #[tokio::test]
     async fn ensure_lookups_answer_not_found_only_with_the_testing_break() {
-        use super::super::client::{AwsClient, RetryPolicy};
-        use super::super::config::AwsConfig;
-        use super::super::sigv4::Credentials;
         use wiremock::matchers::{body_string_contains, method};
         use wiremock::{Mock, MockServer, ResponseTemplate};
         let server = MockServer::start().await;
@@ -621,25 +632,7 @@ mod tests {
             ))
             .mount(&server)
             .await;
-        let mut text = String::from("[Global]\nZone = us-west-2a\nVPC = vpc-1\n");
-        for (i, s) in ["ec2", "elasticloadbalancing"].iter().enumerate() {
-            text.push_str(&format!(
-                "[ServiceOverride \"{i}\"]\nService = {s}\nRegion = us-west-2\nURL = {}\nSigningRegion = us-west-2\n",
-                server.uri()
-            ));
-        }
-        let (config, _) = AwsConfig::parse(&text).expect("config");
-        let creds = Credentials {
-            access_key_id: "AKIDTEST".into(),
-            secret_access_key: "secret".into(),
-        };
-        let mut client = AwsClient::new(&config, creds).expect("client");
-        client.set_retry(RetryPolicy {
-            attempts: 1,
-            base: std::time::Duration::from_millis(1),
-            max: std::time::Duration::from_millis(1),
-        });
-        let aws = Aws::with_client(config, client);
+        let aws = aws_against(&server.uri());
         let calls = || async { server.received_requests().await.unwrap_or_default().len() };
 
         let found = aws.elb_for_ensure(false, "a1").await;
@@ -658,6 +651,78 @@ mod tests {
         let s = svc(json!({"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]}));
         let got = aws.get_elb(&s).await;
         assert!(matches!(got, Ok(Some(_))), "{got:?}");
+    }
+
+    /// A security group left by a failed ensure makes the load balancer "exist" (with no
+    /// ingress), so the controller's delete path removes it; with neither, it does not.
+    #[tokio::test]
+    async fn a_left_security_group_reads_as_a_load_balancer_to_delete() {
+        use wiremock::matchers::{body_string_contains, method};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(body_string_contains("Action=DescribeLoadBalancers&"))
+            .respond_with(ResponseTemplate::new(400).set_body_string(
+                "<ErrorResponse><Error><Code>LoadBalancerNotFound</Code>\
+                 <Message>no such load balancer</Message></Error></ErrorResponse>",
+            ))
+            .mount(&server)
+            .await;
+        let s = svc(json!({"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]}));
+        let group = format!("k8s-elb-{}", load_balancer_name(&s));
+        Mock::given(method("POST"))
+            .and(body_string_contains("Action=DescribeSecurityGroups&"))
+            .and(body_string_contains(group.as_str()))
+            .respond_with(ResponseTemplate::new(200).set_body_string(
+                "<DescribeSecurityGroupsResponse><securityGroupInfo><item>\
+                 <groupId>sg-1</groupId><ipPermissions/></item></securityGroupInfo>\
+                 </DescribeSecurityGroupsResponse>",
+            ))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(body_string_contains("Action=DescribeSecurityGroups&"))
+            .respond_with(ResponseTemplate::new(200).set_body_string(
+                "<DescribeSecurityGroupsResponse><securityGroupInfo/></DescribeSecurityGroupsResponse>",
+            ))
+            .mount(&server)
+            .await;
+        let aws = aws_against(&server.uri());
+        let got = aws.get_elb(&s).await;
+        assert!(
+            matches!(&got, Ok(Some(st)) if st.ingress.is_none()),
+            "{got:?}"
+        );
+        let mut other =
+            svc(json!({"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]}));
+        other.metadata.uid = Some("00000000-1111-2222-3333-444455556666".into());
+        let got = aws.get_elb(&other).await;
+        assert!(matches!(got, Ok(None)), "{got:?}");
+    }
+
+    /// The provider with EC2 and ELB at `uri` (a wiremock server), one attempt per call.
+    fn aws_against(uri: &str) -> Aws {
+        use super::super::client::{AwsClient, RetryPolicy};
+        use super::super::config::AwsConfig;
+        use super::super::sigv4::Credentials;
+        let mut text = String::from("[Global]\nZone = us-west-2a\nVPC = vpc-1\n");
+        for (i, svc) in ["ec2", "elasticloadbalancing"].iter().enumerate() {
+            text.push_str(&format!(
+                "[ServiceOverride \"{i}\"]\nService = {svc}\nRegion = us-west-2\nURL = {uri}\nSigningRegion = us-west-2\n"
+            ));
+        }
+        let (config, _) = AwsConfig::parse(&text).expect("config");
+        let creds = Credentials {
+            access_key_id: "AKIDTEST".into(),
+            secret_access_key: "secret".into(),
+        };
+        let mut client = AwsClient::new(&config, creds).expect("client");
+        client.set_retry(RetryPolicy {
+            attempts: 1,
+            base: std::time::Duration::from_millis(1),
+            max: std::time::Duration::from_millis(1),
+        });
+        Aws::with_client(config, client)
     }
 
     fn svc(spec: serde_json::Value) -> Service {
