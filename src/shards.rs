@@ -30,9 +30,11 @@ pub struct Finished {
 }
 
 impl Finished {
-    /// 0 (every case passed) or 1 (a case failed): the run completed and wrote its JUnit.
+    /// 0 (every case passed) or 101 (a case failed: libtest's code, which `run` keeps):
+    /// the run completed and wrote its JUnit. 1 is an error before or around the cases,
+    /// 2 bad input, 130 an interrupt.
     pub fn completed(&self) -> bool {
-        matches!(self.code, Some(0 | 1))
+        matches!(self.code, Some(0 | 101))
     }
 
     /// Where its output went.
@@ -61,6 +63,9 @@ pub fn run_all(
         .map(|(shard, dir)| {
             let mut cmd = Command::new(&exe);
             cmd.arg("run").args(args).arg("--artifacts").arg(&dir);
+            // A child is a run of its own, not the Prow job this process may be: it
+            // writes its own started.json and finished.json, which `merge` reads.
+            cmd.env_remove("PROW_JOB_ID");
             if let Some((k, n)) = shard {
                 cmd.arg("--shard").arg(format!("{k}/{n}"));
             }
