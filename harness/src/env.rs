@@ -56,6 +56,9 @@ pub struct NodeOptions {
 pub enum NodeIp {
     FirstInternal,
     Literal(String),
+    /// An address the cloud knows for no instance, in this cloud's own address block
+    /// (`127.99.<block>.1`), so cases running at once never bind the same one.
+    UnknownToCloud,
 }
 
 impl Default for NodeOptions {

@@ -294,7 +294,7 @@ async fn na04(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
     env.add_node(
         "node-a",
         NodeOptions {
-            node_ip: Some(NodeIp::Literal("127.99.0.1".into())),
+            node_ip: Some(NodeIp::UnknownToCloud),
             ..Default::default()
         },
     )

@@ -542,7 +542,7 @@ pub(crate) trait Backend: Send + Sync {
 pub struct CloudControl {
     backend: Box<dyn Backend>,
     /// Its /24 of the address pools, held until the cloud is gone.
-    _block: address_block::AddressBlock,
+    block: address_block::AddressBlock,
 }
 
 impl CloudControl {
@@ -559,14 +559,16 @@ impl CloudControl {
             Provider::Azure => Box::new(azure::Azure::start(seeded_nodes, address_block).await?),
             Provider::Gcp => Box::new(gcp::Gcp::start(seeded_nodes, address_block).await?),
         };
-        Ok(Self {
-            backend,
-            _block: block,
-        })
+        Ok(Self { backend, block })
     }
 
     pub fn provider(&self) -> Provider {
         self.backend.provider()
+    }
+
+    /// Its /24 index in the 127/8 address pools, unique on the machine while it runs.
+    pub fn address_block(&self) -> u8 {
+        self.block.index
     }
 
     /// Whether this cloud can express `feature`; `Err` says precisely why not.

@@ -69,6 +69,9 @@ impl Environment {
         config.node_ip = match (&options.node_ip, &instance) {
             (Some(NodeIp::Literal(ip)), _) => Some(ip.clone()),
             (Some(NodeIp::FirstInternal), Some(i)) => i.internal_ips.first().cloned(),
+            (Some(NodeIp::UnknownToCloud), _) => {
+                Some(format!("127.99.{}.1", self.cloud().address_block()))
+            }
             _ => None,
         };
         config.provider_id = options.kubelet_provider_id;
