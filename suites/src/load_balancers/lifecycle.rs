@@ -312,3 +312,52 @@ pub(super) async fn lb19(env: &mut Environment) -> Result<CaseMetrics, CaseError
     delete_and_check_leaks(env).await?;
     Ok(vec![])
 }
+
+/// LB-27: whatever failed ensures made before the load balancer itself (AWS's security
+/// group, Azure's public IP, GCE's firewall rules, target pool and health check) goes with
+/// the Service when it is deleted before its load balancer ever existed. The creates fail
+/// until the end, so only the delete path can clean up; the service controller runs it
+/// only for a load balancer GetLoadBalancer says exists (k8s.io/cloud-provider
+/// controllers/service `syncLoadBalancerIfNeeded`), so a provider that answers from the
+/// load balancer alone leaks the rest.
+pub(super) async fn lb27(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
+    two_nodes(env).await?;
+    let env: &Environment = env;
+    env.cloud().inject(FaultSpec::LoadBalancerWrite {
+        method: "POST",
+        status: 500,
+        count: None,
+    });
+    create(env, &service(SVC, json!({}))?).await?;
+    // The create was tried and refused: what an ensure makes first exists by now. (Not
+    // the SyncLoadBalancerFailed event: an SDK that retries 5xx answers for longer than
+    // the case waits would hide the question behind its retries.)
+    eventually(
+        "a load-balancer create the cloud refused",
+        Duration::from_secs(20),
+        || async {
+            let refused = env.cloud().faulted_calls();
+            Ok(if refused >= 1 {
+                Probe::Done(())
+            } else {
+                Probe::Pending("no refused create yet".into())
+            })
+        },
+    )
+    .await?;
+    // Deleted with the creates still failing: a delete path that needs none must finish,
+    // once the ensure in flight has given up (an SDK's retries of the refused create take
+    // up to 35 s on Azure: 5, 10 and 20 s).
+    env.services()
+        .delete(SVC, &DeleteParams::default())
+        .await
+        .map_err(|e| CaseError::infra("deleting Service", e))?;
+    super::wait_service_gone_within(env.services(), Duration::from_secs(90)).await?;
+    env.cloud().clear_faults();
+    let leaks = env.cloud().leaks();
+    ensure!(
+        leaks.is_empty(),
+        "expected nothing the failed ensures made left in the cloud, observed {leaks:?}"
+    );
+    Ok(vec![])
+}

@@ -63,7 +63,7 @@ mod scale;
 mod syncs;
 mod traffic;
 
-use lifecycle::{lb01, lb03, lb04, lb05, lb18, lb19};
+use lifecycle::{lb01, lb03, lb04, lb05, lb18, lb19, lb27};
 use nodes::{lb14, lb15, lb16, lb17};
 use out_of_band::{lb21, lb26};
 use restarts::{lb06, lb06b, lb07, lb07b, lb25};
@@ -238,6 +238,12 @@ pub fn cases() -> Vec<Case> {
             lb26
         ),
         case!(
+            "LB-27",
+            "leaves nothing in the cloud when a Service is deleted while its load balancer's creation keeps failing",
+            &[Mock],
+            lb27
+        ),
+        case!(
             "LB-22",
             "keeps a UDP client's flow answered while its server cycles on the same and another node, and honours ClientIP affinity",
             &[Mock],
@@ -397,7 +403,15 @@ async fn wait_gone(env: &Environment) -> Result<(), CaseError> {
 /// `EnsureLoadBalancerDeleted` (it removes the finalizer last), whatever else (a public
 /// IP, a security group) it deletes after the load balancer itself.
 async fn wait_service_gone(services: Api<Service>) -> Result<(), CaseError> {
-    eventually("the Service to be gone", LB_TIMEOUT, || {
+    wait_service_gone_within(services, LB_TIMEOUT).await
+}
+
+/// [`wait_service_gone`] with another bound.
+async fn wait_service_gone_within(
+    services: Api<Service>,
+    timeout: Duration,
+) -> Result<(), CaseError> {
+    eventually("the Service to be gone", timeout, || {
         let services = services.clone();
         async move {
             Ok(
