@@ -41,9 +41,10 @@ pub struct BenchArgs {
     /// Mock cloud for node-init and lb: openstack or aws.
     #[arg(long, default_value = "openstack")]
     pub provider: String,
-    /// Repetitions; the medians are reported.
-    #[arg(long, default_value_t = 3)]
-    pub runs: usize,
+    /// Repetitions; the medians are reported (default 3; 1 for matrix, which takes about
+    /// half an hour a run on two cores).
+    #[arg(long)]
+    pub runs: Option<usize>,
     /// `reference`, `upstream[@vX.Y.Z]` or a CCM binary.
     #[arg(long, default_value = "reference")]
     pub ccm: String,
@@ -74,6 +75,14 @@ pub struct BenchArgs {
     /// The API server for node-init and lb: `embedded` or `real` (as `run --apiserver`).
     #[arg(long, env = "CCM_CONFORMANCE_APISERVER", default_value = "embedded")]
     pub apiserver: ApiserverKind,
+}
+
+impl BenchArgs {
+    /// `--runs`, or the benchmark's default.
+    fn repetitions(&self) -> usize {
+        let default = if self.name == "matrix" { 1 } else { 3 };
+        self.runs.unwrap_or(default).max(1)
+    }
 }
 
 /// Runs the benchmark named in `args`, then records its figures when asked.
@@ -176,7 +185,7 @@ fn synthetic(args: &BenchArgs) -> Result<Vec<Figures>> {
             (b.clone(), vec![(format!("{b} s"), secs(elapsed))])
         }
         _ => {
-            let t = ccm_testgrid::bench::merge_runs(dir.path(), cases, 3, args.runs.max(1))?;
+            let t = ccm_testgrid::bench::merge_runs(dir.path(), cases, 3, args.repetitions())?;
             println!(
                 "merge of 3 shards of a {cases}-case run (one case log each): median {:.3} s  max {:.3} s  over {} merges",
                 secs(t.median),
@@ -225,7 +234,7 @@ fn matrix(args: &BenchArgs) -> Result<Vec<Figures>> {
         root.display()
     );
     let mut results: Vec<Vec<MatrixRun>> = vec![Vec::new(), Vec::new()];
-    for run in 1..=args.runs.max(1) {
+    for run in 1..=args.repetitions() {
         for (i, ccm) in ccms.iter().enumerate() {
             let dir =
                 root.join(format!("run-{run}"))
@@ -374,7 +383,7 @@ async fn node_init(args: &BenchArgs) -> Result<Vec<Figures>> {
     let nodes = args.nodes.unwrap_or(1000);
     let ccms = bench_ccms(args, provider)?;
     let mut reports: Vec<Vec<ccm_harness::bench::NodeInitReport>> = vec![Vec::new(); ccms.len()];
-    for run in 1..=args.runs.max(1) {
+    for run in 1..=args.repetitions() {
         // Interleaved, so both CCMs see the same machine load over the runs.
         for (i, (label, settings)) in ccms.iter().enumerate() {
             let dir = settings
@@ -489,7 +498,7 @@ async fn lb(args: &BenchArgs) -> Result<Vec<Figures>> {
     let nodes = args.nodes.unwrap_or(50);
     let ccms = bench_ccms(args, provider)?;
     let mut reports: Vec<Vec<LbBenchReport>> = (0..ccms.len()).map(|_| Vec::new()).collect();
-    for run in 1..=args.runs.max(1) {
+    for run in 1..=args.repetitions() {
         for (i, (label, settings)) in ccms.iter().enumerate() {
             let dir = settings
                 .artifacts

@@ -60,6 +60,10 @@ pub struct SoakArgs {
     /// a margin (upstream's service controller backs off up to 5 min).
     #[arg(long, default_value = "330s")]
     quiet_limit: String,
+    /// How long the API server keeps an Event after its last write (kube-apiserver's
+    /// `--event-ttl`; the Events are the harness's longest-lived memory in a soak).
+    #[arg(long, default_value = "1h")]
+    event_ttl: String,
     /// The bound on cloud calls in any one second (invariant SO-6).
     #[arg(long, default_value_t = 400)]
     max_calls_per_second: usize,
@@ -117,8 +121,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
-/// The configuration `args` describe, or the one line saying what is wrong.
-fn config(args: &SoakArgs) -> Result<SoakConfig, String> {
+/// The configuration `args` describe with the API server's Event TTL, or the one line
+/// saying what is wrong.
+fn config(args: &SoakArgs) -> Result<(SoakConfig, std::time::Duration), String> {
     let provider = Provider::parse(&args.provider)?;
     let duration = parse_duration(&args.duration).map_err(|e| format!("--duration {e}"))?;
     let seed = args.seed.unwrap_or_else(|| {
@@ -147,11 +152,17 @@ fn config(args: &SoakArgs) -> Result<SoakConfig, String> {
         ));
     }
     c.replicas = args.replicas;
-    Ok(c)
+    let event_ttl = parse_duration(&args.event_ttl)
+        .map_err(|e| format!("--event-ttl {e}"))
+        .and_then(|ttl| match ttl.is_zero() {
+            true => Err("--event-ttl must be longer than 0s".to_string()),
+            false => Ok(ttl),
+        })?;
+    Ok((c, event_ttl))
 }
 
 pub fn soak(args: SoakArgs) -> Result<ExitCode> {
-    let config = match config(&args) {
+    let (config, event_ttl) = match config(&args) {
         Ok(c) => c,
         Err(line) => {
             eprintln!("error: {line}");
@@ -159,6 +170,7 @@ pub fn soak(args: SoakArgs) -> Result<ExitCode> {
         }
     };
     let mut settings = Settings::new(crate::reference_ccm()?);
+    settings.event_ttl = event_ttl;
     settings.set_ccm(&args.ccm);
     settings.ccm_args = args.ccm_args.clone();
     settings.artifacts = args.artifacts.clone();
