@@ -451,17 +451,19 @@ impl Aws {
         params
     }
 
-    /// The ELB's status; or an empty status when only its security group exists, so that
+    /// The ELB's status; for a Service on its way out (deleted, or no longer of type
+    /// LoadBalancer), an empty status also when only its security group exists, so that
     /// the service controller runs [`Self::delete_elb`] for it.
     ///
     /// Where this parts from upstream: an ensure that fails after making `k8s-elb-<name>`
-    /// and before the ELB (a throttled `DescribeSubnets`, say) leaves the group, and
-    /// upstream's GetLoadBalancer answers "not found" from the ELB alone
-    /// (cloud-provider-aws pkg/providers/v1/aws.go). Its service controller deletes only
-    /// what GetLoadBalancer says exists (k8s.io/cloud-provider controllers/service
+    /// and before the ELB (a throttled `DescribeSubnets`, a refused `CreateLoadBalancer`)
+    /// leaves the group, and upstream's GetLoadBalancer answers "not found" from the ELB
+    /// alone (cloud-provider-aws pkg/providers/v1/aws.go). Its service controller deletes
+    /// only what GetLoadBalancer says exists (k8s.io/cloud-provider controllers/service
     /// `syncLoadBalancerIfNeeded`), and EnsureLoadBalancerDeleted also returns at "Load
-    /// balancer already deleted": a Service deleted then leaks the group. Invariant SO-2
-    /// (no leaks) caught it in CH-05 when the cases ran three processes at once.
+    /// balancer already deleted": the group leaks (LB-27). A live Service keeps upstream's
+    /// answer: after a failed update, "not found" is what tells the controller the ELB is
+    /// gone and there is no failure to report (LB-26).
     pub(crate) async fn get_elb(
         &self,
         service: &Service,
@@ -469,6 +471,11 @@ impl Aws {
         let name = load_balancer_name(service);
         if let Some(lb) = self.describe_elb(&name).await? {
             return Ok(Some(status(&lb.dns_name)));
+        }
+        let leaving = service.metadata.deletion_timestamp.is_some()
+            || service.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("LoadBalancer");
+        if !leaving {
+            return Ok(None);
         }
         let vpc = self.vpc_id().await?;
         let group = self.find_group(&format!("k8s-elb-{name}"), &vpc).await?;
@@ -653,8 +660,9 @@ mod tests {
         assert!(matches!(got, Ok(Some(_))), "{got:?}");
     }
 
-    /// A security group left by a failed ensure makes the load balancer "exist" (with no
-    /// ingress), so the controller's delete path removes it; with neither, it does not.
+    /// A security group left by a failed ensure makes a deleted Service's load balancer
+    /// "exist" (with no ingress), so the controller's delete path removes it; a live
+    /// Service's does not, and with neither nothing exists.
     #[tokio::test]
     async fn a_left_security_group_reads_as_a_load_balancer_to_delete() {
         use wiremock::matchers::{body_string_contains, method};
@@ -688,13 +696,19 @@ mod tests {
             .mount(&server)
             .await;
         let aws = aws_against(&server.uri());
+        // A live Service: the ELB alone answers (what tells a failed update "gone").
+        let got = aws.get_elb(&s).await;
+        assert!(matches!(got, Ok(None)), "{got:?}");
+        let mut s = s;
+        s.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
         let got = aws.get_elb(&s).await;
         assert!(
             matches!(&got, Ok(Some(st)) if st.ingress.is_none()),
             "{got:?}"
         );
-        let mut other =
-            svc(json!({"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]}));
+        let mut other = s.clone();
         other.metadata.uid = Some("00000000-1111-2222-3333-444455556666".into());
         let got = aws.get_elb(&other).await;
         assert!(matches!(got, Ok(None)), "{got:?}");
