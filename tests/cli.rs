@@ -1263,8 +1263,10 @@ fn soak_refuses_bad_input_with_one_line_and_status_2() {
     let bad_file = dir.path().join("faults.json");
     std::fs::write(&bad_file, r#"[{"kind": "error", "status": 200}]"#).unwrap();
     let artifacts = dir.path().join("out");
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--provider", "gke"], "unknown provider"),
+        (&["--provider", "aws", "--event-ttl", "0s"], "--event-ttl"),
+        (&["--provider", "aws", "--event-ttl", "soon"], "--event-ttl"),
         (&["--provider", "aws", "--replicas", "0"], "--replicas"),
         (&["--provider", "aws", "--replicas", "9"], "--replicas"),
         (&["--provider", "aws", "--duration", "5"], "--duration"),

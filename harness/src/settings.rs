@@ -57,6 +57,9 @@ pub struct Settings {
     /// run took: `--shard-durations`, `CCM_CONFORMANCE_SHARD_DURATIONS`).
     pub shard: Option<crate::shard::Shard>,
     pub shard_durations: BTreeMap<String, Duration>,
+    /// How long the embedded API server keeps an Event after its last write
+    /// (kube-apiserver's `--event-ttl`, an hour by default; `soak --event-ttl`).
+    pub event_ttl: Duration,
 }
 
 /// Which API server a hermetic case runs against.
@@ -175,6 +178,7 @@ impl Settings {
             node_manager: None,
             shard: None,
             shard_durations: BTreeMap::new(),
+            event_ttl: Duration::from_secs(3600),
         }
     }
 

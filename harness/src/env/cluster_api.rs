@@ -77,6 +77,7 @@ impl ClusterApi {
             ApiServerChoice::Embedded => ApiServer::start(ApiConfig {
                 tls: true,
                 rbac: true,
+                event_ttl: settings.event_ttl,
                 ..ApiConfig::default()
             })
             .await

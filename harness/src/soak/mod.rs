@@ -161,11 +161,23 @@ pub struct SoakReport {
     pub harness_cpu_share: f64,
     /// The harness process's resident memory at the start, at its peak and at the end.
     pub rss_start_kib: u64,
-    /// Resident memory through the workload, about every tenth of it (time since the
-    /// workload started, KiB): whether it levels off or keeps climbing.
-    pub rss_samples: Vec<(Duration, u64)>,
+    /// Resident memory and the Events held through the workload, about every tenth of
+    /// it: whether memory levels off or keeps climbing, and with what.
+    pub samples: Vec<MemorySample>,
     pub rss_peak_kib: u64,
     pub rss_end_kib: u64,
+}
+
+/// The harness's memory at one point of the workload, beside what the API server holds
+/// that lives longest: Events (deleted an `--event-ttl`, an hour by default, after their
+/// last write, as kube-apiserver does).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemorySample {
+    /// Since the workload started.
+    pub at: Duration,
+    pub rss_kib: u64,
+    /// Events in the cluster (`None`: the list failed, e.g. during an API server restart).
+    pub events: Option<u64>,
 }
 
 impl SoakReport {
@@ -325,11 +337,14 @@ impl<'a> Soak<'a> {
             self.report.steps += 1;
             if (i + 1) % tenth == 0 {
                 let rss = process_rss_kib();
-                self.report
-                    .rss_samples
-                    .push((workload_started.elapsed(), rss));
+                let events = count_events(env).await;
+                self.report.samples.push(MemorySample {
+                    at: workload_started.elapsed(),
+                    rss_kib: rss,
+                    events,
+                });
                 progress(&format!(
-                    "soak [{provider}] {:>4}s step {}/{}: {} Services ({} LoadBalancer), {} nodes, {} faults fired, {} kills, {} API server restarts, {} CCM exits, harness RSS {} MiB",
+                    "soak [{provider}] {:>4}s step {}/{}: {} Services ({} LoadBalancer), {} nodes, {} faults fired, {} kills, {} API server restarts, {} CCM exits, harness RSS {} MiB, {} Events",
                     workload_started.elapsed().as_secs(),
                     i + 1,
                     steps.len(),
@@ -341,6 +356,7 @@ impl<'a> Soak<'a> {
                     self.report.apiserver_restarts,
                     self.report.ccm_exits,
                     rss / 1024,
+                    events.map_or("?".into(), |n| n.to_string()),
                 ));
             }
         }
@@ -921,6 +937,16 @@ fn process_cpu_seconds() -> f64 {
         .sum();
     // USER_HZ is 100 on Linux for every architecture the harness runs on.
     ticks / 100.0
+}
+
+/// How many Events the cluster holds: a one-item list and its `remainingItemCount`.
+async fn count_events(env: &Environment) -> Option<u64> {
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> = kube::Api::all(env.client());
+    let page = events
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .ok()?;
+    Some(page.items.len() as u64 + page.metadata.remaining_item_count.unwrap_or(0).max(0) as u64)
 }
 
 /// This process's resident set size in KiB (`VmRSS`; 0 where unreadable).
