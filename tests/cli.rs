@@ -57,18 +57,21 @@ fn kubectl(kubeconfig: &str, cache: &Path, args: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// `cluster ARGS --ready-file DIR/ready.json`, once it serves: the child and its ready object.
+fn start_cluster(dir: &Path, args: &[&str]) -> (Running, serde_json::Value) {
+    let ready = dir.join("ready.json");
+    let mut all = vec!["cluster"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--ready-file", ready.to_str().unwrap()]);
+    let mut child = start(&all);
+    let info = wait_ready(&ready, &mut child);
+    (child, info)
+}
+
 #[test]
 fn cluster_serves_a_kubeconfig_kubectl_can_use() {
     let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready.json");
-    let mut child = start(&[
-        "cluster",
-        "--nodes",
-        "3",
-        "--ready-file",
-        ready.to_str().unwrap(),
-    ]);
-    let info = wait_ready(&ready, &mut child);
+    let (_cluster, info) = start_cluster(dir.path(), &["--nodes", "3"]);
     let kubeconfig = info["kubeconfig"].as_str().expect("kubeconfig path");
     assert!(
         info["server"]
@@ -151,19 +154,10 @@ fn cluster_data_dir_keeps_objects_across_a_restart() {
 #[test]
 fn cluster_with_openstack_and_reference_ccm_initializes_nodes() {
     let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready.json");
-    let mut child = start(&[
-        "cluster",
-        "--cloud",
-        "openstack",
-        "--nodes",
-        "2",
-        "--ccm",
-        CCM,
-        "--ready-file",
-        ready.to_str().unwrap(),
-    ]);
-    let info = wait_ready(&ready, &mut child);
+    let (_cluster, info) = start_cluster(
+        dir.path(),
+        &["--cloud", "openstack", "--nodes", "2", "--ccm", CCM],
+    );
     assert!(info["cloud"]["auth_url"].as_str().unwrap().ends_with("/v3"));
     let kubeconfig = info["kubeconfig"].as_str().unwrap().to_string();
     let cache = dir.path().join("cache");
@@ -1510,19 +1504,10 @@ fn three_shards_in_parallel_merge_into_the_unsharded_run() {
 #[test]
 fn in_cluster_mode_runs_from_the_pods_service_account() {
     let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready.json");
-    let mut cluster = start(&[
-        "cluster",
-        "--cloud",
-        "openstack",
-        "--nodes",
-        "2",
-        "--ccm",
-        "reference",
-        "--ready-file",
-        ready.to_str().unwrap(),
-    ]);
-    let info = wait_ready(&ready, &mut cluster);
+    let (cluster, info) = start_cluster(
+        dir.path(),
+        &["--cloud", "openstack", "--nodes", "2", "--ccm", "reference"],
+    );
     // The cluster's kubeconfig (JSON) carries its CA, which the pod's ca.crt would be.
     let kubeconfig: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(info["kubeconfig"].as_str().unwrap()).unwrap(),
@@ -1600,18 +1585,8 @@ fn in_cluster_mode_runs_from_the_pods_service_account() {
 #[test]
 fn an_interrupted_external_run_names_the_namespaces_it_leaves() {
     let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready.json");
     // No CCM: LB-01 waits for an ingress that never comes (up to --cloud-timeout).
-    let mut cluster = start(&[
-        "cluster",
-        "--cloud",
-        "openstack",
-        "--nodes",
-        "2",
-        "--ready-file",
-        ready.to_str().unwrap(),
-    ]);
-    let info = wait_ready(&ready, &mut cluster);
+    let (cluster, info) = start_cluster(dir.path(), &["--cloud", "openstack", "--nodes", "2"]);
     let kubeconfig = info["kubeconfig"].as_str().unwrap().to_string();
     let artifacts = dir.path().join("artifacts");
     let mut run = Command::new(BIN)
