@@ -138,7 +138,7 @@ async fn updates_in_process(nodes: usize) -> (f64, f64) {
                 format!("/api/v1/nodes/{name}"),
                 "application/merge-patch+json",
                 json!({"metadata": {"labels": {"node.kubernetes.io/instance-type": "m1.small",
-                        "topology.kubernetes.io/zone": "nova"}}, "spec": {"providerID": format!("openstack:///{i}")}}),
+                        "topology.kubernetes.io/zone": "zone-a"}}, "spec": {"providerID": format!("example:///{i}")}}),
             ),
             patch(
                 format!("/api/v1/nodes/{name}"),

@@ -13,7 +13,8 @@
 //! [`apply`] (server-side apply and managedFields) builds on [`fieldpath`]
 //! (field sets in upstream's `FieldsV1` encoding). [`auth`] says who calls; [`rbac`]
 //! (optional) what they may do; [`review`] serves the TokenRequest, TokenReview and
-//! access-review APIs on [`tokens`].
+//! access-review APIs on [`tokens`]. [`config`] holds the settings both [`http`] and
+//! [`server`] are built from.
 //!
 //! Testing beyond the unit tests: `tests/kube_apiserver/properties.rs` fuzzes every parser
 //! that takes outside input with proptest (`PROPTEST_CASES=N` for a longer run);
@@ -28,6 +29,7 @@ pub mod allocator;
 pub mod apply;
 pub mod audit;
 pub mod auth;
+pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod events_ttl;
@@ -53,7 +55,8 @@ pub mod validation;
 pub mod watch;
 
 pub use audit::AuditEntry;
+pub use config::Config;
 pub use error::ApiError;
 pub use http::{AppState, router};
-pub use server::{ApiServer, Config, Error};
+pub use server::{ApiServer, Error};
 pub use store::Store;

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::error::Cause;
+use crate::error::{ApiError, Cause};
 use crate::resources::NameRule;
 
 /// `metadata.<field>` as a string, if it is one.
@@ -54,6 +54,21 @@ pub fn set_meta(obj: &mut Value, field: &str, value: Option<Value>) {
         }
         None => {
             meta.remove(field);
+        }
+    }
+}
+
+/// The name of an object written to a URL that names it: a `metadata.name` in the body
+/// must be the URL's (a 400 otherwise, as upstream's create-on-update, apply and update
+/// paths answer), and a missing one is set to it.
+pub fn set_name_from_url(obj: &mut Value, name: &str) -> Result<(), ApiError> {
+    match meta_nonempty(obj, "name") {
+        Some(n) if n != name => Err(ApiError::BadRequest(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
+        _ => {
+            set_meta(obj, "name", Some(Value::String(name.to_string())));
+            Ok(())
         }
     }
 }

@@ -498,14 +498,14 @@ pub fn prune_unknown(obj: &mut Value, unknown: &[String]) {
 mod tests {
     use super::*;
     use crate::resources::lookup;
-    use crate::schema::TYPES;
+    use crate::schema::types;
 
     #[test]
     fn every_served_kind_has_a_schema_and_every_ref_resolves() {
         for desc in RESOURCES.iter().filter(|r| !r.create_only) {
             assert!(kind_def(desc).is_some(), "{}", desc.kind);
         }
-        for t in TYPES {
+        for t in types() {
             for (name, spec, _) in t.fields {
                 let base = spec.trim_start_matches("[]");
                 let builtin = matches!(

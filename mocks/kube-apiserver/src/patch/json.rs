@@ -15,7 +15,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{PatchError, go_json_type};
+use super::error::{PatchError, go_json_type};
 
 const ERR_MISSING: &str = "missing value";
 const ERR_TEST_FAILED: &str = "test failed";

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{PatchError, go_json_type};
+use super::error::{PatchError, go_json_type};
 
 /// Apply a merge patch body to `target`.
 pub fn apply(target: &Value, patch: &[u8]) -> Result<Value, PatchError> {
