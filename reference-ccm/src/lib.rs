@@ -36,16 +36,13 @@ pub const USER_AGENT: &str = concat!("reference-ccm/", env!("CARGO_PKG_VERSION")
 pub enum StartupError {
     #[error(transparent)]
     Options(#[from] options::OptionsError),
-    #[error("openstack provider: {0}")]
-    OpenStack(#[from] providers::openstack::OpenStackError),
-    #[error("aws provider: {0}")]
-    Aws(#[from] providers::aws::AwsError),
-    #[error("vsphere provider: {0}")]
-    Vsphere(#[from] providers::vsphere::VsphereError),
-    #[error("azure provider: {0}")]
-    Azure(#[from] providers::azure::AzureError),
-    #[error("gce provider: {0}")]
-    Gce(#[from] providers::gce::GceError),
+    /// The chosen provider could not be built (its config, its cloud); `provider` is its
+    /// `--cloud-provider` name.
+    #[error("{provider} provider: {source}")]
+    Provider {
+        provider: &'static str,
+        source: providers::ProviderError,
+    },
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
     #[error("kubernetes client: {0}")]
@@ -176,7 +173,6 @@ async fn kube_config(opts: &Options) -> Result<kube::Config, StartupError> {
 pub async fn run(opts: Options) -> Result<(), StartupError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     opts.validate()?;
-    providers::openstack::loadbalancer::use_name_scheme(opts.testing_lb_name_scheme);
     providers::use_skip_lookup_before_create(
         opts.breaks(options::TestingBreak::SkipLookupBeforeCreate),
     );
@@ -184,23 +180,14 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     let migration = migration::MigrationConfig::from_options(&opts)?;
 
     // Provider and client first, logging after: a startup error stays one line.
-    let (mut cloud, mut warnings) = if opts.cloud_provider == "aws" {
-        let (aws, warnings) = providers::aws::Aws::new(&opts.cloud_config).await?;
-        (providers::AnyCloud::Aws(aws), warnings)
-    } else if opts.cloud_provider == providers::azure::instances::PROVIDER_NAME {
-        let (az, warnings) = providers::azure::Azure::new(&opts.cloud_config).await?;
-        (providers::AnyCloud::Azure(az), warnings)
-    } else if opts.cloud_provider == providers::gce::instances::PROVIDER_NAME {
-        let (gce, warnings) = providers::gce::Gce::new(&opts.cloud_config).await?;
-        (providers::AnyCloud::Gce(gce), warnings)
-    } else if opts.cloud_provider == providers::vsphere::PROVIDER_NAME {
-        let (vs, warnings) = providers::vsphere::Vsphere::new(&opts.cloud_config).await?;
-        let vs = vs.with_node_labels(opts.node_labels());
-        (providers::AnyCloud::Vsphere(vs), warnings)
-    } else {
-        let (os, warnings) = providers::openstack::OpenStack::new(&opts.cloud_config).await?;
-        (providers::AnyCloud::OpenStack(os), warnings)
-    };
+    let factory = opts.provider_factory()?;
+    let (mut cloud, mut warnings) =
+        (factory.new)(&opts)
+            .await
+            .map_err(|source| StartupError::Provider {
+                provider: factory.name,
+                source,
+            })?;
     if enabled.contains(&options::NODE_ROUTE) && opts.configure_cloud_routes {
         warnings.extend(cloud.detect_routes().await);
     }

@@ -5,11 +5,11 @@
 //! - node controller histograms (`kubernetes/cloud-provider` `controllers/node/metrics.go`:
 //!   buckets 1..1024 s, x4), per process in [`Metrics`];
 //! - service controller (`controllers/service/metrics.go`: `service_controller_*`, buckets
-//!   1..16384 s, x2), route controller (`controllers/route/metrics.go`), the OpenStack API
-//!   (`cloud-provider-openstack` `pkg/metrics/metrics_api.go`: `openstack_api_*` labelled by
-//!   `request` = `<resource>_<verb>`) and client-go style workqueue metrics
-//!   (`workqueue_*{name}`), process-wide in [`global`] because they are recorded deep in
-//!   controllers and clients.
+//!   1..16384 s, x2), route controller (`controllers/route/metrics.go`), the families each
+//!   registered provider records itself (its factory's `render_metrics`, e.g. an API's
+//!   request metrics; see [`crate::providers::ProviderFactory`]) and client-go style
+//!   workqueue metrics (`workqueue_*{name}`), process-wide in [`global`] because they are
+//!   recorded deep in controllers and clients.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,7 +22,7 @@ const SERVICE_BUCKETS: [f64; 15] = [
     16384.0,
 ];
 /// Prometheus `DefBuckets`, used when upstream sets none.
-const DEFAULT_BUCKETS: [f64; 11] = [
+pub const DEFAULT_BUCKETS: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
@@ -54,7 +54,8 @@ impl Histogram {
         }
     }
 
-    fn labelled(
+    /// A histogram with one label (providers' own metrics use it too).
+    pub fn labelled(
         name: &'static str,
         help: &'static str,
         label: &'static str,
@@ -87,7 +88,8 @@ impl Histogram {
         d.sum += value;
     }
 
-    fn render(&self, out: &mut String) {
+    /// Appends the family in Prometheus text format.
+    pub fn render(&self, out: &mut String) {
         let Ok(all) = self.data.lock() else { return };
         let _ = writeln!(
             out,
@@ -145,7 +147,8 @@ pub struct Counter {
 }
 
 impl Counter {
-    fn new(name: &'static str, help: &'static str, label: Option<&'static str>) -> Self {
+    /// A counter, with one label or none (providers' own metrics use it too).
+    pub fn new(name: &'static str, help: &'static str, label: Option<&'static str>) -> Self {
         Self {
             name,
             help,
@@ -191,7 +194,8 @@ impl Counter {
             .unwrap_or(0.0)
     }
 
-    fn render(&self, out: &mut String) {
+    /// Appends the family in Prometheus text format.
+    pub fn render(&self, out: &mut String) {
         let Ok(values) = self.values.lock() else {
             return;
         };
@@ -263,9 +267,6 @@ pub struct ProcessMetrics {
     pub nodesync_latency_seconds: Histogram,
     pub update_loadbalancer_host_latency_seconds: Histogram,
     pub route_sync_total: Counter,
-    pub openstack_api_request_duration_seconds: Histogram,
-    pub openstack_api_requests_total: Counter,
-    pub openstack_api_request_errors_total: Counter,
     pub workqueue_adds_total: Counter,
     pub workqueue_depth: Counter,
     pub workqueue_retries_total: Counter,
@@ -299,22 +300,6 @@ impl ProcessMetrics {
                 "A metric counting the amount of times routes have been synced with the cloud provider.",
                 None,
             ),
-            openstack_api_request_duration_seconds: Histogram::labelled(
-                "openstack_api_request_duration_seconds",
-                "Latency of an OpenStack API call",
-                "request",
-                &DEFAULT_BUCKETS,
-            ),
-            openstack_api_requests_total: Counter::new(
-                "openstack_api_requests_total",
-                "Total number of OpenStack API calls",
-                Some("request"),
-            ),
-            openstack_api_request_errors_total: Counter::new(
-                "openstack_api_request_errors_total",
-                "Total number of errors for an OpenStack API call",
-                Some("request"),
-            ),
             workqueue_adds_total: Counter::new(
                 "workqueue_adds_total",
                 "Total number of adds handled by workqueue",
@@ -339,9 +324,12 @@ impl ProcessMetrics {
         self.nodesync_latency_seconds.render(out);
         self.update_loadbalancer_host_latency_seconds.render(out);
         self.route_sync_total.render(out);
-        self.openstack_api_request_duration_seconds.render(out);
-        self.openstack_api_requests_total.render(out);
-        self.openstack_api_request_errors_total.render(out);
+        for render in crate::providers::PROVIDERS
+            .iter()
+            .filter_map(|p| p.render_metrics)
+        {
+            render(out);
+        }
         self.workqueue_adds_total.render(out);
         self.workqueue_depth.render(out);
         self.workqueue_retries_total.render(out);

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser};
 
+use crate::providers::{self, ProviderFactory};
+
 /// Canonical names of the controllers a CCM knows (`kubernetes/cloud-provider`
 /// `names/controller_names.go`), with their pre-1.27 aliases.
 pub const CLOUD_NODE: &str = "cloud-node-controller";
@@ -29,7 +31,7 @@ const KNOWN_CONTROLLERS: [(&str, &str); 4] = [
 pub enum OptionsError {
     #[error("--cloud-provider cannot be empty")]
     MissingCloudProvider,
-    #[error("unknown cloud provider {0:?} (known: openstack, aws, vsphere, azure, gce)")]
+    #[error("unknown cloud provider {0:?} (known: {known})", known = known_providers())]
     UnknownCloudProvider(String),
     #[error("--controllers: {0:?} is not in the list of known controllers")]
     UnknownController(String),
@@ -41,10 +43,25 @@ pub enum OptionsError {
     BadDuration { value: String, reason: &'static str },
     #[error("invalid --node-labels key {key:?}: {reason}")]
     BadNodeLabelKey { key: String, reason: String },
-    #[error(
-        "--node-labels is a flag of the vSphere provider (--cloud-provider=vsphere), not of {0:?}"
-    )]
-    NodeLabelsNotVsphere(String),
+    /// `--node-labels` with a provider whose factory does not accept it.
+    #[error("--node-labels is a flag of the {owners}, not of {0:?}", owners = node_labels_owners())]
+    NodeLabelsNotAccepted(String),
+}
+
+/// `openstack, aws, ...`: the registered `--cloud-provider` names, in registry order.
+fn known_providers() -> String {
+    providers::names().collect::<Vec<_>>().join(", ")
+}
+
+/// Who owns `--node-labels`: `<Display> provider (--cloud-provider=<name>)` for each
+/// provider whose factory accepts it.
+fn node_labels_owners() -> String {
+    providers::PROVIDERS
+        .iter()
+        .filter(|p| p.accepts_node_labels)
+        .map(|p| format!("{} provider (--cloud-provider={})", p.display_name, p.name))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 /// All flags. Flags whose controllers are not implemented yet are accepted with their
@@ -206,11 +223,7 @@ impl Options {
 
     /// Checks what clap cannot: provider, controller names, lock kind, worker counts.
     pub fn validate(&self) -> Result<(), OptionsError> {
-        match self.cloud_provider.as_str() {
-            "" => return Err(OptionsError::MissingCloudProvider),
-            "openstack" | "aws" | "vsphere" | "azure" | "gce" => {}
-            other => return Err(OptionsError::UnknownCloudProvider(other.to_owned())),
-        }
+        let provider = self.provider_factory()?;
         self.enabled_controllers()?;
         if self.leader_elect_resource_lock != "leases" {
             return Err(OptionsError::UnsupportedResourceLock(
@@ -220,8 +233,8 @@ impl Options {
         if self.concurrent_node_syncs == 0 {
             return Err(OptionsError::BadNodeSyncs(0));
         }
-        if !self.node_labels.is_empty() && self.cloud_provider != "vsphere" {
-            return Err(OptionsError::NodeLabelsNotVsphere(
+        if !self.node_labels.is_empty() && !provider.accepts_node_labels {
+            return Err(OptionsError::NodeLabelsNotAccepted(
                 self.cloud_provider.clone(),
             ));
         }
@@ -233,6 +246,15 @@ impl Options {
             })?;
         }
         Ok(())
+    }
+
+    /// The registered provider `--cloud-provider` names.
+    pub fn provider_factory(&self) -> Result<&'static ProviderFactory, OptionsError> {
+        match self.cloud_provider.as_str() {
+            "" => Err(OptionsError::MissingCloudProvider),
+            name => providers::factory(name)
+                .ok_or_else(|| OptionsError::UnknownCloudProvider(name.to_owned())),
+        }
     }
 
     /// `--node-labels`, all occurrences merged (a later one wins for a repeated key).
@@ -645,7 +667,7 @@ mod node_labels_tests {
         let o = opts(&["--cloud-provider=openstack", "--node-labels=a=b"]).expect("parse");
         assert_eq!(
             o.validate(),
-            Err(OptionsError::NodeLabelsNotVsphere("openstack".into()))
+            Err(OptionsError::NodeLabelsNotAccepted("openstack".into()))
         );
         let o = opts(&[
             "--cloud-provider=vsphere",
@@ -660,6 +682,23 @@ mod node_labels_tests {
                 .starts_with("invalid --node-labels key \"Bad_Prefix.com/x\": "),
             "{e}"
         );
+    }
+
+    /// The provider errors are written from the registry, in its order, with the text
+    /// they had when each provider was named here by hand.
+    #[test]
+    fn provider_errors_are_written_from_the_registry() {
+        assert_eq!(
+            OptionsError::UnknownCloudProvider("nope".into()).to_string(),
+            "unknown cloud provider \"nope\" (known: openstack, aws, vsphere, azure, gce)"
+        );
+        assert_eq!(
+            OptionsError::NodeLabelsNotAccepted("openstack".into()).to_string(),
+            "--node-labels is a flag of the vSphere provider (--cloud-provider=vsphere), \
+             not of \"openstack\""
+        );
+        let o = opts(&["--cloud-provider=gce"]).expect("parse");
+        assert_eq!(o.provider_factory().map(|p| p.name), Ok("gce"));
     }
 
     /// The cases of apimachinery's `TestIsQualifiedName`.

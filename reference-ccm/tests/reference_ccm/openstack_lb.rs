@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use reference_ccm::cloud::{LoadBalancer, Route, Routes};
+use reference_ccm::providers::Provider;
 use reference_ccm::providers::openstack::OpenStack;
 use reference_ccm::providers::openstack::config::CloudConfig;
 use reference_ccm::providers::openstack::loadbalancer::PollSchedule;

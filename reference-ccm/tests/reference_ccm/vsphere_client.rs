@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Node, NodeStatus, NodeSystemInfo};
 use kube::api::ObjectMeta;
 use mock_vsphere::{Config, PowerState, VmPatch, VsphereMock};
 use reference_ccm::cloud::{CloudError, Instances};
+use reference_ccm::providers::Provider;
 use reference_ccm::providers::vsphere::Vsphere;
 use reference_ccm::providers::vsphere::config::VsphereConfig;
 use serde_json::json;

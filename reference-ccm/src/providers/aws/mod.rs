@@ -28,10 +28,12 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Node;
 
+use super::{AnyCloud, NewProvider, Provider, ProviderFactory};
 use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
+use crate::options::Options;
 use client::{Api, AwsClient, ClientError, filter_params, list_params};
 use config::AwsConfig;
-use instances::{Ec2Instance, Lookup, lookup_for};
+use instances::{Ec2Instance, Lookup, PROVIDER_NAME, lookup_for};
 
 /// Startup failures of the provider.
 #[derive(Debug, thiserror::Error)]
@@ -92,22 +94,6 @@ impl Aws {
 
     pub fn client(&self) -> &AwsClient {
         &self.client
-    }
-
-    /// The AWS provider needs no Kubernetes client (cloud-provider-aws's `Initialize` only
-    /// keeps the client builder for its tagging controller, not modelled here).
-    pub fn initialize(&self, _client: kube::Client) {}
-
-    /// Routes need nothing probed: the route table comes from the config or the VPC.
-    pub async fn detect_routes(&mut self) -> Option<String> {
-        None
-    }
-
-    pub fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            load_balancer: true,
-            routes: true,
-        }
     }
 
     /// Every instance `DescribeInstances` returns for `params`, following `NextToken`.
@@ -201,6 +187,41 @@ impl Aws {
             m.insert(zone.to_owned(), id.clone());
         }
         Ok(id)
+    }
+}
+
+/// The AWS provider in the registry ([`crate::providers::PROVIDERS`]).
+pub static FACTORY: ProviderFactory = ProviderFactory {
+    name: PROVIDER_NAME,
+    display_name: "AWS",
+    accepts_node_labels: false,
+    new: new_provider,
+    render_metrics: None,
+};
+
+/// [`ProviderFactory::new`]: [`Aws::new`] on `--cloud-config`.
+fn new_provider(opts: &Options) -> NewProvider<'_> {
+    Box::pin(async move {
+        let (cloud, warnings) = Aws::new(&opts.cloud_config).await?;
+        Ok((AnyCloud::new(cloud), warnings))
+    })
+}
+
+impl Provider for Aws {
+    /// The AWS provider needs no Kubernetes client (cloud-provider-aws's `Initialize` only
+    /// keeps the client builder for its tagging controller, not modelled here).
+    fn initialize(&self, _client: kube::Client) {}
+
+    /// Routes need nothing probed: the route table comes from the config or the VPC.
+    async fn detect_routes(&mut self) -> Option<String> {
+        None
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            load_balancer: true,
+            routes: true,
+        }
     }
 }
 

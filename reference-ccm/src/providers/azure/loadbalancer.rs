@@ -57,6 +57,10 @@
 //! user-assigned public IPs (`spec.loadBalancerIP` / `azure-pip-name` on external
 //! Services), the internal-subnet annotation, HA ports, PLS, multiple SLBs, shared probe
 //! mode, per-port probe annotations.
+//!
+//! This file has the names, the frontends, the LB and NSG writes and the `LoadBalancer`
+//! entry points; by role, the rules and probes are in `rules`, the backend pool in
+//! `backend_pool`, the public IPs in `public_ip`.
 
 use std::collections::BTreeSet;
 
@@ -69,6 +73,15 @@ use super::instances::last_segment;
 use super::nsg;
 use crate::cloud::{CloudError, LbError, LoadBalancer};
 use crate::providers::{lookup_before_create, skip_lookup_before_create};
+
+mod backend_pool;
+mod public_ip;
+mod rules;
+
+pub use backend_pool::{is_control_plane, nic_path_of};
+pub use public_ip::service_owns_pip;
+use rules::reconcile_list;
+pub use rules::{expected_probes_and_rules, probe_matches, rule_matches};
 
 pub const ANNOTATION_INTERNAL: &str = "service.beta.kubernetes.io/azure-load-balancer-internal";
 pub const ANNOTATION_DISABLE_FLOATING_IP: &str =
@@ -87,10 +100,6 @@ pub const SERVICE_TAG_KEY: &str = "k8s-azure-service";
 /// Public IP tag naming the cluster (`consts.ClusterNameKey`).
 pub const CLUSTER_NAME_KEY: &str = "k8s-azure-cluster-name";
 pub const INTERNAL_SUFFIX: &str = "-internal";
-const CONTROL_PLANE_LABELS: [&str; 2] = [
-    "node-role.kubernetes.io/control-plane",
-    "node-role.kubernetes.io/master",
-];
 
 impl From<ArmError> for LbError {
     fn from(e: ArmError) -> Self {
@@ -201,237 +210,6 @@ fn owned_by(name: &str, service: &Service) -> bool {
         .starts_with(&default_lb_name(service).to_ascii_uppercase())
 }
 
-/// The node's first InternalIP address.
-fn internal_ip(node: &Node) -> Option<String> {
-    node.status
-        .as_ref()?
-        .addresses
-        .as_ref()?
-        .iter()
-        .find(|a| a.type_ == "InternalIP")
-        .map(|a| a.address.clone())
-}
-
-/// Whether `node` is a control-plane node (`isControlPlaneNode`).
-pub fn is_control_plane(node: &Node) -> bool {
-    let Some(labels) = node.metadata.labels.as_ref() else {
-        return false;
-    };
-    CONTROL_PLANE_LABELS.iter().any(|l| labels.contains_key(*l))
-        || labels
-            .get("kubernetes.io/role")
-            .is_some_and(|v| v == "master")
-}
-
-/// The probes and rules a Service wants on an LB.
-pub fn expected_probes_and_rules(
-    service: &Service,
-    lb_id: &str,
-    fip_id: &str,
-    pool_id: &str,
-    disable_outbound_snat: bool,
-) -> Result<(Vec<Value>, Vec<Value>), LbError> {
-    let spec = service.spec.clone().unwrap_or_default();
-    let ports = spec.ports.clone().unwrap_or_default();
-    let probe_id = |name: &str| format!("{lb_id}/probes/{name}");
-    let mut probes = Vec::new();
-    let mut rules = Vec::new();
-    let idle = match annotation(service, ANNOTATION_IDLE_TIMEOUT) {
-        None => 4,
-        Some(v) => {
-            let n: i64 = v.trim().parse().map_err(|_| {
-                LbError::Other(format!(
-                    "error parsing idle timeout key: {ANNOTATION_IDLE_TIMEOUT}: {v:?}"
-                ))
-            })?;
-            if !(4..=100).contains(&n) {
-                return Err(LbError::Other(format!(
-                    "idle timeout value must be a whole number representing minutes between 4 and 100, actual value: {n}"
-                )));
-            }
-            n
-        }
-    };
-    // ETP=Local: kube-proxy's health check (service/helpers NeedsHealthCheck).
-    let mut local_probe: Option<Value> = None;
-    if spec.external_traffic_policy.as_deref() == Some("Local")
-        && spec.type_.as_deref() == Some("LoadBalancer")
-    {
-        let port = spec.health_check_node_port.unwrap_or(0);
-        let name = rule_name(service, "TCP", port, false);
-        local_probe = Some(json!({"name": name, "properties": {
-            "protocol": "Http", "port": port, "requestPath": "/healthz",
-            "intervalInSeconds": 5, "probeThreshold": 2}}));
-    }
-    let mut local_added = false;
-    for port in &ports {
-        let protocol = port.protocol.clone().unwrap_or_else(|| "TCP".to_owned());
-        let transport = match protocol.as_str() {
-            "TCP" => "Tcp",
-            "UDP" => "Udp",
-            "SCTP" => {
-                return Err(LbError::Other(
-                    "SCTP is only supported on standard loadbalancer in internal mode (not implemented by the reference CCM)".to_owned(),
-                ));
-            }
-            other => {
-                return Err(LbError::Other(format!(
-                    "only TCP, UDP and SCTP are supported for Azure LoadBalancers, not {other}"
-                )));
-            }
-        };
-        let name = rule_name(service, &protocol, port.port, false);
-        let node_port = port.node_port.unwrap_or(0);
-        let mut props = json!({
-            "protocol": transport,
-            "frontendPort": port.port,
-            "backendPort": port.port,
-            "disableOutboundSnat": disable_outbound_snat,
-            "enableFloatingIP": true,
-            "loadDistribution": if spec.session_affinity.as_deref() == Some("ClientIP") { "SourceIP" } else { "Default" },
-            "frontendIPConfiguration": {"id": fip_id},
-            "backendAddressPool": {"id": pool_id},
-            "idleTimeoutInMinutes": idle,
-        });
-        if transport == "Tcp" {
-            props["enableTcpReset"] =
-                json!(!annotation_true(service, ANNOTATION_DISABLE_TCP_RESET));
-        }
-        if transport == "Tcp" && local_probe.is_none() {
-            if node_port == 0 {
-                return Err(LbError::Other(format!(
-                    "port {} has no nodePort for its health probe",
-                    port.port
-                )));
-            }
-            let wanted = annotation(service, ANNOTATION_PROBE_PROTOCOL)
-                .map(str::to_owned)
-                .or_else(|| port.app_protocol.clone())
-                .unwrap_or_else(|| "Tcp".to_owned());
-            // Port-specific annotations are looked up first upstream; only the
-            // appProtocol and the global annotation are modelled here.
-            let wanted = annotation(
-                service,
-                &format!(
-                    "service.beta.kubernetes.io/port_{}_health-probe_protocol",
-                    port.port
-                ),
-            )
-            .map(str::to_owned)
-            .unwrap_or(wanted);
-            let probe_protocol = match wanted.trim().to_ascii_lowercase().as_str() {
-                "http" => "Http",
-                "https" => "Https",
-                _ => "Tcp",
-            };
-            let mut probe_props = json!({"protocol": probe_protocol, "port": node_port,
-                "intervalInSeconds": 5, "probeThreshold": 2});
-            if probe_protocol != "Tcp" {
-                probe_props["requestPath"] =
-                    json!(annotation(service, ANNOTATION_PROBE_PATH).unwrap_or("/"));
-            }
-            props["probe"] = json!({"id": probe_id(&name)});
-            probes.push(json!({"name": name, "properties": probe_props}));
-        } else if let Some(lp) = &local_probe {
-            // ETP Local: every rule, TCP or UDP, uses the health-check probe.
-            props["probe"] = json!({"id": probe_id(name_of(lp))});
-            if !local_added {
-                probes.push(lp.clone());
-                local_added = true;
-            }
-        }
-        if floating_ip_disabled(service) {
-            props["backendPort"] = json!(node_port);
-            props["enableFloatingIP"] = json!(false);
-        }
-        rules.push(json!({"name": name, "properties": props}));
-    }
-    Ok((probes, rules))
-}
-
-/// `findProbe`'s comparison.
-pub fn probe_matches(existing: &Value, expected: &Value) -> bool {
-    let num = |v: &Value, k: &str| {
-        v.pointer(&format!("/properties/{k}"))
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-    };
-    let s = |v: &Value, k: &str| str_at(v, &format!("/properties/{k}")).map(str::to_owned);
-    name_of(existing).eq_ignore_ascii_case(name_of(expected))
-        && num(existing, "port") == num(expected, "port")
-        && eq_ci(
-            s(existing, "protocol").as_deref(),
-            s(expected, "protocol").as_deref(),
-        )
-        && eq_ci(
-            s(existing, "requestPath").as_deref(),
-            s(expected, "requestPath").as_deref(),
-        )
-        && num(existing, "intervalInSeconds") == num(expected, "intervalInSeconds")
-        && num(existing, "probeThreshold") == num(expected, "probeThreshold")
-}
-
-/// `findRule` / `equalLoadBalancingRulePropertiesFormat` (with `wantLB`).
-pub fn rule_matches(existing: &Value, expected: &Value) -> bool {
-    if !name_of(existing).eq_ignore_ascii_case(name_of(expected)) {
-        return false;
-    }
-    let (s, t) = (&existing["properties"], &expected["properties"]);
-    let id = |v: &Value, k: &str| {
-        v.get(k)
-            .and_then(|r| r.get("id"))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let sub_eq = |k: &str| match (id(s, k), id(t, k)) {
-        (None, None) => true,
-        (Some(a), Some(b)) => a.eq_ignore_ascii_case(&b),
-        _ => false,
-    };
-    let flag = |v: &Value, k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
-    let tcp = s.get("protocol").and_then(Value::as_str) == Some("Tcp");
-    let mut same = s.get("protocol") == t.get("protocol")
-        && (!tcp || flag(s, "enableTcpReset") == flag(t, "enableTcpReset"))
-        && sub_eq("frontendIPConfiguration")
-        && sub_eq("backendAddressPool")
-        && s.get("loadDistribution") == t.get("loadDistribution")
-        && s.get("frontendPort") == t.get("frontendPort")
-        && s.get("backendPort") == t.get("backendPort")
-        && sub_eq("probe")
-        && s.get("enableFloatingIP") == t.get("enableFloatingIP")
-        && flag(s, "disableOutboundSnat") == flag(t, "disableOutboundSnat");
-    if let (Some(a), Some(b)) = (s.get("idleTimeoutInMinutes"), t.get("idleTimeoutInMinutes"))
-        && !a.is_null()
-        && !b.is_null()
-    {
-        same = same && a == b;
-    }
-    same
-}
-
-/// Removes the Service's items no longer expected and adds the missing ones
-/// (`reconcileLBProbes` / `reconcileLBRules`); whether anything changed.
-fn reconcile_list(
-    list: &mut Vec<Value>,
-    expected: &[Value],
-    service: &Service,
-    matches: fn(&Value, &Value) -> bool,
-) -> bool {
-    let mut dirty = false;
-    let before = list.len();
-    list.retain(|item| {
-        !owned_by(name_of(item), service) || expected.iter().any(|e| matches(item, e))
-    });
-    dirty |= list.len() != before;
-    for e in expected {
-        if !list.iter().any(|item| matches(item, e)) {
-            list.push(e.clone());
-            dirty = true;
-        }
-    }
-    dirty
-}
-
 fn array_mut<'a>(lb: &'a mut Value, key: &str) -> &'a mut Vec<Value> {
     if !lb["properties"][key].is_array() {
         lb["properties"][key] = json!([]);
@@ -456,47 +234,6 @@ fn ingress(ip: &str) -> LoadBalancerStatus {
     }
 }
 
-/// The service tag value of a public IP as a list (`parsePIPServiceTag`).
-fn pip_services(pip: &Value) -> Vec<String> {
-    let tags = pip.get("tags").and_then(Value::as_object);
-    let value = tags
-        .and_then(|t| {
-            t.iter()
-                .find(|(k, _)| {
-                    k.eq_ignore_ascii_case(SERVICE_TAG_KEY) || k.eq_ignore_ascii_case("service")
-                })
-                .and_then(|(_, v)| v.as_str())
-        })
-        .unwrap_or_default();
-    value
-        .split(',')
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
-fn pip_cluster(pip: &Value) -> Option<String> {
-    pip.get("tags").and_then(Value::as_object).and_then(|t| {
-        t.iter()
-            .find(|(k, _)| {
-                k.eq_ignore_ascii_case(CLUSTER_NAME_KEY)
-                    || k.eq_ignore_ascii_case("kubernetes-cluster-name")
-            })
-            .and_then(|(_, v)| v.as_str())
-            .map(str::to_owned)
-    })
-}
-
-/// `serviceOwnsPublicIP` for PIPs this CCM made: the Service is in the service tag and
-/// the cluster tag, if any, names this cluster.
-pub fn service_owns_pip(pip: &Value, service: &Service, cluster: &str) -> bool {
-    let key = service_key(service);
-    pip_services(pip)
-        .iter()
-        .any(|s| s.eq_ignore_ascii_case(&key))
-        && pip_cluster(pip).is_none_or(|c| c.is_empty() || c.eq_ignore_ascii_case(cluster))
-}
-
 impl Azure {
     fn lb_name(&self, cluster: &str, internal: bool) -> String {
         let prefix = if self.config.load_balancer_name.is_empty() {
@@ -516,57 +253,6 @@ impl Azure {
     /// the LB is PUT fresh, without `If-Match`, which ARM takes as create-or-replace).
     async fn lb_for_ensure(&self, skip: bool, lb_path: &str) -> Result<Option<Value>, ArmError> {
         lookup_before_create(skip, self.client.get_opt_or_created(lb_path, NETWORK_API)).await
-    }
-
-    /// Public IP `name`, created or bound to the Service (`ensurePublicIPExists`).
-    async fn ensure_public_ip(
-        &self,
-        cluster: &str,
-        service: &Service,
-        name: &str,
-    ) -> Result<Value, LbError> {
-        let path = self.network_path("publicIPAddresses", name);
-        let key = service_key(service);
-        match self.client.get_opt(&path, NETWORK_API, &[]).await? {
-            Some(mut pip) => {
-                let mut changed = false;
-                let mut services = pip_services(&pip);
-                if !services.iter().any(|s| s.eq_ignore_ascii_case(&key)) {
-                    services.push(key);
-                    if !pip["tags"].is_object() {
-                        pip["tags"] = json!({});
-                    }
-                    pip["tags"][SERVICE_TAG_KEY] = json!(services.join(","));
-                    changed = true;
-                }
-                if !str_at(&pip, "/sku/name").is_some_and(|s| s.eq_ignore_ascii_case("Standard")) {
-                    pip["sku"] = json!({"name": "Standard"});
-                    changed = true;
-                }
-                if !changed {
-                    return Ok(pip);
-                }
-                let tag = etag(&pip);
-                Ok(self
-                    .client
-                    .put(&path, NETWORK_API, &pip, tag.as_deref())
-                    .await?)
-            }
-            None => {
-                let mut pip = json!({
-                    "name": name,
-                    "location": self.config.location,
-                    "sku": {"name": "Standard"},
-                    "properties": {"publicIPAllocationMethod": "Static", "publicIPAddressVersion": "IPv4"},
-                    "tags": {SERVICE_TAG_KEY: key, CLUSTER_NAME_KEY: cluster},
-                });
-                let zones = self.location_zones();
-                if !zones.is_empty() {
-                    pip["zones"] = json!(zones);
-                }
-                Ok(self.client.put(&path, NETWORK_API, &pip, None).await?)
-            }
-        }
     }
 
     /// The frontend the Service wants, or `None` if the owned one still fits
@@ -767,211 +453,6 @@ impl Azure {
         Ok((lb, backend_ips, new_pip))
     }
 
-    /// `EnsureHostsInPool` plus removal of members whose node is gone or excluded; the
-    /// private IPs of the members.
-    async fn reconcile_backend_hosts(
-        &self,
-        lb: &Value,
-        pool_id: &str,
-        nodes: &[Node],
-    ) -> Result<Vec<String>, LbError> {
-        let eligible: Vec<&Node> = nodes.iter().filter(|n| !is_control_plane(n)).collect();
-        let names: BTreeSet<String> = eligible
-            .iter()
-            .filter_map(|n| n.metadata.name.clone())
-            .map(|n| n.to_ascii_lowercase())
-            .collect();
-        let lb_base = |id: &str| -> String {
-            let lower = id.to_ascii_lowercase();
-            let name = lower
-                .split("/loadbalancers/")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .unwrap_or_default()
-                .to_owned();
-            name.strip_suffix(INTERNAL_SUFFIX)
-                .map(str::to_owned)
-                .unwrap_or(name)
-        };
-        // The pool's members as ARM reports them (`backendIPConfigurations`).
-        let members: Vec<String> = lb["properties"]["backendAddressPools"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|p| {
-                str_at(p, "/id").is_some_and(|id| id.eq_ignore_ascii_case(pool_id))
-                    || name_of(p).eq_ignore_ascii_case(last_segment(pool_id))
-            })
-            .flat_map(|p| {
-                p["properties"]["backendIPConfigurations"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_owned))
-            .collect();
-        let member_keys: BTreeSet<String> =
-            members.iter().map(|m| m.to_ascii_lowercase()).collect();
-        let known = self
-            .ip_configs
-            .lock()
-            .map(|m| m.clone())
-            .unwrap_or_default();
-        let mut ips = Vec::new();
-        // IP configurations of eligible nodes (lowercased): members to keep.
-        let mut kept: BTreeSet<String> = BTreeSet::new();
-        for node in &eligible {
-            let node_name = node.metadata.name.clone().unwrap_or_default();
-            let key = node_name.to_ascii_lowercase();
-            // Already a member: its IP as upstream takes a member's, from the Node's
-            // addresses (`azure_loadbalancer_backendpool.go` `GetBackendPrivateIPs` reads
-            // `nodePrivateIPs`, which `azure.go` `updateNodeCaches` fills from Nodes).
-            if let Some(config) = known.get(&key).filter(|c| member_keys.contains(*c))
-                && let Some(ip) = internal_ip(node)
-            {
-                kept.insert(config.clone());
-                ips.push(ip);
-                continue;
-            }
-            let vm = match self.get_vm(&node_name).await {
-                Ok(vm) => vm,
-                Err(CloudError::InstanceNotFound) => {
-                    if let Ok(mut m) = self.ip_configs.lock() {
-                        m.remove(&key);
-                    }
-                    tracing::warn!(node = %node_name, "no VM for node; left out of the backend pool");
-                    continue;
-                }
-                Err(e) => return Err(lb_err(e)),
-            };
-            for attempt in 0..3 {
-                let mut nic = self.primary_nic(&vm).await.map_err(lb_err)?;
-                if str_at(&nic, "/properties/provisioningState") == Some("Failed") {
-                    break;
-                }
-                let i = super::instances::primary_ip_config_index(&nic).map_err(lb_err)?;
-                if attempt == 0
-                    && let Some(ip) = str_at(
-                        &nic["properties"]["ipConfigurations"][i],
-                        "/properties/privateIPAddress",
-                    )
-                {
-                    ips.push(ip.to_owned());
-                }
-                if let Some(id) = str_at(&nic["properties"]["ipConfigurations"][i], "/id") {
-                    let id = id.to_ascii_lowercase();
-                    kept.insert(id.clone());
-                    if let Ok(mut m) = self.ip_configs.lock() {
-                        m.insert(key.clone(), id);
-                    }
-                }
-                let config = &mut nic["properties"]["ipConfigurations"][i];
-                let pools: Vec<String> = config
-                    .pointer("/properties/loadBalancerBackendAddressPools")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|p| p.get("id").and_then(Value::as_str))
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if pools.iter().any(|p| p.eq_ignore_ascii_case(pool_id)) {
-                    break;
-                }
-                if pools.iter().any(|p| lb_base(p) != lb_base(pool_id)) {
-                    tracing::info!(node = %node_name, "node already in another load balancer's pool; omitted");
-                    break;
-                }
-                let mut refs: Vec<Value> = pools.iter().map(|p| json!({"id": p})).collect();
-                refs.push(json!({"id": pool_id}));
-                config["properties"]["loadBalancerBackendAddressPools"] = json!(refs);
-                match self.put_nic(&nic).await {
-                    Ok(()) => break,
-                    Err(e) if e.is_precondition_failed() && attempt < 2 => continue,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
-        // Members of nodes no longer eligible (an eligible node's own configuration is
-        // kept without reading its NIC).
-        for ip_config_id in members
-            .iter()
-            .filter(|m| !kept.contains(&m.to_ascii_lowercase()))
-        {
-            let Some(nic_path) = nic_path_of(ip_config_id) else {
-                continue;
-            };
-            let Some(nic) = self.client.get_opt(&nic_path, NETWORK_API, &[]).await? else {
-                continue;
-            };
-            let vm_name = str_at(&nic, "/properties/virtualMachine/id")
-                .map(last_segment)
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            // A NIC attached to no VM is not a node's: left alone.
-            if vm_name.is_empty() || names.contains(&vm_name) {
-                continue;
-            }
-            self.remove_pool_from_nic(&nic_path, pool_id).await?;
-        }
-        Ok(ips)
-    }
-
-    async fn put_nic(&self, nic: &Value) -> Result<(), ArmError> {
-        let id = nic.get("id").and_then(Value::as_str).unwrap_or_default();
-        let path = if id.is_empty() {
-            self.network_path("networkInterfaces", name_of(nic))
-        } else {
-            id.to_owned()
-        };
-        self.client
-            .put(&path, NETWORK_API, nic, etag(nic).as_deref())
-            .await
-            .map(|_| ())
-    }
-
-    /// Takes `pool_id` out of every IP configuration of the NIC (re-read on 412).
-    async fn remove_pool_from_nic(&self, nic_path: &str, pool_id: &str) -> Result<(), LbError> {
-        for attempt in 0..3 {
-            let Some(mut nic) = self.client.get_opt(nic_path, NETWORK_API, &[]).await? else {
-                return Ok(());
-            };
-            let mut changed = false;
-            for config in nic["properties"]["ipConfigurations"]
-                .as_array_mut()
-                .into_iter()
-                .flatten()
-            {
-                if let Some(pools) = config
-                    .pointer_mut("/properties/loadBalancerBackendAddressPools")
-                    .and_then(Value::as_array_mut)
-                {
-                    let before = pools.len();
-                    pools.retain(|p| {
-                        !p.get("id")
-                            .and_then(Value::as_str)
-                            .is_some_and(|id| id.eq_ignore_ascii_case(pool_id))
-                    });
-                    changed |= pools.len() != before;
-                }
-            }
-            if !changed {
-                return Ok(());
-            }
-            match self
-                .client
-                .put(nic_path, NETWORK_API, &nic, etag(&nic).as_deref())
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(e) if e.is_precondition_failed() && attempt < 2 => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
     /// `reconcileLoadBalancer` with `wantLb=false` on one LB: the Service's frontend,
     /// rules and probes go; the LB goes with its last frontend (after its pool is taken
     /// off the NICs). Answers the frontend IPs the Service had there.
@@ -1118,55 +599,6 @@ impl Azure {
         Ok(())
     }
 
-    /// `reconcilePublicIPs`: the Service's PIPs other than `keep` are unbound, and deleted
-    /// when no other Service uses them.
-    async fn reconcile_public_ips(
-        &self,
-        cluster: &str,
-        service: &Service,
-        keep: Option<&str>,
-    ) -> Result<(), LbError> {
-        let list_path = format!(
-            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/publicIPAddresses",
-            self.client.subscription, self.config.resource_group
-        );
-        let key = service_key(service);
-        let mut pips = self.client.list(&list_path, NETWORK_API).await?;
-        // Deletes do not trust a list that lags a create: the Service's own public IP,
-        // created moments ago by this CCM, is a candidate even when not listed.
-        let own = pip_name(cluster, service, false);
-        if !pips.iter().any(|p| name_of(p).eq_ignore_ascii_case(&own))
-            && let Some(created) = self
-                .client
-                .recently_created(&self.network_path("publicIPAddresses", &own))
-        {
-            pips.push(created);
-        }
-        for mut pip in pips {
-            let name = name_of(&pip).to_owned();
-            if keep.is_some_and(|k| k.eq_ignore_ascii_case(&name))
-                || !service_owns_pip(&pip, service, cluster)
-            {
-                continue;
-            }
-            let path = self.network_path("publicIPAddresses", &name);
-            let rest: Vec<String> = pip_services(&pip)
-                .into_iter()
-                .filter(|s| !s.eq_ignore_ascii_case(&key))
-                .collect();
-            if rest.is_empty() {
-                self.client.delete(&path, NETWORK_API).await?;
-            } else {
-                pip["tags"][SERVICE_TAG_KEY] = json!(rest.join(","));
-                let tag = etag(&pip);
-                self.client
-                    .put(&path, NETWORK_API, &pip, tag.as_deref())
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-
     async fn ensure_once(
         &self,
         cluster: &str,
@@ -1231,43 +663,6 @@ impl Azure {
         self.reconcile_public_ips(cluster, service, None).await
     }
 
-    /// Private IPs of an LB's pool members (`GetBackendPrivateIPs`).
-    async fn pool_member_ips(&self, lb: &Value) -> Result<Vec<String>, LbError> {
-        let mut out = Vec::new();
-        for pool in lb["properties"]["backendAddressPools"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            for c in pool["properties"]["backendIPConfigurations"]
-                .as_array()
-                .into_iter()
-                .flatten()
-            {
-                let Some(id) = c.get("id").and_then(Value::as_str) else {
-                    continue;
-                };
-                let Some(nic_path) = nic_path_of(id) else {
-                    continue;
-                };
-                if let Some(nic) = self.client.get_opt(&nic_path, NETWORK_API, &[]).await? {
-                    for config in nic["properties"]["ipConfigurations"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                    {
-                        if str_at(config, "/id").is_some_and(|cid| cid.eq_ignore_ascii_case(id))
-                            && let Some(ip) = str_at(config, "/properties/privateIPAddress")
-                        {
-                            out.push(ip.to_owned());
-                        }
-                    }
-                }
-            }
-        }
-        Ok(out)
-    }
-
     /// The status of the Service's frontend on its LB (`getServiceLoadBalancer`'s
     /// `existsLb`): `None` without a frontend, an empty status when its address cannot be
     /// read (it exists all the same, and the delete path must remove it). A 404 moments
@@ -1322,13 +717,6 @@ impl Azure {
             }
         }
     }
-}
-
-/// The NIC path of an IP configuration ID (`.../networkInterfaces/<nic>/ipConfigurations/<c>`).
-pub fn nic_path_of(ip_config_id: &str) -> Option<String> {
-    let lower = ip_config_id.to_ascii_lowercase();
-    let i = lower.find("/ipconfigurations/")?;
-    Some(ip_config_id[..i].to_owned())
 }
 
 fn load_balancer_ip(service: &Service) -> Option<String> {
@@ -1441,170 +829,4 @@ impl LoadBalancer for Azure {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn svc(annotations: Value, spec: Value) -> Service {
-        let mut s = json!({"type": "LoadBalancer",
-            "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"},
-                      {"port": 53, "nodePort": 30053, "protocol": "UDP"}]});
-        if let (Some(o), Some(extra)) = (s.as_object_mut(), spec.as_object()) {
-            for (k, v) in extra {
-                o.insert(k.clone(), v.clone());
-            }
-        }
-        serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "prod",
-                         "uid": "3a0fb0c4-8a0e-4c2b-9f0a-2b9a5ad3b4c1", "annotations": annotations},
-            "spec": s
-        }))
-        .unwrap_or_default()
-    }
-
-    #[test]
-    fn names_follow_upstream() {
-        let s = svc(json!({}), json!({}));
-        // DefaultLoadBalancerName cuts `a` + 32 hex digits to 32 characters.
-        assert_eq!(default_lb_name(&s), "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c");
-        assert_eq!(
-            rule_name(&s, "TCP", 80, false),
-            "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-80"
-        );
-        assert_eq!(
-            pip_name("kubernetes", &s, false),
-            "kubernetes-a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c"
-        );
-        let dual = svc(json!({}), json!({"ipFamilies": ["IPv4", "IPv6"]}));
-        assert_eq!(
-            rule_name(&dual, "UDP", 53, true),
-            "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-UDP-53-IPv6"
-        );
-        assert_eq!(
-            rule_name(&dual, "UDP", 53, false),
-            "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-UDP-53"
-        );
-        assert_eq!(pip_name(&"c".repeat(100), &s, false).len(), 75);
-        assert_eq!(service_key(&s), "prod/web");
-        assert!(!is_internal(&s));
-        assert!(is_internal(&svc(
-            json!({ANNOTATION_INTERNAL: "True"}),
-            json!({})
-        )));
-        assert_eq!(
-            nic_path_of("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/nic-1/ipConfigurations/ipconfig1").as_deref(),
-            Some("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/nic-1")
-        );
-    }
-
-    #[test]
-    fn cluster_policy_probes_per_tcp_port() {
-        let s = svc(json!({}), json!({}));
-        let (probes, rules) =
-            expected_probes_and_rules(&s, "/lb", "/lb/f", "/lb/p", false).expect("ok");
-        assert_eq!(probes.len(), 1, "UDP gets no probe");
-        assert_eq!(
-            probes[0]["properties"],
-            json!({"protocol": "Tcp", "port": 30080, "intervalInSeconds": 5, "probeThreshold": 2})
-        );
-        assert_eq!(
-            rules[0]["properties"]["probe"]["id"],
-            "/lb/probes/a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-80"
-        );
-        assert_eq!(rules[0]["properties"]["backendPort"], 80);
-        assert_eq!(rules[0]["properties"]["enableFloatingIP"], true);
-        assert_eq!(rules[0]["properties"]["enableTcpReset"], true);
-        assert_eq!(rules[0]["properties"]["idleTimeoutInMinutes"], 4);
-        assert_eq!(rules[1]["properties"]["protocol"], "Udp");
-        assert!(rules[1]["properties"].get("probe").is_none());
-        assert!(rules[1]["properties"].get("enableTcpReset").is_none());
-    }
-
-    #[test]
-    fn local_policy_uses_the_health_check_port() {
-        let s = svc(
-            json!({}),
-            json!({"externalTrafficPolicy": "Local", "healthCheckNodePort": 32000}),
-        );
-        let (probes, rules) =
-            expected_probes_and_rules(&s, "/lb", "/lb/f", "/lb/p", false).expect("ok");
-        assert_eq!(probes.len(), 1);
-        assert_eq!(
-            probes[0]["name"],
-            "a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-32000"
-        );
-        assert_eq!(probes[0]["properties"]["protocol"], "Http");
-        assert_eq!(probes[0]["properties"]["requestPath"], "/healthz");
-        for r in &rules {
-            assert_eq!(
-                r["properties"]["probe"]["id"],
-                "/lb/probes/a3a0fb0c48a0e4c2b9f0a2b9a5ad3b4c-TCP-32000"
-            );
-        }
-    }
-
-    #[test]
-    fn annotations_change_rules_and_probes() {
-        let s = svc(
-            json!({ANNOTATION_DISABLE_FLOATING_IP: "true", ANNOTATION_IDLE_TIMEOUT: "30",
-                   ANNOTATION_PROBE_PROTOCOL: "http", ANNOTATION_DISABLE_TCP_RESET: "true"}),
-            json!({"sessionAffinity": "ClientIP"}),
-        );
-        let (probes, rules) =
-            expected_probes_and_rules(&s, "/lb", "/lb/f", "/lb/p", true).expect("ok");
-        assert_eq!(probes[0]["properties"]["protocol"], "Http");
-        assert_eq!(probes[0]["properties"]["requestPath"], "/");
-        let r = &rules[0]["properties"];
-        assert_eq!(r["backendPort"], 30080);
-        assert_eq!(r["enableFloatingIP"], false);
-        assert_eq!(r["idleTimeoutInMinutes"], 30);
-        assert_eq!(r["enableTcpReset"], false);
-        assert_eq!(r["loadDistribution"], "SourceIP");
-        assert_eq!(r["disableOutboundSnat"], true);
-        let bad = svc(json!({ANNOTATION_IDLE_TIMEOUT: "2"}), json!({}));
-        assert!(expected_probes_and_rules(&bad, "/lb", "/f", "/p", false).is_err());
-    }
-
-    #[test]
-    fn matching_ignores_what_arm_adds() {
-        let s = svc(json!({}), json!({}));
-        let (probes, rules) =
-            expected_probes_and_rules(&s, "/LB", "/LB/f", "/LB/p", false).expect("ok");
-        let mut stored = rules[0].clone();
-        stored["id"] = json!("/LB/loadBalancingRules/x");
-        stored["etag"] = json!("W/\"1\"");
-        stored["properties"]["provisioningState"] = json!("Succeeded");
-        stored["properties"]["frontendIPConfiguration"]["id"] = json!("/lb/F");
-        assert!(rule_matches(&stored, &rules[0]));
-        stored["properties"]["backendPort"] = json!(81);
-        assert!(!rule_matches(&stored, &rules[0]));
-        let mut probe = probes[0].clone();
-        probe["properties"]["provisioningState"] = json!("Succeeded");
-        assert!(probe_matches(&probe, &probes[0]));
-        // An unchanged list is not dirty; a foreign rule is kept.
-        let mut list = vec![
-            json!({"name": "other-TCP-1"}),
-            rules[0].clone(),
-            rules[1].clone(),
-        ];
-        assert!(!reconcile_list(&mut list, &rules, &s, rule_matches));
-        assert!(reconcile_list(&mut list, &rules[..1], &s, rule_matches));
-        assert_eq!(list.len(), 2);
-    }
-
-    #[test]
-    fn unsupported_services_get_clear_errors() {
-        assert!(
-            matches!(check_supported(&svc(json!({}), json!({"ipFamilies": ["IPv6"]}))), Err(LbError::Other(m)) if m.contains("IPv6"))
-        );
-        assert!(
-            matches!(check_supported(&svc(json!({}), json!({"loadBalancerIP": "1.2.3.4"}))), Err(LbError::Other(m)) if m.contains("user-assigned"))
-        );
-        assert!(
-            check_supported(&svc(
-                json!({ANNOTATION_INTERNAL: "true"}),
-                json!({"loadBalancerIP": "10.0.0.9"})
-            ))
-            .is_ok()
-        );
-    }
-}
+mod tests;

@@ -23,7 +23,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
 
+use super::{AnyCloud, NewProvider, Provider, ProviderFactory};
 use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
+use crate::options::Options;
 use client::{ArmClient, ArmError, COMPUTE_API, NETWORK_API, RESOURCES_API};
 use config::AzureConfig;
 use instances::{PROVIDER_NAME, lowercase_resource_group, vm_name_for};
@@ -101,25 +103,6 @@ impl Azure {
 
     pub fn client(&self) -> &ArmClient {
         &self.client
-    }
-
-    /// The Azure provider keeps no Kubernetes client (upstream uses it for features the
-    /// reference CCM does not model: shared-IP services, PLS, node informers).
-    pub fn initialize(&self, _client: kube::Client) {}
-
-    /// Routes need a `routeTableName`; the table itself is created when missing.
-    pub async fn detect_routes(&mut self) -> Option<String> {
-        self.config
-            .route_table_name
-            .is_empty()
-            .then(|| "routes unsupported: no routeTableName in azure.json".to_owned())
-    }
-
-    pub fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            load_balancer: true,
-            routes: !self.config.route_table_name.is_empty(),
-        }
     }
 
     /// `/subscriptions/<sub>/resourceGroups/<rg>/providers/<kind>/<name>`.
@@ -256,6 +239,44 @@ pub fn region_zones(registration: &Value) -> BTreeMap<String, Vec<String>> {
         }
     }
     out
+}
+
+/// The Azure provider in the registry ([`crate::providers::PROVIDERS`]).
+pub static FACTORY: ProviderFactory = ProviderFactory {
+    name: PROVIDER_NAME,
+    display_name: "Azure",
+    accepts_node_labels: false,
+    new: new_provider,
+    render_metrics: None,
+};
+
+/// [`ProviderFactory::new`]: [`Azure::new`] on `--cloud-config`.
+fn new_provider(opts: &Options) -> NewProvider<'_> {
+    Box::pin(async move {
+        let (cloud, warnings) = Azure::new(&opts.cloud_config).await?;
+        Ok((AnyCloud::new(cloud), warnings))
+    })
+}
+
+impl Provider for Azure {
+    /// The Azure provider keeps no Kubernetes client (upstream uses it for features the
+    /// reference CCM does not model: shared-IP services, PLS, node informers).
+    fn initialize(&self, _client: kube::Client) {}
+
+    /// Routes need a `routeTableName`; the table itself is created when missing.
+    async fn detect_routes(&mut self) -> Option<String> {
+        self.config
+            .route_table_name
+            .is_empty()
+            .then(|| "routes unsupported: no routeTableName in azure.json".to_owned())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            load_balancer: true,
+            routes: !self.config.route_table_name.is_empty(),
+        }
+    }
 }
 
 impl Instances for Azure {

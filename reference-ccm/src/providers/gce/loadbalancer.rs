@@ -59,6 +59,10 @@
 //! instance URLs (upstream sends `/zones/<z>/instances/<n>`, which GCE expands). The
 //! `gke.networking.io/l4-netlb-v1` finalizer, the `LoadBalancerPortsError` condition,
 //! network tiers other than PREMIUM and XPN firewall events are not modelled.
+//!
+//! By role: the firewalls are in `firewall`, the HTTP health check in `health_check`, the
+//! static address in `address`; this file has the names, the hosts, the target pool, the
+//! forwarding rule and the `LoadBalancer` entry points.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -71,6 +75,12 @@ use super::client::ComputeError;
 use crate::cloud::{LbError, LoadBalancer};
 use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
+mod address;
+mod firewall;
+mod health_check;
+
+use health_check::HealthCheck;
+
 /// `l4LbSrcRngsFlag` defaults: where GCE's health checkers and L4 proxies come from.
 pub const HEALTH_CHECK_SOURCE_RANGES: [&str; 4] = [
     "130.211.0.0/22",
@@ -81,11 +91,6 @@ pub const HEALTH_CHECK_SOURCE_RANGES: [&str; 4] = [
 /// `lbNodesHealthCheckPort` (kube-proxy healthz) and `nodesHealthCheckPath`.
 pub const NODES_HEALTH_CHECK_PORT: i64 = 10256;
 pub const HEALTH_CHECK_PATH: &str = "/healthz";
-const HC_INTERVAL: i64 = 8;
-const HC_TIMEOUT: i64 = 1;
-const HC_HEALTHY: i64 = 1;
-const HC_UNHEALTHY: i64 = 3;
-const FIREWALL_PRIORITY: i64 = 1000;
 const MAX_TARGET_POOL_CREATE_INSTANCES: usize = 200;
 const MAX_INSTANCES_PER_UPDATE: usize = 1000;
 pub const LB_TYPE_ANNOTATION: &str = "networking.gke.io/load-balancer-type";
@@ -298,14 +303,6 @@ impl Host {
     }
 }
 
-/// The HTTP health check to have (`makeHTTPHealthCheck`).
-#[derive(Debug, Clone)]
-struct HealthCheck {
-    name: String,
-    port: i64,
-    path: String,
-}
-
 fn lb_err(e: impl std::fmt::Display) -> LbError {
     LbError::Other(e.to_string())
 }
@@ -398,256 +395,6 @@ impl Gce {
         Ok(hosts)
     }
 
-    /// `GetNodeTags`: `node-tags` from the config, else the longest tag of each
-    /// instance that prefixes its name (`computeHostTags`), cached per node-name set.
-    fn node_tags_for(&self, hosts: &[Host]) -> Result<Vec<String>, LbError> {
-        if !self.config.node_tags.is_empty() {
-            return Ok(self.config.node_tags.clone());
-        }
-        let names: BTreeSet<String> = hosts.iter().map(|h| h.name.clone()).collect();
-        let mut cache = self.node_tags.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((known, tags)) = cache.as_ref()
-            && *known == names
-        {
-            return Ok(tags.clone());
-        }
-        let mut tags = BTreeSet::new();
-        for h in hosts {
-            let longest = h
-                .tags
-                .iter()
-                .filter(|t| h.name.starts_with(t.as_str()))
-                .max_by_key(|t| t.len())
-                .ok_or_else(|| {
-                    LbError::Other(format!(
-                        "no node tags supplied and also failed to parse the given lists of hosts for tags: could not find any tag that is a prefix of instance name for instance {}",
-                        h.name
-                    ))
-                })?;
-            tags.insert(longest.clone());
-        }
-        let tags: Vec<String> = tags.into_iter().collect();
-        *cache = Some((names, tags.clone()));
-        Ok(tags)
-    }
-
-    /// `firewallObject`.
-    #[allow(clippy::too_many_arguments)]
-    fn firewall_object(
-        &self,
-        name: &str,
-        description: &str,
-        destination_ip: &str,
-        source_ranges: &[String],
-        protocol: &str,
-        ports: &[i32],
-        hosts: &[Host],
-    ) -> Result<Value, LbError> {
-        let mut fw = json!({
-            "name": name,
-            "description": description,
-            "network": self.config.network_url,
-            "sourceRanges": source_ranges,
-            "targetTags": self.node_tags_for(hosts)?,
-            "allowed": [{"IPProtocol": protocol.to_ascii_lowercase(), "ports": port_ranges(ports)}],
-            "priority": FIREWALL_PRIORITY,
-        });
-        if !destination_ip.is_empty() {
-            fw["destinationRanges"] = json!([destination_ip]);
-        }
-        Ok(fw)
-    }
-
-    /// Creates (409 tolerated) or patches a firewall.
-    async fn write_firewall(&self, fw: &Value, exists: bool) -> Result<(), LbError> {
-        let name = str_field(fw, "name");
-        let result = if exists {
-            self.client
-                .patch(&self.global_path("firewalls", name), fw)
-                .await
-        } else {
-            match self
-                .client
-                .insert(&format!("{}/global/firewalls", self.config.project_id), fw)
-                .await
-            {
-                Err(e) if e.is_already_exists() => Ok(()),
-                other => other,
-            }
-        };
-        result.map_err(lb_err)
-    }
-
-    /// `ensureAllowNodeFirewall` + `firewallNeedsUpdate`.
-    async fn ensure_node_firewall(
-        &self,
-        service: &Service,
-        lb: &str,
-        ip: &str,
-        protocol: &str,
-        ports: &[i32],
-        hosts: &[Host],
-    ) -> Result<(), LbError> {
-        let svc_name = service_name(service);
-        let mut ranges = crate::providers::openstack::loadbalancer::source_ranges(service);
-        if ranges.is_empty() {
-            ranges.push("0.0.0.0/0".to_owned());
-        }
-        let wanted_ranges = cidr_set(&ranges).map_err(|e| {
-            LbError::Other(format!("service {svc_name}: loadBalancerSourceRanges: {e}"))
-        })?;
-        let desc = firewall_description(&svc_name, ip);
-        let name = firewall_name(lb);
-        let existing = self
-            .client
-            .get_opt(&self.global_path("firewalls", &name))
-            .await
-            .map_err(lb_err)?;
-        if let Some(fw) = &existing {
-            let allowed = fw
-                .get("allowed")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let port_nums: BTreeSet<String> = ports.iter().map(|p| p.to_string()).collect();
-            let ranges_now: BTreeSet<String> = port_ranges(ports).into_iter().collect();
-            let fw_ports: BTreeSet<String> = allowed
-                .first()
-                .map(|a| str_list(a, "ports").into_iter().collect())
-                .unwrap_or_default();
-            let up_to_date = str_field(fw, "description") == desc
-                && allowed.len() == 1
-                && matches!(str_field(&allowed[0], "IPProtocol"), "tcp" | "udp")
-                && str_field(&allowed[0], "IPProtocol") == protocol.to_ascii_lowercase()
-                && (fw_ports == port_nums || fw_ports == ranges_now)
-                && cidr_set(&str_list(fw, "sourceRanges")).ok().as_ref() == Some(&wanted_ranges)
-                && str_list(fw, "destinationRanges") == vec![ip.to_owned()]
-                && int_field(fw, "priority") == FIREWALL_PRIORITY;
-            if up_to_date {
-                return Ok(());
-            }
-        }
-        let source: Vec<String> = wanted_ranges.into_iter().collect();
-        let fw = self.firewall_object(&name, &desc, ip, &source, protocol, ports, hosts)?;
-        self.write_firewall(&fw, existing.is_some()).await
-    }
-
-    /// `ensureHTTPHealthCheckFirewall`.
-    #[allow(clippy::too_many_arguments)]
-    async fn ensure_health_check_firewall(
-        &self,
-        service: &Service,
-        ip: &str,
-        cluster_id: &str,
-        hosts: &[Host],
-        hc: &HealthCheck,
-        nodes: bool,
-    ) -> Result<(), LbError> {
-        let desc = if nodes {
-            format!(r#"{{"kubernetes.io/cluster-id":"{cluster_id}"}}"#)
-        } else {
-            firewall_description(&service_name(service), ip)
-        };
-        let ranges: Vec<String> = HEALTH_CHECK_SOURCE_RANGES
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let port = i32::try_from(hc.port).unwrap_or_default();
-        let name = health_check_firewall_name(cluster_id, &hc.name, nodes);
-        let existing = self
-            .client
-            .get_opt(&self.global_path("firewalls", &name))
-            .await
-            .map_err(lb_err)?;
-        if let Some(fw) = &existing {
-            let allowed = fw
-                .get("allowed")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let up_to_date = str_field(fw, "description") == desc
-                && allowed.len() == 1
-                && str_field(&allowed[0], "IPProtocol") == "tcp"
-                && str_list(&allowed[0], "ports") == vec![hc.port.to_string()]
-                && cidr_set(&str_list(fw, "sourceRanges")).ok() == cidr_set(&ranges).ok()
-                && int_field(fw, "priority") == FIREWALL_PRIORITY;
-            if up_to_date {
-                return Ok(());
-            }
-        }
-        let fw = self.firewall_object(&name, &desc, ip, &ranges, "tcp", &[port], hosts)?;
-        self.write_firewall(&fw, existing.is_some()).await
-    }
-
-    /// `makeHTTPHealthCheck` as JSON.
-    fn health_check_object(hc: &HealthCheck) -> Value {
-        json!({
-            "name": hc.name,
-            "port": hc.port,
-            "requestPath": hc.path,
-            "host": "",
-            "description": service_description(&hc.name),
-            "checkIntervalSec": HC_INTERVAL,
-            "timeoutSec": HC_TIMEOUT,
-            "healthyThreshold": HC_HEALTHY,
-            "unhealthyThreshold": HC_UNHEALTHY,
-        })
-    }
-
-    /// `ensureHTTPHealthCheck`: create, or PUT when drifted (larger existing intervals
-    /// and thresholds kept, `mergeHTTPHealthChecks`); answers the check's selfLink.
-    async fn ensure_health_check(&self, hc: &HealthCheck) -> Result<String, LbError> {
-        let path = self.global_path("httpHealthChecks", &hc.name);
-        let mut want = Self::health_check_object(hc);
-        let existing = self.client.get_opt(&path).await.map_err(lb_err)?;
-        let current = match existing {
-            None => {
-                match self
-                    .client
-                    .insert(
-                        &format!("{}/global/httpHealthChecks", self.config.project_id),
-                        &want,
-                    )
-                    .await
-                {
-                    Err(e) if !e.is_already_exists() => return Err(lb_err(e)),
-                    _ => {}
-                }
-                self.client.get(&path).await.map_err(lb_err)?
-            }
-            Some(have) => {
-                let drifted = int_field(&have, "port") != hc.port
-                    || str_field(&have, "requestPath") != hc.path
-                    || str_field(&have, "description") != str_field(&want, "description")
-                    || int_field(&have, "checkIntervalSec") < HC_INTERVAL
-                    || int_field(&have, "timeoutSec") < HC_TIMEOUT
-                    || int_field(&have, "unhealthyThreshold") < HC_UNHEALTHY
-                    || int_field(&have, "healthyThreshold") < HC_HEALTHY;
-                if !drifted {
-                    have
-                } else {
-                    for k in [
-                        "checkIntervalSec",
-                        "timeoutSec",
-                        "unhealthyThreshold",
-                        "healthyThreshold",
-                    ] {
-                        let merged = int_field(&have, k).max(int_field(&want, k));
-                        want[k] = json!(merged);
-                    }
-                    self.client.update(&path, &want).await.map_err(lb_err)?;
-                    self.client.get(&path).await.map_err(lb_err)?
-                }
-            }
-        };
-        let link = str_field(&current, "selfLink");
-        Ok(if link.is_empty() {
-            self.client.url(&path)
-        } else {
-            link.to_owned()
-        })
-    }
-
     /// `updateTargetPool`: one `addInstance` and/or one `removeInstance` with the diff,
     /// then the pool is read back and its size checked.
     async fn update_target_pool(&self, lb: &str, hosts: &[Host]) -> Result<(), LbError> {
@@ -736,117 +483,6 @@ impl Gce {
             .map_err(lb_err)?;
         }
         Ok(())
-    }
-
-    /// `ensureStaticIP`: reserve (409/400 = it already existed), then read its address.
-    ///
-    /// One deviation: when the reservation of the forwarding rule's IP conflicts on the
-    /// name and no address holds that IP, the address of this load balancer's name holds
-    /// another one, reserved by an ensure that was cut off before its forwarding rule
-    /// existed (a kill, a lost answer, a read of the new address that said "not found").
-    /// Nothing uses it, so it is released and the rule's IP reserved again; upstream's
-    /// `ensureStaticIP` answers "error getting static IP address" on every sync instead,
-    /// and the load balancer can never be updated again (found by a heavy-fault soak).
-    async fn ensure_static_ip(
-        &self,
-        lb: &str,
-        svc_name: &str,
-        existing_ip: &str,
-    ) -> Result<(String, bool), LbError> {
-        match self.reserve_static_ip(lb, svc_name, existing_ip).await {
-            Err(e)
-                if !existing_ip.is_empty()
-                    && self.release_stale_address(lb, existing_ip).await? =>
-            {
-                tracing::warn!(%lb, "released a stale address of this load balancer ({e}); reserving {existing_ip} again");
-                self.reserve_static_ip(lb, svc_name, existing_ip).await
-            }
-            other => other,
-        }
-    }
-
-    /// Releases the address named `lb` when it holds an IP other than `ip` and nothing
-    /// uses it; whether it did.
-    async fn release_stale_address(&self, lb: &str, ip: &str) -> Result<bool, LbError> {
-        let Some(named) = self
-            .client
-            .get_opt(&self.region_path("addresses", lb))
-            .await
-            .map_err(lb_err)?
-        else {
-            return Ok(false);
-        };
-        let unused = named["users"].as_array().is_none_or(|u| u.is_empty());
-        if str_field(&named, "address") == ip || !unused {
-            return Ok(false);
-        }
-        ignore_not_found(self.client.delete(&self.region_path("addresses", lb)).await)
-            .map_err(lb_err)?;
-        Ok(true)
-    }
-
-    async fn reserve_static_ip(
-        &self,
-        lb: &str,
-        svc_name: &str,
-        existing_ip: &str,
-    ) -> Result<(String, bool), LbError> {
-        let mut address = json!({
-            "name": lb,
-            "description": service_description(svc_name),
-            "networkTier": "PREMIUM",
-        });
-        if !existing_ip.is_empty() {
-            address["address"] = json!(existing_ip);
-        }
-        let existed = match self
-            .client
-            .insert(
-                &format!(
-                    "{}/regions/{}/addresses",
-                    self.config.project_id, self.config.region
-                ),
-                &address,
-            )
-            .await
-        {
-            Ok(()) => false,
-            Err(e) if matches!(e.status(), Some(409 | 400)) => true,
-            Err(e) => {
-                return Err(LbError::Other(format!(
-                    "failed to ensure a static IP for load balancer ({lb}): error creating gce static IP address: {e}"
-                )));
-            }
-        };
-        let found = if existing_ip.is_empty() {
-            self.client
-                .get(&self.region_path("addresses", lb))
-                .await
-                .map_err(lb_err)?
-        } else {
-            self.address_by_ip(existing_ip).await?.ok_or_else(|| {
-                LbError::Other(format!(
-                    "error getting static IP address {existing_ip}: not found"
-                ))
-            })?
-        };
-        Ok((str_field(&found, "address").to_owned(), existed))
-    }
-
-    /// `GetRegionAddressByIP`.
-    async fn address_by_ip(&self, ip: &str) -> Result<Option<Value>, LbError> {
-        let list = self
-            .client
-            .list(
-                &format!(
-                    "{}/regions/{}/addresses",
-                    self.config.project_id, self.config.region
-                ),
-                Some(&format!("address eq {ip}")),
-            )
-            .await
-            .map_err(lb_err)?;
-        Ok(list.into_iter().find(|a| str_field(a, "address") == ip))
     }
 
     /// EnsureLoadBalancer's create-or-update lookup of the forwarding rule `lb` (the load
@@ -1363,50 +999,4 @@ impl LoadBalancer for Gce {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rbs_services_are_implemented_elsewhere() {
-        let svc = |v: serde_json::Value| -> Service { serde_json::from_value(v).unwrap() };
-        assert!(!implemented_elsewhere(&svc(json!({"metadata": {}}))));
-        assert!(implemented_elsewhere(&svc(json!({"metadata": {
-            "annotations": {"cloud.google.com/l4-rbs": "enabled"}}}))));
-        assert!(!implemented_elsewhere(&svc(json!({"metadata": {
-            "annotations": {"cloud.google.com/l4-rbs": "disabled"}}}))));
-        assert!(!implemented_elsewhere(&svc(json!({"metadata": {
-            "annotations": {"cloud.google.com/l4-rbs": "enabled"},
-            "finalizers": ["gke.networking.io/l4-netlb-v1"]}}))));
-        assert!(implemented_elsewhere(&svc(json!({"metadata": {
-            "finalizers": ["gke.networking.io/l4-netlb-v2"]}}))));
-    }
-
-    #[test]
-    fn names_and_ranges() {
-        let svc: Service = serde_json::from_value(
-            json!({"metadata": {"uid": "11111111-2222-3333-4444-555555555555"}}),
-        )
-        .unwrap_or_default();
-        assert_eq!(lb_name(&svc), "a1111111122223333444455555555555");
-        assert_eq!(
-            port_ranges(&[80, 81, 82, 443, 8080, 8080]),
-            vec!["80-82", "443", "8080"]
-        );
-        assert_eq!(port_range(&[443, 80]), "80-443");
-        assert_eq!(normalize_cidr("10.1.2.3/8"), Ok("10.0.0.0/8".to_owned()));
-        assert_eq!(normalize_cidr("0.0.0.0/0"), Ok("0.0.0.0/0".to_owned()));
-        assert!(normalize_cidr("10.0.0.0").is_err());
-        assert_eq!(
-            comparable_host_path("http://h/compute/v1/projects/p/zones/z/instances/n"),
-            "/zones/z/instances/n"
-        );
-        assert_eq!(
-            health_check_firewall_name("cid", "k8s-cid-node", true),
-            "k8s-cid-node-http-hc"
-        );
-        assert_eq!(
-            health_check_firewall_name("cid", "alb", false),
-            "k8s-alb-http-hc"
-        );
-    }
-}
+mod tests;

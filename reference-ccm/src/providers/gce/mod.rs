@@ -23,11 +23,14 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
 
-use super::KubeClient;
+use super::{AnyCloud, KubeClient, NewProvider, Provider, ProviderFactory};
 use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
+use crate::options::Options;
 use client::{ComputeClient, ComputeError, MetadataClient};
 use config::{ConfigFile, GceConfig};
-use instances::{canonical_name, format_provider_id, provider_id_of, split_provider_id};
+use instances::{
+    PROVIDER_NAME, canonical_name, format_provider_id, provider_id_of, split_provider_id,
+};
 
 /// Startup failures of the provider.
 #[derive(Debug, thiserror::Error)]
@@ -136,24 +139,6 @@ impl Gce {
         &self.managed_zones
     }
 
-    /// `Initialize`: the client is kept for the cluster id ConfigMap
-    /// (`kube-system/ingress-uid`); only the first call counts.
-    pub fn initialize(&self, client: kube::Client) {
-        let _ = self.kube.0.set(client);
-    }
-
-    /// Routes need only the network, which the config always resolves.
-    pub async fn detect_routes(&mut self) -> Option<String> {
-        None
-    }
-
-    pub fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            load_balancer: true,
-            routes: true,
-        }
-    }
-
     /// `projects/<p>/zones/<z>/instances/<n>` relative to the projects base.
     pub fn instance_path(&self, zone: &str, name: &str) -> String {
         format!(
@@ -199,6 +184,43 @@ impl Gce {
                 let name = node.metadata.name.clone().unwrap_or_default();
                 Ok(self.find_instance(&name).await?)
             }
+        }
+    }
+}
+
+/// The GCE provider in the registry ([`crate::providers::PROVIDERS`]).
+pub static FACTORY: ProviderFactory = ProviderFactory {
+    name: PROVIDER_NAME,
+    display_name: "GCE",
+    accepts_node_labels: false,
+    new: new_provider,
+    render_metrics: None,
+};
+
+/// [`ProviderFactory::new`]: [`Gce::new`] on `--cloud-config`.
+fn new_provider(opts: &Options) -> NewProvider<'_> {
+    Box::pin(async move {
+        let (cloud, warnings) = Gce::new(&opts.cloud_config).await?;
+        Ok((AnyCloud::new(cloud), warnings))
+    })
+}
+
+impl Provider for Gce {
+    /// `Initialize`: the client is kept for the cluster id ConfigMap
+    /// (`kube-system/ingress-uid`); only the first call counts.
+    fn initialize(&self, client: kube::Client) {
+        let _ = self.kube.0.set(client);
+    }
+
+    /// Routes need only the network, which the config always resolves.
+    async fn detect_routes(&mut self) -> Option<String> {
+        None
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            load_balancer: true,
+            routes: true,
         }
     }
 }

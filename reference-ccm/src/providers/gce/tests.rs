@@ -23,6 +23,7 @@ use super::Gce;
 use super::client::{ComputeClient, MetadataClient, RetryPolicy};
 use super::config::{ConfigError, ConfigFile};
 use crate::cloud::{CloudError, Instances, LoadBalancer, Route, Routes};
+use crate::providers::Provider;
 
 const PROJECT: &str = "proj";
 const ZONE: &str = "us-central1-b";

@@ -197,13 +197,13 @@ impl OpenStackClient {
         let label = request_label(&method, path);
         let started = std::time::Instant::now();
         let result = self.send_once(method, service, path, query, body).await;
-        let metrics = crate::metrics::global();
+        let metrics = super::metrics::global();
         metrics
-            .openstack_api_request_duration_seconds
+            .request_duration_seconds
             .observe_with(&label, started.elapsed().as_secs_f64());
-        metrics.openstack_api_requests_total.inc_with(&label);
+        metrics.requests_total.inc_with(&label);
         if result.is_err() {
-            metrics.openstack_api_request_errors_total.inc_with(&label);
+            metrics.request_errors_total.inc_with(&label);
         }
         result
     }

@@ -24,12 +24,15 @@
 //!
 //! Not implemented: shared LBs, `loadbalancer.openstack.org/*` annotations, security groups,
 //! LoadBalancerClass sections, serial (non fully-populated) creation.
+//!
+//! By role: names and the naming scheme are in `naming`, the Octavia/Neutron answer shapes
+//! in `wire`, the ID annotation and the rename after a `--cluster-name` change in
+//! `rename`; this file has the lookups, create, reconcile, floating IPs and delete.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::OpenStack;
@@ -37,8 +40,22 @@ use super::client::{ClientError, Service as Endpoint};
 use super::instances::instance_id_from_provider_id;
 use crate::address::{EXTERNAL_IP, INTERNAL_IP};
 use crate::cloud::{LbError, LoadBalancer};
-use crate::options::LbNameScheme;
 use crate::providers::{lookup_before_create, skip_lookup_before_create};
+
+mod naming;
+mod rename;
+mod wire;
+
+use naming::{NAME_SCHEME, annotated_id};
+pub use naming::{
+    cluster_of_name, has_old_cluster_name, legacy_name, load_balancer_name, load_balancer_name_in,
+    use_name_scheme,
+};
+pub use wire::OctaviaLb;
+use wire::{
+    FloatingIp, FloatingIpEnvelope, FloatingIpList, LbEnvelope, LbList, Listener, ListenerEnvelope,
+    ListenerList, MemberList, NeutronFixedIp, NeutronPortList, Pool, PoolEnvelope,
+};
 
 /// Prefix of every load balancer name this CCM creates.
 pub const NAME_PREFIX: &str = "kube_service_";
@@ -60,89 +77,6 @@ impl From<ClientError> for LbError {
     fn from(e: ClientError) -> Self {
         LbError::Other(e.to_string())
     }
-}
-
-/// The naming scheme of this process (`--testing-lb-name-scheme`, set once at startup).
-static NAME_SCHEME: std::sync::OnceLock<LbNameScheme> = std::sync::OnceLock::new();
-
-/// Sets the process's load-balancer naming scheme; only the first call counts.
-pub fn use_name_scheme(scheme: LbNameScheme) {
-    let _ = NAME_SCHEME.set(scheme);
-}
-
-/// `kube_service_<cluster>_<namespace>_<name>`, cut to 255 bytes on a char boundary
-/// (CPO `utils.GetLoadBalancerName`), or the test-only v2 name when the process was started
-/// with `--testing-lb-name-scheme=v2`.
-pub fn load_balancer_name(cluster: &str, service: &Service) -> String {
-    load_balancer_name_in(
-        NAME_SCHEME.get().copied().unwrap_or_default(),
-        cluster,
-        service,
-    )
-}
-
-/// [`load_balancer_name`] for an explicit scheme. `V2` is deliberately different from any
-/// upstream name (`kube_service_v2_...`): a CCM running it no longer finds the load
-/// balancers an earlier version made, which is what the upgrade suite must catch.
-pub fn load_balancer_name_in(scheme: LbNameScheme, cluster: &str, service: &Service) -> String {
-    let version = match scheme {
-        LbNameScheme::Legacy => "",
-        LbNameScheme::V2 => "v2_",
-    };
-    let mut name = format!(
-        "{NAME_PREFIX}{version}{cluster}_{}_{}",
-        service.metadata.namespace.as_deref().unwrap_or("default"),
-        service.metadata.name.as_deref().unwrap_or_default()
-    );
-    while name.len() > 255 {
-        name.pop();
-    }
-    name
-}
-
-/// The ID annotation, unless this process runs the test-only v2 naming scheme: that
-/// scheme stands for a CCM version that neither reads nor writes the annotation, which
-/// is what the upgrade suite must catch.
-fn annotated_id(service: &Service) -> Option<&str> {
-    if NAME_SCHEME.get().copied().unwrap_or_default() == LbNameScheme::V2 {
-        return None;
-    }
-    service
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(LB_ID_ANNOTATION)
-        .map(String::as_str)
-        .filter(|id| !id.is_empty())
-}
-
-/// The cluster-name component of a `kube_service_<cluster>_<ns>_<name>` name: everything
-/// between the prefix and the last two `_`-separated parts (namespace and name never hold
-/// `_`), or up to the last one when the name was cut short (upstream `getClusterName`'s
-/// lazy pattern gives the same). `None` for names this CCM did not make.
-pub fn cluster_of_name(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix(NAME_PREFIX)?;
-    let parts = rest.matches('_').count();
-    let keep = match parts {
-        0 => return None,
-        1 => 1,
-        _ => parts - 1,
-    };
-    let end = rest.match_indices('_').nth(keep - 1).map(|(i, _)| i)?;
-    Some(&rest[..end])
-}
-
-/// Whether `lb` is one of ours named for another cluster (upstream `lbHasOldClusterName`).
-pub fn has_old_cluster_name(lb_name: &str, cluster: &str) -> bool {
-    cluster_of_name(lb_name).is_some_and(|c| c != cluster)
-}
-
-/// cloud-provider `DefaultLoadBalancerName`: `a` + UID without dashes, at most 32 chars.
-pub fn legacy_name(service: &Service) -> Option<String> {
-    let uid = service.metadata.uid.as_deref().filter(|u| !u.is_empty())?;
-    let mut name: String = format!("a{}", uid.replace('-', ""));
-    name.truncate(32);
-    Some(name)
 }
 
 /// When to poll a pending load balancer: at once (upstream's `wait.ExponentialBackoff`
@@ -198,126 +132,6 @@ impl PollSchedule {
 
 fn env_number(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.trim().parse().ok()
-}
-
-// --- wire shapes (gophercloud loadbalancer/v2, networking/v2) ---------------------------
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct OctaviaLb {
-    pub id: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub provisioning_status: String,
-    #[serde(default)]
-    pub vip_address: String,
-    #[serde(default)]
-    pub vip_port_id: String,
-    #[serde(default)]
-    pub tags: Vec<String>,
-}
-#[derive(Debug, Deserialize)]
-struct LbEnvelope {
-    loadbalancer: OctaviaLb,
-}
-#[derive(Debug, Deserialize)]
-struct LbList {
-    #[serde(default)]
-    loadbalancers: Vec<OctaviaLb>,
-}
-#[derive(Debug, Clone, Deserialize)]
-struct Listener {
-    id: String,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    tags: Vec<String>,
-    #[serde(default)]
-    protocol: String,
-    #[serde(default)]
-    protocol_port: i32,
-    #[serde(default)]
-    default_pool_id: Option<String>,
-    #[serde(default)]
-    allowed_cidrs: Option<Vec<String>>,
-}
-#[derive(Debug, Deserialize)]
-struct ListenerList {
-    #[serde(default)]
-    listeners: Vec<Listener>,
-}
-#[derive(Debug, Deserialize)]
-struct ListenerEnvelope {
-    listener: Listener,
-}
-#[derive(Debug, Clone, Deserialize)]
-struct Pool {
-    id: String,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    healthmonitor_id: Option<String>,
-}
-#[derive(Debug, Deserialize)]
-struct PoolEnvelope {
-    pool: Pool,
-}
-#[derive(Debug, Clone, Deserialize)]
-struct Monitor {
-    #[serde(default)]
-    name: String,
-}
-#[derive(Debug, Deserialize)]
-struct MonitorEnvelope {
-    healthmonitor: Monitor,
-}
-#[derive(Debug, Clone, Deserialize)]
-struct Member {
-    #[serde(default)]
-    address: String,
-    #[serde(default)]
-    protocol_port: i32,
-    #[serde(default)]
-    monitor_port: Option<i32>,
-}
-#[derive(Debug, Deserialize)]
-struct MemberList {
-    #[serde(default)]
-    members: Vec<Member>,
-}
-#[derive(Debug, Clone, Deserialize)]
-struct FloatingIp {
-    id: String,
-    #[serde(default)]
-    floating_ip_address: String,
-    #[serde(default)]
-    description: String,
-}
-#[derive(Debug, Deserialize)]
-struct FloatingIpList {
-    #[serde(default)]
-    floatingips: Vec<FloatingIp>,
-}
-#[derive(Debug, Deserialize)]
-struct FloatingIpEnvelope {
-    floatingip: FloatingIp,
-}
-#[derive(Debug, Deserialize)]
-struct NeutronPortList {
-    #[serde(default)]
-    ports: Vec<NeutronPort>,
-}
-#[derive(Debug, Deserialize)]
-struct NeutronPort {
-    #[serde(default)]
-    fixed_ips: Vec<NeutronFixedIp>,
-}
-#[derive(Debug, Deserialize)]
-struct NeutronFixedIp {
-    #[serde(default)]
-    ip_address: String,
-    #[serde(default)]
-    subnet_id: String,
 }
 
 // --- what the Service asks for ------------------------------------------------------------
@@ -1220,319 +1034,7 @@ impl OpenStack {
         let ip = self.ensure_floating_ip(cluster, &lb, service).await?;
         Ok(ingress_status(&ip))
     }
-
-    /// Renames the listeners, pools and monitors named after `lb`, then `lb` itself, to
-    /// `new_name` (upstream `renameLoadBalancer`: children first, so a failed rename is
-    /// retried until the LB's own name changes). Children are renamed by replacing the LB
-    /// name they embed (`listener_<i>_<lb>`); tags equal to the old name are replaced.
-    async fn rename_load_balancer(
-        &self,
-        service: &Service,
-        lb: OctaviaLb,
-        new_name: &str,
-    ) -> Result<OctaviaLb, LbError> {
-        let old_name = lb.name.clone();
-        let message = format!(
-            "Loadbalancer {} has a name of {old_name} with incorrect cluster-name component. Renaming it to {new_name}.",
-            lb.id
-        );
-        tracing::info!(service = %service_key(service), "{message}");
-        self.warn(service, EVENT_LB_RENAME, &message).await;
-        let renamed = |child: &str| child.replacen(&old_name, new_name, 1);
-        let retag = |tags: &[String]| -> Vec<String> {
-            tags.iter()
-                .map(|t| {
-                    if *t == old_name {
-                        new_name.to_owned()
-                    } else {
-                        t.clone()
-                    }
-                })
-                .collect()
-        };
-        for listener in self.listeners(&lb.id).await? {
-            if let Some(pool) = match listener.default_pool_id.as_deref() {
-                Some(id) => self.pool(id).await?,
-                None => None,
-            } {
-                if let Some(monitor_id) = pool.healthmonitor_id.as_deref().filter(|m| !m.is_empty())
-                {
-                    let monitor: MonitorEnvelope = self
-                        .client
-                        .get_json(
-                            Endpoint::LoadBalancer,
-                            &format!("/lbaas/healthmonitors/{monitor_id}"),
-                            &[],
-                        )
-                        .await?;
-                    if monitor.healthmonitor.name.contains(&old_name) {
-                        let body = json!({"healthmonitor": {"name": renamed(&monitor.healthmonitor.name)}});
-                        self.lb_write(
-                            &lb.id,
-                            &format!("/lbaas/healthmonitors/{monitor_id}"),
-                            Write::Put(&body),
-                        )
-                        .await?;
-                    }
-                }
-                if pool.name.contains(&old_name) {
-                    let body = json!({"pool": {"name": renamed(&pool.name)}});
-                    self.lb_write(
-                        &lb.id,
-                        &format!("/lbaas/pools/{}", pool.id),
-                        Write::Put(&body),
-                    )
-                    .await?;
-                }
-            }
-            if listener.name.contains(&old_name) || listener.tags.contains(&old_name) {
-                let body = json!({"listener": {
-                    "name": renamed(&listener.name),
-                    "tags": retag(&listener.tags),
-                }});
-                self.lb_write(
-                    &lb.id,
-                    &format!("/lbaas/listeners/{}", listener.id),
-                    Write::Put(&body),
-                )
-                .await?;
-            }
-        }
-        let body = json!({"loadbalancer": {"name": new_name, "tags": retag(&lb.tags)}});
-        self.lb_write(
-            &lb.id,
-            &format!("/lbaas/loadbalancers/{}", lb.id),
-            Write::Put(&body),
-        )
-        .await
-        .map(|_| ())?;
-        self.wait_active(&lb.id).await
-    }
-
-    /// Writes the LB's ID into the Service's annotation when it is not there yet (one
-    /// merge patch of `metadata.annotations`, as upstream's `servicePatcher`). Without a
-    /// Kubernetes client (tests) or under the v2 test scheme, nothing is written.
-    async fn record_lb_id(&self, service: &Service, id: &str) -> Result<(), LbError> {
-        let current = service
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(LB_ID_ANNOTATION));
-        if current.map(String::as_str) == Some(id)
-            || NAME_SCHEME.get().copied().unwrap_or_default() == LbNameScheme::V2
-        {
-            return Ok(());
-        }
-        let Some(client) = self.kube.0.get() else {
-            return Ok(());
-        };
-        let namespace = service.metadata.namespace.as_deref().unwrap_or("default");
-        let name = service.metadata.name.as_deref().unwrap_or_default();
-        let api: kube::Api<Service> = kube::Api::namespaced(client.clone(), namespace);
-        let patch = json!({"metadata": {"annotations": {LB_ID_ANNOTATION: id}}});
-        api.patch(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| LbError::Other(format!("recording {LB_ID_ANNOTATION}={id}: {e}")))
-    }
-
-    /// A Warning Event on the Service from the provider's own recorder.
-    async fn warn(&self, service: &Service, reason: &str, message: &str) {
-        if let Some(client) = self.kube.0.get() {
-            crate::controllers::events::record_service(
-                client,
-                service,
-                EVENT_COMPONENT,
-                crate::controllers::events::EventType::Warning,
-                reason,
-                message,
-            )
-            .await;
-        }
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
-    use kube::api::ObjectMeta;
-
-    /// `--testing-break=skip-lookup-before-create`: the ensure lookup answers "not found"
-    /// without asking Octavia; the lookup of the get/delete paths still finds the LB.
-    #[tokio::test]
-    async fn ensure_lookup_answers_not_found_only_with_the_testing_break() {
-        use wiremock::matchers::{method, path};
-        use wiremock::{Mock, MockServer, ResponseTemplate};
-        let server = MockServer::start().await;
-        let uri = server.uri();
-        let catalog: Vec<Value> = [
-            ("compute", "compute/v2.1"),
-            ("network", "network"),
-            ("load-balancer", "load-balancer"),
-        ]
-        .iter()
-        .map(|(kind, at)| {
-            json!({"type": kind, "endpoints": [{"interface": "public", "region": "RegionOne",
-                   "url": format!("{uri}/{at}")}]})
-        })
-        .collect();
-        Mock::given(method("POST"))
-            .and(path("/v3/auth/tokens"))
-            .respond_with(
-                ResponseTemplate::new(201)
-                    .insert_header("X-Subject-Token", "tok")
-                    .set_body_json(json!({"token": {"catalog": catalog}})),
-            )
-            .mount(&server)
-            .await;
-        const LIST: &str = "/load-balancer/v2/lbaas/loadbalancers";
-        Mock::given(method("GET"))
-            .and(path(LIST))
-            .respond_with(
-                ResponseTemplate::new(200).set_body_json(json!({"loadbalancers": [
-                {"id": "lb-1", "name": "kube_service_kubernetes_prod_web",
-                 "provisioning_status": "ACTIVE", "vip_address": "10.0.0.100"}]})),
-            )
-            .mount(&server)
-            .await;
-        let text = format!(
-            "[Global]\nauth-url={uri}/v3\nusername=admin\npassword=pw\nproject-name=demo\ndomain-name=Default\nregion=RegionOne\n"
-        );
-        let (config, _) = super::super::config::CloudConfig::parse(&text).expect("config");
-        let os = OpenStack::from_config(config).await.expect("connect");
-        let lookups = || async {
-            server
-                .received_requests()
-                .await
-                .unwrap_or_default()
-                .iter()
-                .filter(|r| r.url.path() == LIST)
-                .count()
-        };
-        let s = svc(vec![port("TCP", 80, Some(30080))]);
-        let found = os.find_for_ensure(false, "kubernetes", &s).await;
-        assert_eq!(
-            found.ok().flatten().map(|lb| lb.id).as_deref(),
-            Some("lb-1")
-        );
-        assert_eq!(lookups().await, 1);
-        let skipped = os.find_for_ensure(true, "kubernetes", &s).await;
-        assert!(matches!(skipped, Ok(None)), "{skipped:?}");
-        assert_eq!(lookups().await, 1, "the break must not ask Octavia");
-        // The delete path's lookup is not affected.
-        let for_delete = os.find_load_balancer("kubernetes", &s).await;
-        assert_eq!(
-            for_delete.ok().flatten().map(|lb| lb.id).as_deref(),
-            Some("lb-1")
-        );
-    }
-
-    fn svc(ports: Vec<ServicePort>) -> Service {
-        Service {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                namespace: Some("prod".into()),
-                uid: Some("1234-abcd-5678".into()),
-                ..Default::default()
-            },
-            spec: Some(ServiceSpec {
-                type_: Some("LoadBalancer".into()),
-                ports: Some(ports),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn port(protocol: &str, port: i32, node_port: Option<i32>) -> ServicePort {
-        ServicePort {
-            protocol: Some(protocol.into()),
-            port,
-            node_port,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn names() {
-        let s = svc(vec![]);
-        assert_eq!(
-            load_balancer_name("kubernetes", &s),
-            "kube_service_kubernetes_prod_web"
-        );
-        assert_eq!(legacy_name(&s).as_deref(), Some("a1234abcd5678"));
-        let long = "x".repeat(300);
-        assert_eq!(load_balancer_name(&long, &s).len(), 255);
-        assert_eq!(
-            load_balancer_name_in(LbNameScheme::V2, "kubernetes", &s),
-            "kube_service_v2_kubernetes_prod_web"
-        );
-        assert_eq!(
-            load_balancer_name_in(LbNameScheme::Legacy, "kubernetes", &s),
-            load_balancer_name("kubernetes", &s)
-        );
-    }
-
-    #[test]
-    fn cluster_component_of_names() {
-        // As upstream's getClusterName: namespace and name are the last two parts.
-        assert_eq!(cluster_of_name("kube_service_c1_ns_web"), Some("c1"));
-        assert_eq!(
-            cluster_of_name("kube_service_my_cluster_ns_web"),
-            Some("my_cluster")
-        );
-        assert_eq!(cluster_of_name("kube_service_c1_ns"), Some("c1"));
-        assert_eq!(cluster_of_name("kube_service_c1"), None);
-        assert_eq!(cluster_of_name("a1234abcd"), None);
-        assert!(has_old_cluster_name("kube_service_old_ns_web", "new"));
-        assert!(!has_old_cluster_name("kube_service_new_ns_web", "new"));
-        assert!(!has_old_cluster_name("a1234abcd", "new"));
-        let s = svc(vec![]);
-        assert_eq!(
-            cluster_of_name(&load_balancer_name("ccm-conformance", &s)),
-            Some("ccm-conformance")
-        );
-    }
-
-    #[test]
-    fn ports_and_ranges() {
-        let s = svc(vec![
-            port("TCP", 80, Some(30080)),
-            port("UDP", 53, Some(30053)),
-        ]);
-        let ports = desired_ports(&s).unwrap_or_default();
-        assert_eq!(ports.len(), 2);
-        assert_eq!(ports[1].protocol, "UDP");
-        assert!(desired_ports(&svc(vec![port("TCP", 80, None)])).is_err());
-        assert!(desired_ports(&svc(vec![])).is_err());
-
-        let mut s = svc(vec![]);
-        s.metadata.annotations = Some(
-            [(
-                SOURCE_RANGES_ANNOTATION.to_owned(),
-                "10.0.0.0/8, 192.168.0.0/16".to_owned(),
-            )]
-            .into(),
-        );
-        assert_eq!(source_ranges(&s), vec!["10.0.0.0/8", "192.168.0.0/16"]);
-        if let Some(spec) = s.spec.as_mut() {
-            spec.load_balancer_source_ranges = Some(vec!["1.2.3.4/32".into()]);
-        }
-        assert_eq!(source_ranges(&s), vec!["1.2.3.4/32"]);
-    }
-
-    #[test]
-    fn poll_schedule_checks_at_once_then_fast_then_upstream() {
-        let d = PollSchedule::default().delays();
-        assert_eq!(d.len(), 25);
-        assert_eq!(d[0], Duration::ZERO);
-        assert_eq!(d[1], Duration::from_millis(50));
-        assert_eq!(d[2], Duration::from_secs(1));
-        assert!(d[3] > Duration::from_millis(1199) && d[3] < Duration::from_millis(1201));
-    }
-}
+mod tests;

@@ -9,6 +9,7 @@ pub mod client;
 pub mod config;
 pub mod instances;
 pub mod loadbalancer;
+pub mod metrics;
 pub mod routes;
 
 use std::collections::HashMap;
@@ -16,8 +17,9 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::KubeClient;
+use super::{AnyCloud, KubeClient, NewProvider, Provider, ProviderFactory};
 use crate::cloud::{Capabilities, CloudError, InstanceMetadata, Instances};
+use crate::options::Options;
 use client::{ClientError, OpenStackClient, Service};
 use config::CloudConfig;
 use instances::{
@@ -100,44 +102,6 @@ impl OpenStack {
         })
     }
 
-    /// Checks whether routes can be managed (`[Route] router-id` and a Neutron extra-route
-    /// extension). Called only when the route controller would start, so that
-    /// `--configure-cloud-routes=false` makes no route calls at all (upstream asks
-    /// `cloud.Routes()` only then). Returns why routes are unsupported, if they are.
-    pub async fn detect_routes(&mut self) -> Option<String> {
-        if self.config.route.router_id.is_empty() {
-            return Some("routes unsupported: no [Route] router-id".to_owned());
-        }
-        match routes::RouteApi::detect(&self.client).await {
-            Ok(Some(api)) => {
-                self.routes = Some(api);
-                None
-            }
-            Ok(None) => Some(
-                "routes unsupported: Neutron lists neither extraroute nor extraroute-atomic"
-                    .to_owned(),
-            ),
-            Err(e) => Some(format!(
-                "routes unsupported: listing Neutron extensions: {e}"
-            )),
-        }
-    }
-
-    /// Which optional interfaces this cloud supports.
-    pub fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            load_balancer: self.load_balancer_supported,
-            routes: self.routes.is_some(),
-        }
-    }
-
-    /// `cloudprovider.Interface.Initialize`: hands the provider a Kubernetes client. Only
-    /// the first call counts; without one, load balancers work but their IDs are not
-    /// recorded on Services.
-    pub fn initialize(&self, client: kube::Client) {
-        let _ = self.kube.0.set(client);
-    }
-
     /// Overrides the Octavia wait schedule (tests).
     pub fn set_lb_poll(&mut self, schedule: loadbalancer::PollSchedule) {
         self.lb_poll = schedule;
@@ -217,6 +181,64 @@ impl OpenStack {
             .lock()
             .ok()
             .and_then(|c| c.get(id).cloned())
+    }
+}
+
+/// The OpenStack provider in the registry ([`crate::providers::PROVIDERS`]).
+pub static FACTORY: ProviderFactory = ProviderFactory {
+    name: PROVIDER_NAME,
+    display_name: "OpenStack",
+    accepts_node_labels: false,
+    new: new_provider,
+    render_metrics: Some(metrics::render),
+};
+
+/// [`ProviderFactory::new`]: the hidden `--testing-lb-name-scheme` (OpenStack's alone),
+/// then [`OpenStack::new`] on `--cloud-config`.
+fn new_provider(opts: &Options) -> NewProvider<'_> {
+    loadbalancer::use_name_scheme(opts.testing_lb_name_scheme);
+    Box::pin(async move {
+        let (cloud, warnings) = OpenStack::new(&opts.cloud_config).await?;
+        Ok((AnyCloud::new(cloud), warnings))
+    })
+}
+
+impl Provider for OpenStack {
+    /// `cloudprovider.Interface.Initialize`: hands the provider a Kubernetes client. Only
+    /// the first call counts; without one, load balancers work but their IDs are not
+    /// recorded on Services.
+    fn initialize(&self, client: kube::Client) {
+        let _ = self.kube.0.set(client);
+    }
+
+    /// Checks whether routes can be managed (`[Route] router-id` and a Neutron extra-route
+    /// extension). Called only when the route controller would start, so that
+    /// `--configure-cloud-routes=false` makes no route calls at all (upstream asks
+    /// `cloud.Routes()` only then). Returns why routes are unsupported, if they are.
+    async fn detect_routes(&mut self) -> Option<String> {
+        if self.config.route.router_id.is_empty() {
+            return Some("routes unsupported: no [Route] router-id".to_owned());
+        }
+        match routes::RouteApi::detect(&self.client).await {
+            Ok(Some(api)) => {
+                self.routes = Some(api);
+                None
+            }
+            Ok(None) => Some(
+                "routes unsupported: Neutron lists neither extraroute nor extraroute-atomic"
+                    .to_owned(),
+            ),
+            Err(e) => Some(format!(
+                "routes unsupported: listing Neutron extensions: {e}"
+            )),
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            load_balancer: self.load_balancer_supported,
+            routes: self.routes.is_some(),
+        }
     }
 }
 

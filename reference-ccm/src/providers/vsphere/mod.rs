@@ -37,12 +37,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 
-use super::KubeClient;
+use super::{AnyCloud, KubeClient, NewProvider, Provider, ProviderFactory};
 use crate::address::{EXTERNAL_IP, HOSTNAME, INTERNAL_IP, addr};
 use crate::cloud::{
     Capabilities, CloudError, InstanceMetadata, Instances, LbError, LoadBalancer, Route, Routes,
 };
 use crate::controllers::route::Cidr;
+use crate::options::Options;
 use client::{ClientError, MoRef, VsphereClient};
 use config::{IpFamily, NodeNetworks, VsphereConfig};
 use xml::Element;
@@ -180,26 +181,8 @@ impl Vsphere {
         self
     }
 
-    /// `cloudprovider.Interface.Initialize`: the client that reads the credentials Secret.
-    /// Routes are never detected on vSphere: it has none ([`Self::capabilities`]).
-    pub async fn detect_routes(&mut self) -> Option<String> {
-        None
-    }
-
-    pub fn initialize(&self, client: kube::Client) {
-        let _ = self.kube.0.set(client);
-    }
-
     pub fn config(&self) -> &VsphereConfig {
         &self.config
-    }
-
-    /// No load balancer, no routes (both need NSX-T upstream).
-    pub fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            load_balancer: false,
-            routes: false,
-        }
     }
 
     /// The session, logging in first when there is none (one login at a time).
@@ -661,6 +644,45 @@ fn no_load_balancer() -> LbError {
 /// vSphere has no routes; see [`no_load_balancer`].
 fn no_routes() -> CloudError {
     CloudError::Other("provider vsphere has no routes (capability)".to_owned())
+}
+
+/// The vSphere provider in the registry ([`crate::providers::PROVIDERS`]); the one that
+/// owns `--node-labels`.
+pub static FACTORY: ProviderFactory = ProviderFactory {
+    name: PROVIDER_NAME,
+    display_name: "vSphere",
+    accepts_node_labels: true,
+    new: new_provider,
+    render_metrics: None,
+};
+
+/// [`ProviderFactory::new`]: [`Vsphere::new`] on `--cloud-config`, with `--node-labels`.
+fn new_provider(opts: &Options) -> NewProvider<'_> {
+    Box::pin(async move {
+        let (cloud, warnings) = Vsphere::new(&opts.cloud_config).await?;
+        let cloud = cloud.with_node_labels(opts.node_labels());
+        Ok((AnyCloud::new(cloud), warnings))
+    })
+}
+
+impl Provider for Vsphere {
+    /// `cloudprovider.Interface.Initialize`: the client that reads the credentials Secret.
+    fn initialize(&self, client: kube::Client) {
+        let _ = self.kube.0.set(client);
+    }
+
+    /// Routes are never detected on vSphere: it has none ([`Self::capabilities`]).
+    async fn detect_routes(&mut self) -> Option<String> {
+        None
+    }
+
+    /// No load balancer, no routes (both need NSX-T upstream).
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            load_balancer: false,
+            routes: false,
+        }
+    }
 }
 
 impl LoadBalancer for Vsphere {
