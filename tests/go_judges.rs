@@ -3,12 +3,14 @@
 //! aws-sdk-go-v2 (AWS), govmomi (vSphere), the Azure SDK for Go (azcore, azidentity,
 //! armcompute, armnetwork, armresources; Azure), google.golang.org/api compute
 //! v1/beta/alpha with k8s-cloud-provider and golang.org/x/oauth2 (GCP); and Sonobuoy's
-//! plugin loader judges the Sonobuoy plugin definition (`ci/sonobuoy`). Each cloud test starts
-//! `ccm-conformance mock <cloud>` with a ready file, waits for the file, runs
+//! plugin loader judges the Sonobuoy plugin definition (`ci/sonobuoy`). Each cloud test
+//! starts `ccm-conformance mock <cloud>` with a ready file, waits for the file, runs
 //! `go test -count=1 -v ./...` in the judge module with `CCM_JUDGE_READY` naming it, and
 //! fails with the Go output unless every Go test passed (none skipped). The Go tests
 //! decode every answer with the SDK's own deserializers, so a field format or status code
-//! the real service would not send fails here.
+//! the real service would not send fails here. What the cloud judges share (the ready
+//! file, the leak check, the admin API, polling) is one module, `judges/go/judgekit`,
+//! which each requires through a `replace` to `../judgekit`; its own tests run here too.
 //!
 //! Needs Go 1.26 (scripts/setup.sh) and the Go module proxy or a warm module cache; the
 //! first run compiles the SDKs (a minute or two on two cores), later ones take seconds.
@@ -199,6 +201,13 @@ fn gcp_sdk_for_go_judges_mock_gcp() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_mock, ready) = start_mock("gcp", &[], dir.path());
     run_judge("gcp", &ready, dir.path());
+}
+
+/// The judges' shared module (judges/go/judgekit) by its own tests; no mock is needed.
+#[test]
+fn the_judges_shared_module_passes_its_own_tests() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_judge("judgekit", &dir.path().join("unused"), dir.path());
 }
 
 /// The Sonobuoy plugin (`ci/sonobuoy/ccm-conformance.yaml`) loaded by Sonobuoy's own

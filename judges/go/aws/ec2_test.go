@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 const clusterTag = "kubernetes.io/cluster/ccm-conformance"
@@ -21,7 +23,7 @@ func filter(name string, values ...string) types.Filter {
 // state filters, and paged with MaxResults / NextToken (the paginator follows the tokens).
 func TestEC2DescribeInstances(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := newClients(t, ctx, r)
 
 	out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{
@@ -154,7 +156,7 @@ func countInstances(out *ec2.DescribeInstancesOutput) int {
 // DescribeAvailabilityZones (the zone-id label), by name too.
 func TestEC2AvailabilityZones(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := newClients(t, ctx, r)
 	out, err := c.ec2.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})
 	if err != nil {
@@ -183,7 +185,7 @@ func TestEC2AvailabilityZones(t *testing.T) {
 // and revoke ingress, describe by id and by filter, delete, then InvalidGroup.NotFound.
 func TestEC2SecurityGroups(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := newClients(t, ctx, r)
 
 	vpcs, err := c.ec2.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{})
@@ -270,7 +272,7 @@ func TestEC2SecurityGroups(t *testing.T) {
 // CreateTags on an instance (the CCM tags what it owns), DescribeTags by resource.
 func TestEC2CreateTags(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := newClients(t, ctx, r)
 	out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []types.Filter{filter("tag:Name", "node-0")}})
 	if err != nil || countInstances(out) != 1 {

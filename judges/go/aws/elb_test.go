@@ -14,6 +14,8 @@ import (
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // network is what a Service's load balancer is built from: the cluster VPC, one subnet
@@ -61,7 +63,7 @@ func clusterNetwork(t *testing.T, ctx context.Context, c clients) network {
 // deregister, delete and LoadBalancerNotFound.
 func TestELBClassic(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := newClients(t, ctx, r)
 	n := clusterNetwork(t, ctx, c)
 	name := fmt.Sprintf("a%d", time.Now().UnixNano())
@@ -208,7 +210,7 @@ func TestELBClassic(t *testing.T) {
 // listener, load balancer (LoadBalancersDeleted waiter) and target group deleted.
 func TestELBv2NetworkLoadBalancer(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := newClients(t, ctx, r)
 	n := clusterNetwork(t, ctx, c)
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)

@@ -23,3 +23,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.30.1 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.33.19 // indirect
 )
+
+require ccm-conformance.invalid/judges/judgekit v0.0.0
+
+replace ccm-conformance.invalid/judges/judgekit => ../judgekit

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // The CCM's start on a node: feature/ec2/imds pointed at the mock's metadata endpoint
@@ -22,7 +24,7 @@ func TestIMDSv2(t *testing.T) {
 	if r.IMDSEndpoint == "" {
 		t.Fatal("the ready file names no imds_endpoint: start the mock with IMDS on (`mock aws --imds`)")
 	}
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := newClients(t, ctx, r)
 	out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{
 		Filters: []types.Filter{filter("tag:Name", "node-1")},

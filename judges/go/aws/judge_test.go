@@ -10,16 +10,11 @@
 package judge
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -28,6 +23,8 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/smithy-go"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // ready is the mock's ready object (mocks/aws/src/lib.rs ReadyInfo).
@@ -42,37 +39,15 @@ type ready struct {
 
 func readReady() (ready, error) {
 	var r ready
-	path := os.Getenv("CCM_JUDGE_READY")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return r, fmt.Errorf("reading the ready file: %w", err)
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return r, fmt.Errorf("ready file %s: %w", path, err)
-	}
-	if r.Endpoint == "" || r.AccessKeyID == "" {
-		return r, fmt.Errorf("ready file %s lacks endpoint/access_key_id: %s", path, data)
-	}
-	return r, nil
+	err := judgekit.ReadReady(&r, "endpoint", "access_key_id")
+	return r, err
 }
 
 func loadReady(t *testing.T) ready {
 	t.Helper()
-	if os.Getenv("CCM_JUDGE_READY") == "" {
-		t.Skip("CCM_JUDGE_READY is not set (tests/go_judges.rs starts the mock and sets it)")
-	}
-	r, err := readReady()
-	if err != nil {
-		t.Fatal(err)
-	}
+	var r ready
+	judgekit.LoadReady(t, &r, "endpoint", "access_key_id")
 	return r
-}
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // sdkConfig is the CCM's: LoadDefaultConfig with the region and static credentials, no
@@ -123,65 +98,15 @@ func errorCode(err error) string {
 // out (when not nil).
 func adminCall(t *testing.T, r ready, method, path string, body any, out any) {
 	t.Helper()
-	var reader io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reader = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, r.AdminURL+path, reader)
-	if err != nil {
+	if err := judgekit.Admin(http.DefaultClient, r.AdminURL, method, path, body, out); err != nil {
 		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("admin %s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	text, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		t.Fatalf("admin %s %s: %s %s", method, path, resp.Status, text)
-	}
-	if out != nil {
-		if err := json.Unmarshal(text, out); err != nil {
-			t.Fatalf("admin %s %s: %v in %s", method, path, err, text)
-		}
-	}
-}
-
-// waitFor polls check every 20 ms until it reports done, failing the test at the deadline.
-func waitFor(t *testing.T, what string, timeout time.Duration, check func() (bool, string, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		done, state, err := check()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: still %q after %s", what, state, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // TestMain runs the tests, then asks the mock what the cloud APIs created and still
 // exists: every test cleans up after itself, as the CCM must.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 && os.Getenv("CCM_JUDGE_READY") != "" {
-		if err := checkLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(judgekit.Run(m, checkLeaks))
 }
 
 func checkLeaks() error {
@@ -189,19 +114,5 @@ func checkLeaks() error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.Get(r.AdminURL + "/leaks")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var leaks struct {
-		Leaks []string `json:"leaks"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&leaks); err != nil {
-		return fmt.Errorf("GET /admin/leaks (%s): %w", resp.Status, err)
-	}
-	if len(leaks.Leaks) != 0 {
-		return fmt.Errorf("left behind: %v", leaks.Leaks)
-	}
-	return nil
+	return judgekit.CheckLeaks(http.DefaultClient, r.AdminURL)
 }

@@ -22,3 +22,7 @@ require (
 	golang.org/x/sys v0.45.0 // indirect
 	golang.org/x/text v0.37.0 // indirect
 )
+
+require ccm-conformance.invalid/judges/judgekit v0.0.0
+
+replace ccm-conformance.invalid/judges/judgekit => ../judgekit

@@ -13,14 +13,11 @@ package judge
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +27,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // audience is the ARM token audience of the wire contract (Azure public cloud's
@@ -55,54 +54,29 @@ type ready struct {
 	RouteTableName    string `json:"route_table_name"`
 }
 
+var required = []string{"endpoint", "subscription_id", "client_secret", "ca_file"}
+
 func readReady() (ready, error) {
-	path := os.Getenv("CCM_JUDGE_READY")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ready{}, fmt.Errorf("reading the ready file: %w", err)
-	}
 	var r ready
-	if err := json.Unmarshal(data, &r); err != nil {
-		return ready{}, fmt.Errorf("ready file %s: %w", path, err)
-	}
-	if r.Endpoint == "" || r.SubscriptionID == "" || r.ClientSecret == "" || r.CAFile == "" {
-		return ready{}, fmt.Errorf("ready file %s lacks endpoint/subscription_id/client_secret/ca_file: %s", path, data)
-	}
-	return r, nil
+	err := judgekit.ReadReady(&r, required...)
+	return r, err
 }
 
 func loadReady(t *testing.T) ready {
 	t.Helper()
-	if os.Getenv("CCM_JUDGE_READY") == "" {
-		t.Skip("CCM_JUDGE_READY is not set (tests/go_judges.rs starts the mock and sets it)")
-	}
-	r, err := readReady()
-	if err != nil {
-		t.Fatal(err)
-	}
+	var r ready
+	judgekit.LoadReady(t, &r, required...)
 	return r
 }
 
 func ctxFor(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+	return judgekit.ContextWithin(t, 2*time.Minute)
 }
 
 // newHTTPClient trusts only the mock's CA: a client that ignored it could not connect.
 func newHTTPClient(r ready) (*http.Client, error) {
-	pem, err := os.ReadFile(r.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading ca_file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("ca_file %s holds no PEM certificate", r.CAFile)
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return &http.Client{Transport: transport, Timeout: 30 * time.Second}, nil
+	return judgekit.HTTPClient(r.CAFile)
 }
 
 func httpClient(t *testing.T, r ready) *http.Client {

@@ -8,6 +8,8 @@ import (
 	"cloud.google.com/go/compute/metadata"
 	"golang.org/x/oauth2/google"
 	compute "google.golang.org/api/compute/v1"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // TestMetadataServer: what cloud.google.com/go/compute/metadata and golang.org/x/oauth2
@@ -17,7 +19,7 @@ import (
 // application default credentials (token-url = nil).
 func TestMetadataServer(t *testing.T) {
 	r := loadReady(t)
-	ctx := ctxT(t)
+	ctx := judgekit.Context(t)
 	if !metadata.OnGCE() {
 		t.Fatal("metadata.OnGCE() = false with GCE_METADATA_HOST at the mock")
 	}

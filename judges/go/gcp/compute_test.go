@@ -11,6 +11,8 @@ import (
 	"github.com/GoogleCloudPlatform/k8s-cloud-provider/pkg/cloud/meta"
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 func last(link string) string {
@@ -23,7 +25,7 @@ func last(link string) string {
 func TestInstances(t *testing.T) {
 	t.Parallel()
 	g := newGCE(t)
-	ctx := ctxT(t)
+	ctx := judgekit.Context(t)
 	seq := lastSeq(t, g.r)
 	key := meta.ZonalKey("node-0", g.r.Zone)
 	vm, err := g.c.Instances().Get(ctx, key)
@@ -151,7 +153,7 @@ func TestInstances(t *testing.T) {
 func TestThrottled(t *testing.T) {
 	t.Parallel()
 	g := newGCE(t)
-	ctx := ctxT(t)
+	ctx := judgekit.Context(t)
 	rule := map[string]any{
 		"service": "compute", "operation": "compute.instances.get", "resource": "node-2",
 		"kind": "throttle", "count": 1,
@@ -174,7 +176,7 @@ func TestThrottled(t *testing.T) {
 func TestAddresses(t *testing.T) {
 	t.Parallel()
 	g := newGCE(t)
-	ctx := ctxT(t)
+	ctx := judgekit.Context(t)
 	seq := lastSeq(t, g.r)
 	key := meta.RegionalKey("judge-addr", g.r.Region)
 	addr := &compute.Address{
@@ -232,7 +234,7 @@ func TestAddresses(t *testing.T) {
 func TestFailedOperation(t *testing.T) {
 	t.Parallel()
 	g := newGCE(t)
-	ctx := ctxT(t)
+	ctx := judgekit.Context(t)
 	setLifecycle(t, g.r, "resource", "judge-broken", map[string]any{"mode": "error"})
 	key := meta.RegionalKey("judge-broken", g.r.Region)
 	err := g.c.Addresses().Insert(ctx, key, &compute.Address{Name: key.Name})
@@ -255,7 +257,7 @@ func TestFailedOperation(t *testing.T) {
 func TestExternalLoadBalancer(t *testing.T) {
 	t.Parallel()
 	g := newGCE(t)
-	ctx := ctxT(t)
+	ctx := judgekit.Context(t)
 	name := "ajudgeexternallb"
 	region := g.r.Region
 	desc := `{"kubernetes.io/service-name":"default/judge"}`
@@ -421,7 +423,7 @@ func isInUsedByError(err error) bool {
 func TestRoutes(t *testing.T) {
 	t.Parallel()
 	g := newGCE(t)
-	ctx := ctxT(t)
+	ctx := judgekit.Context(t)
 	const prefix = "judge-cluster"
 	setLifecycle(t, g.r, "resource", prefix+"-node-0", map[string]any{"mode": "reads", "n": 2})
 	seq := lastSeq(t, g.r)
@@ -447,7 +449,7 @@ func TestRoutes(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, r := range routes {
-			_ = g.c.Routes().Delete(ctxT(t), meta.GlobalKey(r.Name))
+			_ = g.c.Routes().Delete(judgekit.Context(t), meta.GlobalKey(r.Name))
 		}
 	})
 	// CreateRoute treats 409 as done.

@@ -34,3 +34,7 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 	k8s.io/klog/v2 v2.120.1 // indirect
 )
+
+require ccm-conformance.invalid/judges/judgekit v0.0.0
+
+replace ccm-conformance.invalid/judges/judgekit => ../judgekit

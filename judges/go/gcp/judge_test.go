@@ -16,14 +16,10 @@
 package judge
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +33,8 @@ import (
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // ready is the mock's ready object (mocks/gcp/src/lib.rs ReadyInfo).
@@ -51,31 +49,18 @@ type ready struct {
 	AdminURL     string `json:"admin_url"`
 }
 
+var required = []string{"endpoint", "project_id", "metadata_host", "admin_url"}
+
 func readReady() (ready, error) {
-	path := os.Getenv("CCM_JUDGE_READY")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ready{}, fmt.Errorf("reading the ready file: %w", err)
-	}
 	var r ready
-	if err := json.Unmarshal(data, &r); err != nil {
-		return ready{}, fmt.Errorf("ready file %s: %w", path, err)
-	}
-	if r.Endpoint == "" || r.ProjectID == "" || r.MetadataHost == "" || r.AdminURL == "" {
-		return ready{}, fmt.Errorf("ready file %s lacks endpoint/project_id/metadata_host/admin_url: %s", path, data)
-	}
-	return r, nil
+	err := judgekit.ReadReady(&r, required...)
+	return r, err
 }
 
 func loadReady(t *testing.T) ready {
 	t.Helper()
-	if os.Getenv("CCM_JUDGE_READY") == "" {
-		t.Skip("CCM_JUDGE_READY is not set (tests/go_judges.rs starts the mock and sets it)")
-	}
-	r, err := readReady()
-	if err != nil {
-		t.Fatal(err)
-	}
+	var r ready
+	judgekit.LoadReady(t, &r, required...)
 	return r
 }
 
@@ -239,39 +224,9 @@ func reason(err error) string {
 	return ""
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // admin calls the mock's control API; out (if not nil) receives the JSON answer.
 func admin(r ready, method, path string, body any, out any) error {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, r.AdminURL+path, rd)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %s %s", method, path, resp.Status, data)
-	}
-	if out != nil {
-		return json.Unmarshal(data, out)
-	}
-	return nil
+	return judgekit.Admin(http.DefaultClient, r.AdminURL, method, path, body, out)
 }
 
 // journalEntry is one of the mock's journal entries (mock_cloud::JournalEntry).

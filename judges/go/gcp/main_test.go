@@ -1,11 +1,12 @@
 package judge
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"testing"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // TestMain makes the process look like a program on a GCE node whose metadata server is
@@ -33,13 +34,7 @@ func TestMain(m *testing.M) {
 		os.Setenv("GCE_METADATA_HOST", r.MetadataHost)
 		os.Setenv("GCE_METADATA_IP", r.MetadataHost)
 	}
-	code := m.Run()
-	if code == 0 && os.Getenv("CCM_JUDGE_READY") != "" {
-		if err := checkLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL leak check:", err)
-			code = 1
-		}
-	}
+	code := judgekit.Run(m, checkLeaks)
 	if home != "" {
 		os.RemoveAll(home)
 	}
@@ -51,23 +46,5 @@ func checkLeaks() error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.Get(r.AdminURL + "/leaks")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s/leaks: %s", r.AdminURL, resp.Status)
-	}
-	var leaks struct {
-		Total  int            `json:"total"`
-		ByType map[string]any `json:"by_type"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&leaks); err != nil {
-		return err
-	}
-	if leaks.Total != 0 {
-		return fmt.Errorf("%d resources left behind: %v", leaks.Total, leaks.ByType)
-	}
-	return nil
+	return judgekit.CheckLeaks(http.DefaultClient, r.AdminURL)
 }

@@ -9,18 +9,16 @@ package judge
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // ready is the mock's ready object (mocks/openstack/src/lib.rs ReadyInfo).
@@ -37,21 +35,8 @@ type ready struct {
 
 func loadReady(t *testing.T) ready {
 	t.Helper()
-	path := os.Getenv("CCM_JUDGE_READY")
-	if path == "" {
-		t.Skip("CCM_JUDGE_READY is not set (tests/go_judges.rs starts the mock and sets it)")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the ready file: %v", err)
-	}
 	var r ready
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatalf("ready file %s: %v", path, err)
-	}
-	if r.AuthURL == "" || r.Username == "" {
-		t.Fatalf("ready file %s lacks auth_url/username: %s", path, data)
-	}
+	judgekit.LoadReady(t, &r, "auth_url", "username")
 	return r
 }
 
@@ -66,19 +51,15 @@ func httpClient(t *testing.T, r ready) http.Client {
 }
 
 func newHTTPClient(r ready) (http.Client, error) {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	if r.CAFile != nil && *r.CAFile != "" {
-		pem, err := os.ReadFile(*r.CAFile)
-		if err != nil {
-			return http.Client{}, fmt.Errorf("reading ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return http.Client{}, fmt.Errorf("ca_file %s holds no PEM certificate", *r.CAFile)
-		}
-		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	caFile := ""
+	if r.CAFile != nil {
+		caFile = *r.CAFile
 	}
-	return http.Client{Transport: transport, Timeout: 30 * time.Second}, nil
+	c, err := judgekit.HTTPClient(caFile)
+	if err != nil {
+		return http.Client{}, err
+	}
+	return *c, nil
 }
 
 func authOptions(r ready) gophercloud.AuthOptions {
@@ -133,37 +114,9 @@ func services(t *testing.T, ctx context.Context, r ready) clients {
 	return clients{compute: compute, network: network, lb: lb}
 }
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // is404 says whether err is the SDK's "resource not found".
 func is404(err error) bool {
 	return gophercloud.ResponseCodeIs(err, http.StatusNotFound)
-}
-
-// waitFor polls check every 20 ms until it reports done, failing the test at the deadline.
-func waitFor(t *testing.T, what string, timeout time.Duration, check func() (bool, string, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		done, state, err := check()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if done {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: still %q after %s", what, last, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // nonZeroTime fails when the SDK decoded no time (a missing field).

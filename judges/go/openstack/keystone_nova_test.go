@@ -10,6 +10,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/gophercloud/v2/pagination"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // Keystone v3 password authentication: the token, its expiry, the user, project and
@@ -18,7 +20,7 @@ import (
 // long-lived clients).
 func TestKeystonePasswordAuthAndCatalog(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	pc := provider(t, ctx, r)
 
 	res, ok := pc.GetAuthResult().(tokens.CreateResult)
@@ -102,7 +104,7 @@ func TestKeystonePasswordAuthAndCatalog(t *testing.T) {
 // name, paged with limit/marker, server get, and the flavor of each server.
 func TestNovaServersAndFlavors(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := services(t, ctx, r)
 
 	pages, err := servers.List(c.compute, servers.ListOpts{}).AllPages(ctx)

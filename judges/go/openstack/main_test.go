@@ -1,56 +1,26 @@
 package judge
 
 import (
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"os"
 	"testing"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // TestMain runs the tests, then asks the mock what the cloud APIs created and still
 // exists: every test cleans up after itself, as the CCM must.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 && os.Getenv("CCM_JUDGE_READY") != "" {
-		if err := checkLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL leak check:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(judgekit.Run(m, checkLeaks))
 }
 
 func checkLeaks() error {
-	data, err := os.ReadFile(os.Getenv("CCM_JUDGE_READY"))
-	if err != nil {
-		return err
-	}
 	var r ready
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := judgekit.ReadReady(&r); err != nil {
 		return err
 	}
 	client, err := newHTTPClient(r)
 	if err != nil {
 		return err
 	}
-	resp, err := client.Get(r.AdminURL + "/leaks")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /admin/leaks: %s", resp.Status)
-	}
-	var leaks struct {
-		Total  int            `json:"total"`
-		ByType map[string]any `json:"by_type"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&leaks); err != nil {
-		return err
-	}
-	if leaks.Total != 0 {
-		return fmt.Errorf("%d resources left behind: %v", leaks.Total, leaks.ByType)
-	}
-	return nil
+	return judgekit.CheckLeaks(&client, r.AdminURL)
 }

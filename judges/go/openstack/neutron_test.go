@@ -21,13 +21,15 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // Networks, subnets and a server's ports (how the CCM finds node addresses and the
 // load balancer's subnet), and the extensions the route controller checks.
 func TestNeutronNetworksSubnetsPorts(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := services(t, ctx, r)
 
 	pages, err := networks.List(c.network, networks.ListOpts{}).AllPages(ctx)
@@ -139,7 +141,7 @@ func TestNeutronNetworksSubnetsPorts(t *testing.T) {
 // get, detach, delete, then 404.
 func TestNeutronFloatingIPs(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := services(t, ctx, r)
 
 	pages, err := networks.List(c.network, networks.ListOpts{}).AllPages(ctx)
@@ -229,7 +231,7 @@ func TestNeutronFloatingIPs(t *testing.T) {
 // the non-atomic full replacement through a router update.
 func TestNeutronRouterExtraRoutes(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := services(t, ctx, r)
 
 	pages, err := routers.List(c.network, routers.ListOpts{}).AllPages(ctx)
@@ -310,7 +312,7 @@ func hasRoutes(have []routers.Route, want ...routers.Route) bool {
 // create/list/delete, lookup by name, update, delete, then 404.
 func TestNeutronSecurityGroups(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := services(t, ctx, r)
 
 	name := fmt.Sprintf("lb-sg-judge-%d", time.Now().UnixNano())
@@ -394,7 +396,7 @@ func TestNeutronSecurityGroups(t *testing.T) {
 // then lose it again.
 func TestNeutronPortAllowedAddressPairs(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := services(t, ctx, r)
 
 	pages, err := routers.List(c.network, routers.ListOpts{}).AllPages(ctx)

@@ -1,10 +1,8 @@
 package judge
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,25 +16,16 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/monitors"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/pools"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // adminCall sends one request to the mock's control API.
-func adminCall(t *testing.T, r ready, method, path, body string) {
+func adminCall(t *testing.T, r ready, method, path string, body any) {
 	t.Helper()
 	client := httpClient(t, r)
-	req, err := http.NewRequest(method, r.AdminURL+path, bytes.NewBufferString(body))
-	if err != nil {
-		t.Fatalf("admin request: %v", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("admin %s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		text, _ := io.ReadAll(resp.Body)
-		t.Fatalf("admin %s %s: %s %s", method, path, resp.Status, text)
+	if err := judgekit.Admin(&client, r.AdminURL, method, path, body, nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -45,7 +34,7 @@ func adminCall(t *testing.T, r ready, method, path, body string) {
 func waitActive(t *testing.T, ctx context.Context, lb *gophercloud.ServiceClient, id, after string) *loadbalancers.LoadBalancer {
 	t.Helper()
 	var last *loadbalancers.LoadBalancer
-	waitFor(t, "load balancer ACTIVE after "+after, 10*time.Second, func() (bool, string, error) {
+	judgekit.WaitFor(t, "load balancer ACTIVE after "+after, 10*time.Second, func() (bool, string, error) {
 		got, err := loadbalancers.Get(ctx, lb, id).Extract()
 		if err != nil {
 			return false, "", unexpected("loadbalancers.Get", err)
@@ -114,7 +103,7 @@ func privateSubnet(t *testing.T, ctx context.Context, c clients) string {
 // CURRENT entry).
 func TestOctaviaAPIVersions(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := services(t, ctx, r)
 	pages, err := apiversions.List(c.lb).AllPages(ctx)
 	if err != nil {
@@ -138,11 +127,11 @@ func TestOctaviaAPIVersions(t *testing.T) {
 // status tree, lookups by name and parent id, then a cascade delete and 404.
 func TestOctaviaFullyPopulatedLoadBalancer(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := services(t, ctx, r)
 	// Two reads pending per transition, so the SDK really polls.
-	adminCall(t, r, http.MethodPut, "/lifecycle/default", `{"mode":"reads","n":2}`)
-	t.Cleanup(func() { adminCall(t, r, http.MethodDelete, "/lifecycle/default", "") })
+	adminCall(t, r, http.MethodPut, "/lifecycle/default", map[string]any{"mode": "reads", "n": 2})
+	t.Cleanup(func() { adminCall(t, r, http.MethodDelete, "/lifecycle/default", nil) })
 
 	subnet := privateSubnet(t, ctx, c)
 	addrs := memberAddresses(t, ctx, c)
@@ -288,10 +277,10 @@ func TestOctaviaFullyPopulatedLoadBalancer(t *testing.T) {
 // deletes of each, waiting for ACTIVE after every write; then cascade delete.
 func TestOctaviaSerialChildren(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := services(t, ctx, r)
-	adminCall(t, r, http.MethodPut, "/lifecycle/default", `{"mode":"reads","n":1}`)
-	t.Cleanup(func() { adminCall(t, r, http.MethodDelete, "/lifecycle/default", "") })
+	adminCall(t, r, http.MethodPut, "/lifecycle/default", map[string]any{"mode": "reads", "n": 1})
+	t.Cleanup(func() { adminCall(t, r, http.MethodDelete, "/lifecycle/default", nil) })
 
 	subnet := privateSubnet(t, ctx, c)
 	addrs := memberAddresses(t, ctx, c)
@@ -412,7 +401,7 @@ func deleteCascade(t *testing.T, ctx context.Context, c clients, id string) {
 	if err := loadbalancers.Delete(ctx, c.lb, id, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr(); err != nil {
 		t.Fatal(unexpected("loadbalancers.Delete cascade", err))
 	}
-	waitFor(t, "load balancer deleted (404)", 10*time.Second, func() (bool, string, error) {
+	judgekit.WaitFor(t, "load balancer deleted (404)", 10*time.Second, func() (bool, string, error) {
 		got, err := loadbalancers.Get(ctx, c.lb, id).Extract()
 		if is404(err) {
 			return true, "", nil

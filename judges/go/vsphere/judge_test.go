@@ -12,15 +12,15 @@ package judge
 
 import (
 	"context"
-	"encoding/json"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/soap"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // ready is the mock's ready object (mocks/vsphere/src/lib.rs ReadyInfo).
@@ -35,29 +35,9 @@ type ready struct {
 
 func loadReady(t *testing.T) ready {
 	t.Helper()
-	path := os.Getenv("CCM_JUDGE_READY")
-	if path == "" {
-		t.Skip("CCM_JUDGE_READY is not set (tests/go_judges.rs starts the mock and sets it)")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the ready file: %v", err)
-	}
 	var r ready
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatalf("ready file %s: %v", path, err)
-	}
-	if r.URL == "" || r.Username == "" {
-		t.Fatalf("ready file %s lacks url/username: %s", path, data)
-	}
+	judgekit.LoadReady(t, &r, "url", "username")
 	return r
-}
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // soapClient is vclib's VSphereConnection.NewClient: soap.NewClient with the CA file

@@ -10,6 +10,8 @@ import (
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // Zones and regions the way connectionmanager.LookupZoneByMoref finds them: a vAPI
@@ -18,7 +20,7 @@ import (
 // Logout.
 func TestVAPITagging(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := loggedIn(t, ctx, r)
 
 	rc := rest.NewClient(c)

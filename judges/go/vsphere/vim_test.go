@@ -16,13 +16,15 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"ccm-conformance.invalid/judges/judgekit"
 )
 
 // The session: service content, Login over verified TLS (and a refused bad password
 // and untrusted certificate), the user session, the session still valid.
 func TestSessionLogin(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	if r.Insecure {
 		t.Errorf("ready file says insecure: the mock's CA should verify its certificate")
 	}
@@ -78,7 +80,7 @@ func TestSessionLogin(t *testing.T) {
 // FindAllByDnsName, and the VM properties config/summary/guest the CCM reads.
 func TestFindVMsAndProperties(t *testing.T) {
 	r := loadReady(t)
-	ctx := testContext(t)
+	ctx := judgekit.Context(t)
 	c := loggedIn(t, ctx, r)
 
 	finder := find.NewFinder(c, false)

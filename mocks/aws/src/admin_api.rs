@@ -18,7 +18,7 @@ use axum::{Json, Router};
 use mock_cloud::{AdminRejection, parse_admin_json};
 use serde_json::json;
 
-use crate::model::{AdminError, InstancePatch, InstanceSpec};
+use crate::state::{AdminError, InstancePatch, InstanceSpec};
 use crate::{Admin, LifecycleMode};
 
 pub(crate) fn routes(admin: Admin) -> Router {

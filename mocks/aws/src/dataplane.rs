@@ -33,7 +33,7 @@ use mock_cloud::{
 
 use crate::Shared;
 use crate::elb::ClassicLb;
-use crate::model::{Cloud, InstanceState};
+use crate::state::{Cloud, InstanceState};
 
 /// How often the reconciler runs when no request wakes it.
 pub(crate) const RECONCILE_PERIOD: Duration = Duration::from_millis(100);

@@ -27,7 +27,7 @@
 //! `LastUpdated`, `Type`, `AccessKeyId`, `SecretAccessKey`, `Token`, `Expiration`; the
 //! "Retrieve security credentials from instance metadata" page of the EC2 user guide), so
 //! an SDK with no static keys signs with them. The mock's SigV4 check accepts that key only
-//! with its `X-Amz-Security-Token` (`api.rs`). The credentials live as long as the mock;
+//! with its `X-Amz-Security-Token` (`gate.rs`). The credentials live as long as the mock;
 //! `Expiration` says six hours from start.
 
 use std::collections::HashMap;
@@ -43,7 +43,7 @@ use axum::routing::{get, put};
 use serde::{Deserialize, Serialize};
 
 use crate::Shared;
-use crate::model::{public_dns_name, zone_id};
+use crate::state::{public_dns_name, zone_id};
 
 /// Longest token lifetime IMDS grants (6 hours).
 const MAX_TTL_SECONDS: u64 = 21_600;

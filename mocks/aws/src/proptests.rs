@@ -15,10 +15,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
 use ring::{digest, hmac};
 
-use super::{ELB, ELBV2, Mock};
 use crate::Config;
 use crate::params::{Params, wildcard_match};
 use crate::sigv4::{self, SigV4Error};
+use crate::testing::{EC2, ELB, ELBV2, Mock, Reply};
 use crate::xml::{escape, is_xml_char};
 
 /// `cases` per property, or `AWS_PROPTEST_CASES` of them (a longer hunt).
@@ -694,7 +694,7 @@ fn is_error_envelope(body: &str) -> bool {
     let ec2 = body.contains("<Response><Errors><Error><Code>");
     let elb = body.contains("<ErrorResponse xmlns=") && body.contains("<Error><Type>");
     (ec2 || elb)
-        && !super::Reply {
+        && !Reply {
             status: StatusCode::OK,
             body: body.to_string(),
         }
@@ -893,7 +893,7 @@ fn every_action_with_arbitrary_params_answers_in_its_envelope() {
     };
     let actions: Vec<(&str, &str)> = crate::ec2::ACTIONS
         .iter()
-        .map(|a| (super::EC2, *a))
+        .map(|a| (EC2, *a))
         .chain(crate::elb::ACTIONS.iter().map(|a| (ELB, *a)))
         .chain(crate::elbv2::ACTIONS.iter().map(|a| (ELBV2, *a)))
         .collect();

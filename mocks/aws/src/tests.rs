@@ -1,9 +1,6 @@
 //! Router tests through `tower::ServiceExt::oneshot`: every action's happy path and its
 //! errors, signed the way SDKs sign, without a socket.
 
-use std::sync::Arc;
-
-use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::BodyExt;
@@ -11,144 +8,8 @@ use mock_cloud::FaultJson;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::{Admin, Config, Shared, build_shared, router, sigv4};
-
-const EC2: &str = "2016-11-15";
-const ELB: &str = "2012-06-01";
-const ELBV2: &str = "2015-12-01";
-
-struct Mock {
-    shared: Arc<Shared>,
-    router: Router,
-}
-
-struct Reply {
-    status: StatusCode,
-    body: String,
-}
-
-impl Reply {
-    /// Text of every `<tag>` element, in order.
-    fn all(&self, tag: &str) -> Vec<String> {
-        let open = format!("<{tag}>");
-        let close = format!("</{tag}>");
-        let mut out = Vec::new();
-        let mut rest = self.body.as_str();
-        while let Some(i) = rest.find(&open) {
-            rest = &rest[i + open.len()..];
-            let Some(j) = rest.find(&close) else { break };
-            out.push(rest[..j].to_string());
-            rest = &rest[j..];
-        }
-        out
-    }
-
-    fn one(&self, tag: &str) -> String {
-        self.all(tag).into_iter().next().unwrap_or_default()
-    }
-
-    fn code(&self) -> String {
-        self.one("Code")
-    }
-}
-
-impl Mock {
-    fn with(config: Config) -> Mock {
-        let shared = Arc::new(build_shared(config, "http://127.0.0.1:1".into()).expect("seed"));
-        let router = router(shared.clone());
-        Mock { shared, router }
-    }
-
-    fn seeded(nodes: usize) -> Mock {
-        Self::with(Config {
-            nodes,
-            ..Config::default()
-        })
-    }
-
-    fn admin(&self) -> Admin {
-        Admin {
-            shared: self.shared.clone(),
-        }
-    }
-
-    async fn raw(&self, req: Request<Body>) -> Reply {
-        let resp = self.router.clone().oneshot(req).await.expect("infallible");
-        let status = resp.status();
-        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-        Reply {
-            status,
-            body: String::from_utf8_lossy(&bytes).to_string(),
-        }
-    }
-
-    /// A signed form POST with `key` and scope `service`.
-    async fn signed(&self, body: String, key: (&str, &str), region: &str, service: &str) -> Reply {
-        let uri: Uri = "/".parse().expect("uri");
-        let mut headers = HeaderMap::new();
-        headers.insert("host", HeaderValue::from_static("127.0.0.1:1"));
-        headers.insert(
-            "content-type",
-            HeaderValue::from_static("application/x-www-form-urlencoded; charset=utf-8"),
-        );
-        sigv4::sign(
-            &Method::POST,
-            &uri,
-            &mut headers,
-            body.as_bytes(),
-            key,
-            region,
-            service,
-        );
-        let mut req = Request::builder().method("POST").uri(uri);
-        for (k, v) in &headers {
-            req = req.header(k, v);
-        }
-        self.raw(req.body(Body::from(body)).expect("request")).await
-    }
-
-    async fn call(&self, version: &str, action: &str, params: &[(&str, &str)]) -> Reply {
-        let mut form = form_urlencoded::Serializer::new(String::new());
-        form.append_pair("Action", action)
-            .append_pair("Version", version);
-        for (k, v) in params {
-            form.append_pair(k, v);
-        }
-        let c = &self.shared.config;
-        let service = if version == EC2 {
-            "ec2"
-        } else {
-            "elasticloadbalancing"
-        };
-        self.signed(
-            form.finish(),
-            (&c.access_key_id.clone(), &c.secret_access_key.clone()),
-            &c.region.clone(),
-            service,
-        )
-        .await
-    }
-
-    async fn ec2(&self, action: &str, params: &[(&str, &str)]) -> Reply {
-        self.call(EC2, action, params).await
-    }
-
-    async fn elb(&self, action: &str, params: &[(&str, &str)]) -> Reply {
-        self.call(ELB, action, params).await
-    }
-
-    async fn admin_json(&self, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .body(Body::from(body.to_string()))
-            .expect("request");
-        let r = self.raw(req).await;
-        let v = serde_json::from_str(&r.body).unwrap_or(Value::Null);
-        (r.status, v)
-    }
-}
+use crate::testing::{EC2, ELB, ELBV2, Mock, Reply};
+use crate::{Config, build_shared, sigv4};
 
 #[tokio::test]
 async fn describe_instances_shape_and_ids() {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::arm::path;
 use crate::compute::state::{PowerState, Vm, VmInfo, VmPatch, VmSpec};
 use crate::compute::vmss::{Instance, ScaleSet, ScaleSetSpec, base36};
-use crate::store::{Cloud, PRIVATE_POOL, PUBLIC_POOL, Pool};
+use crate::state::{Cloud, PRIVATE_POOL, PUBLIC_POOL, Pool};
 use crate::{LIFECYCLE_TYPES, LifecycleMode, LifecyclePolicies, Shared};
 
 /// Why an admin call was refused.
@@ -903,7 +903,7 @@ impl Admin {
         let routes = doc.value["properties"]["routes"].as_array_mut();
         match routes {
             Some(routes) => {
-                routes.retain(|r| !crate::store::name_is(r, name));
+                routes.retain(|r| !crate::state::name_is(r, name));
                 routes.push(route);
             }
             None => doc.value["properties"]["routes"] = json!([route]),

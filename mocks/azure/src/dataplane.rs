@@ -38,7 +38,7 @@ use serde_json::Value;
 use crate::Shared;
 use crate::arm::path;
 use crate::control::one_or_many;
-use crate::store::{Cloud, PRIVATE_POOL, listener_ip};
+use crate::state::{Cloud, PRIVATE_POOL, listener_ip};
 
 /// How often the reconciler runs when nothing wakes it (time-based lifecycles).
 const RECONCILE_PERIOD: Duration = Duration::from_millis(100);

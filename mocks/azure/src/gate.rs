@@ -17,7 +17,9 @@
 //!   `"GET metadata/endpoints"`, `"GET openid-configuration"`, `"GET discovery/instance"`;
 //! - `resource`: the innermost resource name in the path (`node-0`, the route's name),
 //!   the operation id for polls, the tenant for token and OpenID requests; none for a
-//!   top-level list, the parent's name for a child list (`routeTables/rt-ccm/routes`).
+//!   top-level list, the parent's name for a child list (`routeTables/rt-ccm/routes`);
+//! - `kind` ([`mock_cloud::CallKind`]): [`call_kind`] of the operation, a load balancer
+//!   PUT a create only when answered 201 Created.
 //!
 //! ARM throttles with 429 `TooManyRequests` and `Retry-After`; errors are
 //! `{"error":{"code","message"}}`, except the identity endpoints', which are AAD's
@@ -27,7 +29,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use mock_cloud::gate::{Call, Classified, Gate, Wake};
-use mock_cloud::{Faults, Journal, Throttle};
+use mock_cloud::{CallKind, Faults, Journal, LbOp, Throttle};
 
 use crate::Shared;
 use crate::arm::ArmError;
@@ -96,26 +98,45 @@ fn canonical_namespace(ns: &str) -> String {
     }
 }
 
-/// The journal's service, operation and resource of a request (see the module docs).
-pub fn classify_path(method: &str, p: &str) -> (Kind, String, Option<String>, Option<String>) {
+/// How the gate sees a request (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classification {
+    /// Which envelope answers it.
+    pub kind: Kind,
+    pub service: String,
+    pub operation: Option<String>,
+    pub resource: Option<String>,
+    /// What the call is in the terms cases ask about ([`call_kind`]; a load balancer PUT
+    /// is taken for a create until its status says otherwise, [`Gate::journal_kind`]).
+    pub call_kind: CallKind,
+}
+
+/// The journal's service, operation, resource and kind of a request (see the module docs).
+pub fn classify_path(method: &str, p: &str) -> Classification {
+    // The operation is `"<METHOD> <target>"`.
+    let classified = |kind, service: &str, target: Option<String>, resource| Classification {
+        kind,
+        service: service.to_string(),
+        call_kind: target
+            .as_deref()
+            .map_or(CallKind::Other, |t| call_kind(method, t)),
+        operation: target.map(|t| format!("{method} {t}")),
+        resource,
+    };
     if p == "/admin" || p.starts_with("/admin/") {
-        return (Kind::Admin, "admin".into(), None, None);
+        return classified(Kind::Admin, "admin", None, None);
     }
     if let Ok(arm) = path::parse(p) {
-        let (service, op, resource) = match &arm {
-            ArmPath::Subscription { sub } => (
-                "resources",
-                format!("{method} subscriptions"),
-                Some(sub.clone()),
-            ),
-            ArmPath::ResourceGroup { rg, .. } => (
-                "resources",
-                format!("{method} resourceGroups"),
-                Some(rg.clone()),
-            ),
+        let (service, target, resource) = match &arm {
+            ArmPath::Subscription { sub } => {
+                ("resources", "subscriptions".to_string(), Some(sub.clone()))
+            }
+            ArmPath::ResourceGroup { rg, .. } => {
+                ("resources", "resourceGroups".to_string(), Some(rg.clone()))
+            }
             ArmPath::Provider { namespace, .. } => (
                 service_of(namespace),
-                format!("{method} providers/{}", canonical_namespace(namespace)),
+                format!("providers/{}", canonical_namespace(namespace)),
                 None,
             ),
             ArmPath::Operation {
@@ -126,7 +147,7 @@ pub fn classify_path(method: &str, p: &str) -> (Kind, String, Option<String>, Op
             } => (
                 service_of(namespace),
                 format!(
-                    "{method} {}/{}",
+                    "{}/{}",
                     canonical_namespace(namespace),
                     if *result {
                         "operationResults"
@@ -138,44 +159,62 @@ pub fn classify_path(method: &str, p: &str) -> (Kind, String, Option<String>, Op
             ),
             ArmPath::Resource { namespace, .. } => {
                 let (ty, name) = canonical_type(&arm);
-                (service_of(namespace), format!("{method} {ty}"), name)
+                (service_of(namespace), ty, name)
             }
         };
-        return (Kind::Arm, service.into(), Some(op), resource);
+        return classified(Kind::Arm, service, Some(target), resource);
     }
     let segs: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
+    let tenant = || segs.first().map(|t| t.to_string());
     match segs.as_slice() {
-        ["metadata", "endpoints"] => (
+        ["metadata", "endpoints"] => classified(
             Kind::Metadata,
-            "metadata".into(),
-            Some(format!("{method} metadata/endpoints")),
+            "metadata",
+            Some("metadata/endpoints".into()),
             None,
         ),
-        ["msi", "token"] => (
+        ["msi", "token"] => classified(Kind::Identity, "identity", Some("msi/token".into()), None),
+        ["common", "discovery", "instance"] => classified(
             Kind::Identity,
-            "identity".into(),
-            Some(format!("{method} msi/token")),
+            "identity",
+            Some("discovery/instance".into()),
             None,
         ),
-        ["common", "discovery", "instance"] => (
+        [.., "openid-configuration"] => classified(
             Kind::Identity,
-            "identity".into(),
-            Some(format!("{method} discovery/instance")),
-            None,
+            "identity",
+            Some("openid-configuration".into()),
+            tenant(),
         ),
-        [.., "openid-configuration"] => (
-            Kind::Identity,
-            "identity".into(),
-            Some(format!("{method} openid-configuration")),
-            segs.first().map(|t| t.to_string()),
-        ),
-        [.., "token"] if segs.contains(&"oauth2") => (
-            Kind::Identity,
-            "identity".into(),
-            Some(format!("{method} token")),
-            segs.first().map(|t| t.to_string()),
-        ),
-        _ => (Kind::Arm, "other".into(), None, None),
+        [.., "token"] if segs.contains(&"oauth2") => {
+            classified(Kind::Identity, "identity", Some("token".into()), tenant())
+        }
+        _ => classified(Kind::Arm, "other", None, None),
+    }
+}
+
+/// What an ARM call is in the terms cases ask about, by its method and operation target
+/// (`Microsoft.Network/loadBalancers`): VM and scale-set VM reads are instance lookups,
+/// route table writes route writes; load balancer calls are load-balancer calls (a PUT is
+/// taken for a create here; [`Gate::journal_kind`] makes it an update unless ARM answered
+/// 201 Created), a NIC PUT changes a backend pool's members, and every other
+/// `Microsoft.Network` call supports a load balancer (public IPs, security groups).
+pub fn call_kind(method: &str, target: &str) -> CallKind {
+    const LB: &str = "Microsoft.Network/loadBalancers";
+    match (method, target) {
+        ("GET", t) if t.starts_with("Microsoft.Compute/virtualMachine") => CallKind::InstanceLookup,
+        (m, t) if m != "GET" && t.starts_with("Microsoft.Network/routeTables") => {
+            CallKind::RouteWrite
+        }
+        ("GET", LB) => CallKind::LoadBalancer(LbOp::Read),
+        ("PUT", LB) => CallKind::LoadBalancer(LbOp::Create),
+        ("DELETE", LB) => CallKind::LoadBalancer(LbOp::Delete),
+        (_, LB) => CallKind::LoadBalancer(LbOp::OtherWrite),
+        ("PUT", "Microsoft.Network/networkInterfaces") => {
+            CallKind::LoadBalancer(LbOp::BackendWrite)
+        }
+        (_, t) if t.starts_with("Microsoft.Network/") => CallKind::LoadBalancerSupport,
+        _ => CallKind::Other,
     }
 }
 
@@ -224,19 +263,15 @@ impl Gate for Shared {
     async fn classify(&self, req: Request) -> Classified<Kind> {
         let path = req.uri().path().to_string();
         let method = req.method().to_string();
-        let (kind, service, operation, resource) = classify_path(&method, &path);
+        let c = classify_path(&method, &path);
+        let kind = c.kind;
         let call = Call {
-            service,
-            method: method.clone(),
-            query: req.uri().query().unwrap_or("").to_string(),
-            operation,
-            resource,
+            operation: c.operation,
+            resource: c.resource,
+            kind: c.call_kind,
             gated: kind != Kind::Admin,
             wakes: method != "GET",
-            fault_method: None,
-            fault_path: None,
-            extra: kind,
-            path,
+            ..Call::new(c.service, req.method(), req.uri(), kind)
         };
         if kind == Kind::Arm
             && call.operation.is_some()
@@ -311,6 +346,16 @@ impl Gate for Shared {
             self.faults.note_created(name);
         }
         response
+    }
+
+    /// A load balancer PUT creates when ARM answers 201 Created, and updates otherwise.
+    fn journal_kind(&self, call: &Call<Kind>, status: u16) -> CallKind {
+        match call.kind {
+            CallKind::LoadBalancer(LbOp::Create) if status != 201 => {
+                CallKind::LoadBalancer(LbOp::OtherWrite)
+            }
+            kind => kind,
+        }
     }
 
     fn finish(&self, _call: &Call<Kind>, response: &mut Response) {
@@ -411,14 +456,18 @@ mod tests {
             ),
         ];
         for (method, p, service, op, resource) in cases {
-            let (_, s, o, r) = classify_path(method, &p);
+            let c = classify_path(method, &p);
             assert_eq!(
-                (s.as_str(), o.as_deref(), r.as_deref()),
+                (
+                    c.service.as_str(),
+                    c.operation.as_deref(),
+                    c.resource.as_deref()
+                ),
                 (service, Some(op), resource),
                 "{p}"
             );
         }
-        assert_eq!(classify_path("GET", "/admin/vms").1, "admin");
+        assert_eq!(classify_path("GET", "/admin/vms").service, "admin");
     }
 
     use axum::http::StatusCode as Status;
@@ -426,6 +475,177 @@ mod tests {
     use serde_json::json;
 
     use crate::testing::Mock;
+
+    /// The table harness/src/cloud/azure.rs read journal entries by before the gate said
+    /// what a call was (`classify` over the journaled operation and status), kept as the
+    /// reference the gate's kinds are checked against.
+    fn harness_table(e: &mock_cloud::JournalEntry) -> CallKind {
+        let operation = e.operation.as_deref().unwrap_or_default();
+        let (method, target) = operation.split_once(' ').unwrap_or(("", operation));
+        match (method, target) {
+            ("GET", t) if t.starts_with("Microsoft.Compute/virtualMachine") => {
+                CallKind::InstanceLookup
+            }
+            (m, t) if m != "GET" && t.starts_with("Microsoft.Network/routeTables") => {
+                CallKind::RouteWrite
+            }
+            ("GET", "Microsoft.Network/loadBalancers") => CallKind::LoadBalancer(LbOp::Read),
+            ("PUT", "Microsoft.Network/loadBalancers") if e.status == 201 => {
+                CallKind::LoadBalancer(LbOp::Create)
+            }
+            ("DELETE", "Microsoft.Network/loadBalancers") => CallKind::LoadBalancer(LbOp::Delete),
+            (_, "Microsoft.Network/loadBalancers") => CallKind::LoadBalancer(LbOp::OtherWrite),
+            ("PUT", "Microsoft.Network/networkInterfaces") => {
+                CallKind::LoadBalancer(LbOp::BackendWrite)
+            }
+            (_, t) if t.starts_with("Microsoft.Network/") => CallKind::LoadBalancerSupport,
+            _ => CallKind::Other,
+        }
+    }
+
+    #[tokio::test]
+    async fn journaled_kinds_are_the_harness_table() {
+        let m = Mock::seeded(1);
+        let t = m.token().await;
+        let lb = CallKind::LoadBalancer;
+        let vm = m.rg_path("Microsoft.Compute/virtualMachines/node-0");
+        let nic_id = m.arm("GET", &vm, &t, None).await.body["properties"]["networkProfile"]
+            ["networkInterfaces"][0]["id"]
+            .as_str()
+            .expect("the VM's NIC")
+            .to_string();
+        let nic = m.arm("GET", &nic_id, &t, None).await.body;
+        let lb_path = m.rg_path("Microsoft.Network/loadBalancers/kubernetes");
+        let lb_body = json!({"location": m.shared.config.location, "properties": {}});
+        let route = m.rg_path(&format!(
+            "Microsoft.Network/routeTables/{}/routes/r1",
+            m.shared.config.route_table_name
+        ));
+        let calls: Vec<(&str, String, Option<serde_json::Value>, CallKind)> = vec![
+            (
+                "GET",
+                m.rg_path("Microsoft.Compute/virtualMachines"),
+                None,
+                CallKind::InstanceLookup,
+            ),
+            (
+                "GET",
+                format!("{vm}/instanceView"),
+                None,
+                CallKind::InstanceLookup,
+            ),
+            (
+                "GET",
+                m.rg_path("Microsoft.Compute/virtualMachineScaleSets/pool/virtualMachines"),
+                None,
+                CallKind::InstanceLookup,
+            ),
+            ("PATCH", vm.clone(), Some(json!({})), CallKind::Other),
+            (
+                "PUT",
+                lb_path.clone(),
+                Some(lb_body.clone()),
+                lb(LbOp::Create),
+            ),
+            (
+                "PUT",
+                lb_path.clone(),
+                Some(lb_body.clone()),
+                lb(LbOp::OtherWrite),
+            ),
+            ("GET", lb_path.clone(), None, lb(LbOp::Read)),
+            (
+                "GET",
+                m.rg_path("Microsoft.Network/loadBalancers"),
+                None,
+                lb(LbOp::Read),
+            ),
+            ("PUT", nic_id.clone(), Some(nic), lb(LbOp::BackendWrite)),
+            ("GET", nic_id.clone(), None, CallKind::LoadBalancerSupport),
+            (
+                "PUT",
+                m.rg_path("Microsoft.Network/publicIPAddresses/pip"),
+                Some(json!({"properties": {}})),
+                CallKind::LoadBalancerSupport,
+            ),
+            (
+                "DELETE",
+                m.rg_path("Microsoft.Network/publicIPAddresses/pip"),
+                None,
+                CallKind::LoadBalancerSupport,
+            ),
+            (
+                "PUT",
+                route.clone(),
+                Some(json!({"properties": {"addressPrefix": "10.244.0.0/24",
+                    "nextHopType": "VirtualAppliance", "nextHopIpAddress": "127.60.0.10"}})),
+                CallKind::RouteWrite,
+            ),
+            ("GET", route.clone(), None, CallKind::LoadBalancerSupport),
+            ("DELETE", route, None, CallKind::RouteWrite),
+            ("DELETE", lb_path.clone(), None, lb(LbOp::Delete)),
+            (
+                "GET",
+                format!(
+                    "/subscriptions/{}/providers/Microsoft.Network/locations/{}/operations/op-1",
+                    m.shared.config.subscription_id, m.shared.config.location
+                ),
+                None,
+                CallKind::LoadBalancerSupport,
+            ),
+            (
+                "GET",
+                format!("/subscriptions/{}", m.shared.config.subscription_id),
+                None,
+                CallKind::Other,
+            ),
+        ];
+        let first = m.shared.journal.last_seq();
+        for (method, uri, body, _) in &calls {
+            m.arm(method, uri, &t, body.clone()).await;
+        }
+        // Refused (no token), faulted, an admin call and a path ARM does not have.
+        m.send("PUT", &lb_path, &[], lb_body.to_string()).await;
+        m.admin().faults().add(FaultJson {
+            status: 503,
+            count: Some(1),
+            ..Default::default()
+        });
+        m.arm("PUT", &lb_path, &t, Some(lb_body)).await;
+        m.send("GET", "/admin/vms", &[], "").await;
+        m.send("GET", "/nothing/here", &[], "").await;
+        let entries = m.shared.journal.since(first);
+        assert_eq!(entries.len(), calls.len() + 4);
+        for e in &m.shared.journal.entries() {
+            assert_eq!(
+                e.kind,
+                harness_table(e),
+                "{} {:?} {}",
+                e.method,
+                e.operation,
+                e.status
+            );
+        }
+        let journaled: Vec<(&str, CallKind)> = entries[..calls.len()]
+            .iter()
+            .map(|e| (e.path.as_str(), e.kind))
+            .collect();
+        let wanted: Vec<(&str, CallKind)> = calls.iter().map(|c| (c.1.as_str(), c.3)).collect();
+        assert_eq!(journaled, wanted);
+        let rest: Vec<(u16, CallKind)> = entries[calls.len()..]
+            .iter()
+            .map(|e| (e.status, e.kind))
+            .collect();
+        assert_eq!(
+            rest,
+            vec![
+                (401, lb(LbOp::OtherWrite)),
+                (503, lb(LbOp::OtherWrite)),
+                (200, CallKind::Other),
+                (404, CallKind::Other),
+            ]
+        );
+    }
 
     #[tokio::test]
     async fn faults_render_in_arm_and_aad_envelopes() {

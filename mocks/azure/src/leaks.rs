@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::arm::path;
-use crate::store::Cloud;
+use crate::state::Cloud;
 
 /// One leaked resource.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

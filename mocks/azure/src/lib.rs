@@ -8,9 +8,9 @@
 //!
 //! Layout (state apart from protocol): [`arm`] (error envelope, api-version, etags,
 //! paging, path shapes, async operations), `auth` (discovery, tokens, managed identity),
-//! `store` (the document store and operations), `compute` and `network` (each `state`
+//! `state` (the document store and operations), `compute` and `network` (each `state`
 //! and `api`), `gate` (classification, faults, journal), `dataplane` (load balancer
-//! traffic), `admin_api` and `leaks`.
+//! traffic), `control` + `admin_api` (the `/admin` API) and `leaks`.
 //!
 //! The data plane listens in 127/8 so it needs no root: VM private IPs
 //! `127.60.<block>.<n>`, internal load balancer frontends `127.62.<block>.<n>`, n from 10;
@@ -47,7 +47,7 @@ mod dataplane;
 mod gate;
 mod leaks;
 mod network;
-mod store;
+mod state;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -68,9 +68,9 @@ pub use control::{
 };
 pub use leaks::{LeakedResource, Leaks};
 pub use mock_cloud::{Mode as LifecycleMode, Policies as LifecyclePolicies};
-pub use store::listener_ip;
+pub use state::listener_ip;
 
-use crate::store::{Cloud, Ctx};
+use crate::state::{Cloud, Ctx};
 
 /// Request bodies larger than this get a 413 in ARM's envelope.
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -371,10 +371,6 @@ impl mock_cloud::MockCloud for AzureMock {
     type Error = Error;
     type Ready = ReadyInfo;
 
-    fn load_seed(path: &std::path::Path) -> Result<SeedFile, mock_cloud::SeedError> {
-        SeedFile::load(path)
-    }
-
     fn config(options: &mock_cloud::MockOptions, seed: SeedFile) -> Config {
         Config {
             listen: options.listen,
@@ -399,11 +395,8 @@ impl mock_cloud::MockCloud for AzureMock {
         self.ready_info()
     }
 
-    fn admin_router(&self) -> Router {
-        mock_cloud::journaled_as_admin(
-            admin_routes(self.shared.clone()),
-            self.shared.journal.clone(),
-        )
+    fn admin_api(&self) -> mock_cloud::AdminApi {
+        admin_api(&self.shared)
     }
 
     fn shutdown(self) -> impl std::future::Future<Output = ()> + Send {
@@ -411,15 +404,19 @@ impl mock_cloud::MockCloud for AzureMock {
     }
 }
 
-/// The admin routes (`/admin/...` once nested).
-fn admin_routes(shared: Arc<Shared>) -> Router {
+/// The admin API (`/admin/...` once nested); [`router`] journals it through the gate
+/// (service `admin`).
+fn admin_api(shared: &Arc<Shared>) -> mock_cloud::AdminApi {
     let admin = Admin {
         shared: shared.clone(),
     };
     let reset_target = admin.clone();
-    let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
-    mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
-        .merge(admin_api::routes(admin))
+    mock_cloud::AdminApi::new(
+        shared.journal.clone(),
+        shared.faults.clone(),
+        move || reset_target.reset_cloud(),
+        admin_api::routes(admin),
+    )
 }
 
 /// The whole HTTP surface.
@@ -429,7 +426,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared.clone());
     Router::new()
         .merge(auth::routes(shared.clone()))
-        .nest("/admin", admin_routes(shared.clone()))
+        .nest("/admin", admin_api(&shared).router())
         .merge(arm)
         .layer(mock_cloud::GateLayer::new(shared))
 }
@@ -442,10 +439,7 @@ mod proptests;
 
 #[cfg(test)]
 mod start_tests {
-    use axum::body::Body;
-    use axum::http::{Request, StatusCode};
     use mock_cloud::MockCloud;
-    use tower::ServiceExt;
 
     use super::*;
 
@@ -516,16 +510,6 @@ mod start_tests {
         })
         .await
         .expect("start");
-        let answer = MockCloud::admin_router(&mock)
-            .oneshot(Request::get("/vms").body(Body::empty()).expect("request"))
-            .await
-            .expect("infallible");
-        assert_eq!(answer.status(), StatusCode::OK);
-        let last = mock.admin().journal().entries().pop().expect("an entry");
-        assert_eq!(
-            (last.service.as_str(), last.path.as_str()),
-            ("admin", "/admin/vms")
-        );
-        MockCloud::shutdown(mock).await;
+        mock_cloud::testing::check_admin_router(mock, "/vms").await;
     }
 }

@@ -1,13 +1,14 @@
-//! Test support: a router over a fresh mock (no socket), a token, and a request helper.
+//! Test support: a router over a fresh mock (no socket), ARM's request shapes (tokens,
+//! resource paths, authorized calls) over the shared request helper
+//! ([`mock_cloud::testing`]).
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
+pub(crate) use mock_cloud::testing::Reply;
 use serde_json::Value;
-use tower::ServiceExt;
 
 use crate::{Admin, Config, Shared, build_shared, router};
 
@@ -17,18 +18,6 @@ pub(crate) const API: &str = "api-version=2025-05-01";
 pub(crate) struct Mock {
     pub router: Router,
     pub shared: Arc<Shared>,
-}
-
-pub(crate) struct Reply {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Value,
-}
-
-impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
 }
 
 impl Mock {
@@ -74,26 +63,7 @@ impl Mock {
         headers: &[(&str, &str)],
         body: impl Into<Body>,
     ) -> Reply {
-        let mut builder = Request::builder().method(method).uri(uri);
-        for (k, v) in headers {
-            builder = builder.header(*k, *v);
-        }
-        let req = builder.body(body.into()).expect("request");
-        let resp = self.router.clone().oneshot(req).await.expect("infallible");
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
-        };
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        mock_cloud::testing::send(&self.router, method, uri, headers, body).await
     }
 
     /// A token for ARM.

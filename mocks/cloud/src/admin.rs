@@ -96,6 +96,46 @@ pub fn admin_router(journal: Journal, faults: Faults, reset: ResetFn) -> Router 
         })
 }
 
+/// A mock's whole admin API: the shared routes ([`admin_router`]: journal, fault rules,
+/// reset) over its journal and fault rules, and the cloud's own routes beside them.
+pub struct AdminApi {
+    pub journal: Journal,
+    pub faults: Faults,
+    /// What reset does beyond clearing the journal and the fault rules.
+    pub reset: ResetFn,
+    /// The cloud's own admin routes (instances, lifecycle modes, leaks, ...).
+    pub routes: Router,
+}
+
+impl AdminApi {
+    pub fn new(
+        journal: Journal,
+        faults: Faults,
+        reset: impl Fn() + Send + Sync + 'static,
+        routes: Router,
+    ) -> Self {
+        AdminApi {
+            journal,
+            faults,
+            reset: Arc::new(reset),
+            routes,
+        }
+    }
+
+    /// The admin routes (`/admin/...` once nested), not journaled: for a mock whose request
+    /// gate journals them (as service `admin`).
+    pub fn router(self) -> Router {
+        admin_router(self.journal, self.faults, self.reset).merge(self.routes)
+    }
+
+    /// The admin routes journaled as service `admin` ([`journaled_as_admin`]): for admin
+    /// routes served without the request gate.
+    pub fn journaled(self) -> Router {
+        let journal = self.journal.clone();
+        journaled_as_admin(self.router(), journal)
+    }
+}
+
 /// `router` (a mock's admin routes, mounted under `/admin`) with every request journaled as
 /// service `admin` with its `/admin…` path and never faulted: what the request gate does for
 /// a mock whose admin routes pass through it, for admin routes served on their own.

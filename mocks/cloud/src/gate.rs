@@ -1,9 +1,10 @@
 //! The request gate: what happens to every request a mock answers, in one tower layer so
 //! no handler can skip a step and every cloud does it in the same order:
 //!
-//! 1. classify the request ([`Gate::classify`]: service, operation, resource, whether
-//!    fault rules apply at all; the mock may read the body, and may answer right away,
-//!    e.g. a missing token or a bad signature, which is then journaled like any answer);
+//! 1. classify the request ([`Gate::classify`]: service, operation, resource, what kind
+//!    of call it is ([`CallKind`]), whether fault rules apply at all; the mock may read
+//!    the body, and may answer right away, e.g. a missing token or a bad signature, which
+//!    is then journaled like any answer);
 //! 2. fault rules ([`Faults`], with the mock's throttling preset, [`Gate::throttle`]);
 //! 3. the fault's latency;
 //! 4. the fault's action: serve, drop the connection, answer an error
@@ -13,8 +14,9 @@
 //!    create made, for `not_found_after_create`);
 //! 6. [`Gate::finish`] on every answer (e.g. a request-id header);
 //! 7. the data plane wake-up ([`Wake`], when the call may change what it serves);
-//! 8. the journal entry, with the operation and resource from step 1 (a dropped
-//!    connection has no status: the journal says 0).
+//! 8. the journal entry, with the operation, resource and kind from step 1 (the kind as
+//!    [`Gate::journal_kind`] settles it once the status is known; a dropped connection
+//!    has no status: the journal says 0).
 //!
 //! A mock implements [`Gate`] and mounts `GateLayer::new(gate)` on its router.
 
@@ -30,7 +32,7 @@ use axum::response::Response;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::faults::{FaultAction, Faults, FiredFault, RequestInfo, Throttle};
-use crate::journal::{Journal, Record};
+use crate::journal::{CallKind, Journal, Record};
 
 /// What the gate knows about one request once the mock classified it.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +49,9 @@ pub struct Call<X = ()> {
     pub operation: Option<String>,
     /// The resource the call is about (journaled; fault rules' `resource` matches it).
     pub resource: Option<String>,
+    /// What the call is in the terms cases ask about (journaled; `Other` unless the mock
+    /// says more).
+    pub kind: CallKind,
     /// Whether fault rules apply (admin routes: no).
     pub gated: bool,
     /// The method fault rules see, when not `method` (AWS: `GET` for `Describe*`).
@@ -60,6 +65,30 @@ pub struct Call<X = ()> {
 }
 
 impl<X> Call<X> {
+    /// A call journaled as `service` with the request's own method, path and query, gated,
+    /// waking nothing, with no operation or resource yet (the mock fills in the rest).
+    pub fn new(
+        service: impl Into<String>,
+        method: &http::Method,
+        uri: &http::Uri,
+        extra: X,
+    ) -> Self {
+        Call {
+            service: service.into(),
+            method: method.to_string(),
+            path: uri.path().to_string(),
+            query: uri.query().unwrap_or("").to_string(),
+            operation: None,
+            resource: None,
+            kind: CallKind::Other,
+            gated: true,
+            fault_method: None,
+            fault_path: None,
+            wakes: false,
+            extra,
+        }
+    }
+
     /// The request as the fault engine sees it.
     pub fn request_info(&self) -> RequestInfo<'_> {
         RequestInfo {
@@ -169,6 +198,13 @@ pub trait Gate: Send + Sync + 'static {
 
     /// Every answer, right before it is journaled.
     fn finish(&self, _call: &Call<Self::Extra>, _response: &mut Response) {}
+
+    /// The kind journaled for the call once its answer's status is known (0 for a dropped
+    /// connection): [`Call::kind`] unless the status tells more (an ARM PUT creates when
+    /// it answers 201, and updates otherwise).
+    fn journal_kind(&self, call: &Call<Self::Extra>, _status: u16) -> CallKind {
+        call.kind
+    }
 }
 
 /// The tower layer that puts a [`Gate`] in front of a router.
@@ -303,6 +339,7 @@ where
         fault,
         operation: call.operation.as_deref(),
         resource: call.resource.as_deref(),
+        kind: gate.journal_kind(&call, status),
     });
     tracing::debug!(service = %call.service, method = %call.method, path = %call.path, status, "request");
     response
@@ -320,6 +357,7 @@ mod tests {
 
     use super::*;
     use crate::faults::Fault;
+    use crate::journal::LbOp;
 
     /// A toy cloud: `/svc/<op>/<id>`, admin under `/admin`, token in `x-token`, errors
     /// as `{"code": .., "message": ..}`, the body's first line is the resource of a POST.
@@ -357,15 +395,16 @@ mod tests {
                 .or_else(|| std::str::from_utf8(&bytes).ok().map(str::to_string))
                 .filter(|r| !r.is_empty());
             let call = Call {
-                service: "toy".into(),
-                method: parts.method.to_string(),
-                query: parts.uri.query().unwrap_or("").into(),
                 operation,
                 resource,
                 gated: !path.starts_with("/admin"),
                 wakes: parts.method != axum::http::Method::GET,
-                path,
-                ..Default::default()
+                kind: if parts.method == axum::http::Method::POST {
+                    CallKind::LoadBalancer(LbOp::Create)
+                } else {
+                    CallKind::Other
+                },
+                ..Call::new("toy", &parts.method, &parts.uri, ())
             };
             if call.gated && parts.headers.get("x-token").is_none() {
                 let refused = (StatusCode::UNAUTHORIZED, "no token").into_response();
@@ -412,6 +451,16 @@ mod tests {
             response
                 .headers_mut()
                 .insert("x-request-id", axum::http::HeaderValue::from_static("r-1"));
+        }
+
+        /// A create only when it succeeded, as ARM's PUT.
+        fn journal_kind(&self, call: &Call, status: u16) -> CallKind {
+            match call.kind {
+                CallKind::LoadBalancer(LbOp::Create) if status != 200 => {
+                    CallKind::LoadBalancer(LbOp::OtherWrite)
+                }
+                kind => kind,
+            }
         }
     }
 
@@ -470,6 +519,26 @@ mod tests {
         assert_eq!(e.operation.as_deref(), Some("things"));
         assert_eq!(e.resource.as_deref(), Some("t1"));
         assert_eq!((e.status, e.fault), (200, None));
+        assert_eq!(e.kind, CallKind::Other);
+    }
+
+    #[tokio::test]
+    async fn the_kind_from_classify_is_journaled_as_the_gate_settles_it() {
+        let toy = Arc::new(Toy::default());
+        let r = router(&toy);
+        send(&r, "POST", "/svc/things", "t1", true).await;
+        toy.faults.add(Fault::error(503).count(Some(1)));
+        send(&r, "POST", "/svc/things", "t2", true).await;
+        send(&r, "GET", "/admin/x", "", false).await;
+        let kinds: Vec<CallKind> = toy.journal.entries().iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                CallKind::LoadBalancer(LbOp::Create),
+                CallKind::LoadBalancer(LbOp::OtherWrite),
+                CallKind::Other
+            ]
+        );
     }
 
     #[tokio::test]

@@ -1,6 +1,11 @@
 //! The request journal: every request a mock answers, in order, so a case can assert on
 //! what the CCM did (how many lookups, whether it retried, whether anything happened after
 //! a point in time) instead of guessing from side effects.
+//!
+//! Each entry also says what the call was in the terms cases ask about ([`CallKind`]:
+//! an instance lookup, a route write, a load-balancer create...), decided by the mock's
+//! request gate when it classified the request, so readers never parse the cloud's
+//! operation strings again.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,6 +16,53 @@ use serde::{Deserialize, Serialize};
 /// bytes each, so at most some 60 MB: half an hour of a soak's calls; readers that need
 /// more poll with [`Journal::since`].
 pub const DEFAULT_JOURNAL_CAPACITY: usize = 100_000;
+
+/// What a journal entry was, in the terms cases ask about. Each mock's request gate
+/// decides it when it classifies a request (`Call::kind`), from the cloud's own notion of
+/// the call (Nova path, EC2 `Action`, SOAP method, ARM type, Compute method id).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    /// A lookup of instances (Nova `GET /servers…`, EC2 `DescribeInstances`, vSphere
+    /// SearchIndex `Find*`, ARM `GET Microsoft.Compute/virtualMachines…`, Compute
+    /// `instances.get|list|aggregatedList`).
+    InstanceLookup,
+    /// A change to the cluster's routes.
+    RouteWrite,
+    /// A call to the load-balancer API.
+    LoadBalancer(LbOp),
+    /// A call to another API that a load-balancer ensure makes (Neutron ports and floating
+    /// IPs, EC2 security groups and subnets, ARM network resources, Compute addresses,
+    /// firewalls and health checks).
+    LoadBalancerSupport,
+    /// Anything else (authentication, admin routes, other reads).
+    #[default]
+    Other,
+}
+
+/// A load-balancer API call's effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LbOp {
+    /// Creates a load balancer (Octavia `POST /lbaas/loadbalancers`, ELB/ELBv2
+    /// `CreateLoadBalancer`, an ARM load balancer PUT answered 201, Compute
+    /// `forwardingRules.insert`).
+    Create,
+    /// Deletes a load balancer.
+    Delete,
+    /// Changes its backends (Octavia's batch member update, ELB/ELBv2 instance and target
+    /// (de)registration, an ARM NIC PUT, Compute `targetPools.addInstance|removeInstance`).
+    BackendWrite,
+    /// Any other write (listeners, pools, health checks, attributes).
+    OtherWrite,
+    Read,
+}
+
+impl LbOp {
+    pub fn is_write(self) -> bool {
+        !matches!(self, LbOp::Read)
+    }
+}
 
 /// One answered request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +91,10 @@ pub struct JournalEntry {
     /// The resource the request is about (an id, a name, a MoRef), when there is one.
     #[serde(default)]
     pub resource: Option<String>,
+    /// What the call was ([`CallKind`]), as the gate classified it; `other` in JSON
+    /// written before this field existed.
+    #[serde(default)]
+    pub kind: CallKind,
 }
 
 /// What a journal entry says about one request (all but the sequence number and time).
@@ -52,6 +108,7 @@ pub struct Record<'a> {
     pub fault: Option<u64>,
     pub operation: Option<&'a str>,
     pub resource: Option<&'a str>,
+    pub kind: CallKind,
 }
 
 #[derive(Debug)]
@@ -116,6 +173,7 @@ impl Journal {
             fault,
             operation: None,
             resource: None,
+            kind: CallKind::Other,
         })
     }
 
@@ -139,6 +197,7 @@ impl Journal {
             fault: r.fault,
             operation: r.operation.map(str::to_string),
             resource: r.resource.map(str::to_string),
+            kind: r.kind,
         });
         seq
     }
@@ -233,6 +292,33 @@ mod tests {
             "path":"/","query":"","status":200,"fault":null}"#;
         let e: JournalEntry = serde_json::from_str(old).expect("old entries still parse");
         assert_eq!((e.operation, e.resource), (None, None));
+        assert_eq!(e.kind, CallKind::Other);
+    }
+
+    #[test]
+    fn kind_is_kept_and_reads_back_from_json() {
+        let j = Journal::new();
+        j.append(Record {
+            service: "elbv2",
+            kind: CallKind::LoadBalancer(LbOp::BackendWrite),
+            ..Default::default()
+        });
+        j.record("admin", "GET", "/admin/journal", "", 200, None);
+        let entries = j.entries();
+        assert_eq!(entries[0].kind, CallKind::LoadBalancer(LbOp::BackendWrite));
+        assert_eq!(entries[1].kind, CallKind::Other);
+        let json = serde_json::to_value(&entries[0]).expect("json");
+        assert_eq!(
+            json["kind"],
+            serde_json::json!({"load_balancer": "backend_write"})
+        );
+        let back: JournalEntry = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back, entries[0]);
+        assert_eq!(
+            serde_json::to_value(CallKind::InstanceLookup).expect("json"),
+            "instance_lookup"
+        );
+        assert!(LbOp::OtherWrite.is_write() && !LbOp::Read.is_write());
     }
 
     #[test]

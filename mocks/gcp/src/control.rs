@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::path::Scope;
-use crate::store::{Cloud, FIRST_HOST, INTERNAL_POOL, Instance, Kind, NAT_POOL, Pool, now_rfc3339};
+use crate::state::{Cloud, FIRST_HOST, INTERNAL_POOL, Instance, Kind, NAT_POOL, Pool, now_rfc3339};
 use crate::{LIFECYCLE_TYPES, LifecycleMode, LifecyclePolicies, Shared};
 
 /// Why an admin call was refused.
@@ -573,7 +573,7 @@ impl Admin {
                 let v = &d.value;
                 let pool = v["target"].as_str().and_then(|t| {
                     let r = crate::path::parse_ref(t).ok()?;
-                    cloud.docs.get(&crate::store::Key {
+                    cloud.docs.get(&crate::state::Key {
                         kind: Kind::TargetPool,
                         scope: r.scope,
                         name: r.name,
@@ -660,7 +660,7 @@ impl Admin {
         }
         let hop = parse_ip("next_hop_ip", next_hop_ip)?;
         let mut cloud = self.shared.cloud();
-        let key = crate::store::Key {
+        let key = crate::state::Key {
             kind: Kind::Route,
             scope: Scope::Global,
             name: name.to_string(),
@@ -676,7 +676,7 @@ impl Admin {
             "nextHopIp": hop.to_string(), "priority": 1000, "routeType": "STATIC",
             "description": description,
         });
-        cloud.insert_baseline(key, crate::store::Doc { value, id });
+        cloud.insert_baseline(key, crate::state::Doc { value, id });
         drop(cloud);
         self.shared.wake.changed();
         self.routes()

@@ -35,7 +35,7 @@ use serde_json::Value;
 use crate::Shared;
 use crate::compute::{parse_port_range, rule_ports};
 use crate::path::{self, Scope};
-use crate::store::{Cloud, Instance, Key, Kind};
+use crate::state::{Cloud, Instance, Key, Kind};
 
 /// How often the reconciler runs when nothing wakes it.
 const RECONCILE_PERIOD: Duration = Duration::from_millis(100);

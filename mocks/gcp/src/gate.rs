@@ -9,7 +9,8 @@
 //!   `compute.regionOperations.wait`, `compute.zones.list`), `POST token`,
 //!   `GET <metadata path>` (`GET instance/service-accounts/default/token`);
 //! - `resource`: the name in the path (the operation's name for operations; for an
-//!   insert, the body's `name`).
+//!   insert, the body's `name`);
+//! - `kind` ([`mock_cloud::CallKind`]): [`call_kind`] of the method's collection and verb.
 //!
 //! The bearer check (and the metadata server's `Metadata-Flavor` check) answer before
 //! fault rules and are journaled. Throttling is GCE's 429 `rateLimitExceeded`.
@@ -18,7 +19,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use mock_cloud::gate::{Call, Classified, Gate, Wake};
-use mock_cloud::{Faults, Journal, Throttle};
+use mock_cloud::{CallKind, Faults, Journal, LbOp, Throttle};
 
 use crate::Shared;
 use crate::error::{ApiError, default_reason};
@@ -40,42 +41,58 @@ pub const THROTTLE: Throttle = Throttle {
     message: "Rate Limit Exceeded",
 };
 
-/// `(kind, service, operation, resource)` of a request.
-pub fn classify_path(method: &str, p: &str) -> (Kind, String, Option<String>, Option<String>) {
+/// How the gate sees a request (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classification {
+    /// Which envelope answers it.
+    pub kind: Kind,
+    pub service: String,
+    pub operation: Option<String>,
+    pub resource: Option<String>,
+    /// What the call is in the terms cases ask about ([`call_kind`]).
+    pub call_kind: CallKind,
+}
+
+/// The journal's service, operation, resource and kind of a request.
+pub fn classify_path(method: &str, p: &str) -> Classification {
+    let other = |kind, service: &str, operation: Option<String>| Classification {
+        kind,
+        service: service.to_string(),
+        // No `<api>.<collection>.<verb>` here ("POST token", "GET instance/zone"), so the
+        // kind is `Other`, save for a metadata path spelling one out in dots
+        // ("GET a.instances.get"): read the operation as the Compute methods are read, so
+        // every request gets the kind journal readers gave it before the gate said.
+        call_kind: operation.as_deref().map_or(CallKind::Other, |op| {
+            let mut parts = op.splitn(3, '.').skip(1);
+            let collection = parts.next().unwrap_or_default();
+            call_kind(collection, parts.next().unwrap_or_default())
+        }),
+        operation,
+        resource: None,
+    };
     if p == "/admin" || p.starts_with("/admin/") {
-        return (Kind::Admin, "admin".into(), None, None);
+        return other(Kind::Admin, "admin", None);
     }
     if p == "/token" {
-        return (
-            Kind::Token,
-            "oauth2".into(),
-            Some(format!("{method} token")),
-            None,
-        );
+        return other(Kind::Token, "oauth2", Some(format!("{method} token")));
     }
     if p == "/" || p == "/computeMetadata/v1" || p.starts_with("/computeMetadata/v1/") {
         let suffix = p
             .trim_start_matches("/computeMetadata/v1")
             .trim_matches('/');
-        return (
+        return other(
             Kind::Metadata,
-            "metadata".into(),
+            "metadata",
             Some(format!("{method} {suffix}")),
-            None,
         );
     }
     let Ok(parsed) = path::parse(p) else {
-        return (
-            Kind::Compute,
-            if p.starts_with("/compute/") {
-                "compute"
-            } else {
-                "other"
-            }
-            .into(),
-            None,
-            None,
-        );
+        let service = if p.starts_with("/compute/") {
+            "compute"
+        } else {
+            "other"
+        };
+        return other(Kind::Compute, service, None);
     };
     let verb = |name: bool, action: Option<&str>| -> String {
         match (method, name, action) {
@@ -89,16 +106,18 @@ pub fn classify_path(method: &str, p: &str) -> (Kind, String, Option<String>, Op
             (m, _, None) => m.to_ascii_lowercase(),
         }
     };
-    let (op, resource) = match &parsed.target {
+    let (collection, verb, resource) = match &parsed.target {
         Target::Project => (
-            format!("compute.projects.{}", verb(true, None)),
+            "projects".to_string(),
+            verb(true, None),
             Some(parsed.project.clone()),
         ),
-        Target::Location { collection, name } => (
-            format!("compute.{collection}.{}", verb(name.is_some(), None)),
-            name.clone(),
-        ),
-        Target::Aggregated { collection } => (format!("compute.{collection}.aggregatedList"), None),
+        Target::Location { collection, name } => {
+            (collection.clone(), verb(name.is_some(), None), name.clone())
+        }
+        Target::Aggregated { collection } => {
+            (collection.clone(), "aggregatedList".to_string(), None)
+        }
         Target::Resource {
             scope,
             collection,
@@ -115,15 +134,44 @@ pub fn classify_path(method: &str, p: &str) -> (Kind, String, Option<String>, Op
                 collection.clone()
             };
             (
-                format!(
-                    "compute.{collection}.{}",
-                    verb(name.is_some(), action.as_deref())
-                ),
+                collection,
+                verb(name.is_some(), action.as_deref()),
                 name.clone(),
             )
         }
     };
-    (Kind::Compute, "compute".into(), Some(op), resource)
+    Classification {
+        kind: Kind::Compute,
+        service: "compute".into(),
+        operation: Some(format!("compute.{collection}.{verb}")),
+        resource,
+        call_kind: call_kind(&collection, &verb),
+    }
+}
+
+/// What a Compute method (`compute.<collection>.<verb>`) is in the terms cases ask about:
+/// instance reads are instance lookups, route writes route writes; forwarding rules are
+/// the load balancer (an insert creates it, a delete deletes it), target pools its
+/// backends (`addInstance`/`removeInstance` change them); addresses, firewalls and health
+/// checks support it.
+pub fn call_kind(collection: &str, verb: &str) -> CallKind {
+    let read = matches!(verb, "get" | "list" | "aggregatedList");
+    let lb = CallKind::LoadBalancer;
+    match (collection, verb) {
+        ("instances", _) if read => CallKind::InstanceLookup,
+        ("routes", _) if !read => CallKind::RouteWrite,
+        ("forwardingRules", _) if read => lb(LbOp::Read),
+        ("forwardingRules", "insert") => lb(LbOp::Create),
+        ("forwardingRules", "delete") => lb(LbOp::Delete),
+        ("forwardingRules", _) => lb(LbOp::OtherWrite),
+        ("targetPools", "addInstance" | "removeInstance") => lb(LbOp::BackendWrite),
+        ("targetPools", _) if read => lb(LbOp::Read),
+        ("targetPools", _) => lb(LbOp::OtherWrite),
+        ("addresses" | "firewalls" | "httpHealthChecks" | "healthChecks", _) => {
+            CallKind::LoadBalancerSupport
+        }
+        _ => CallKind::Other,
+    }
 }
 
 impl Gate for Shared {
@@ -144,21 +192,16 @@ impl Gate for Shared {
     async fn classify(&self, req: Request) -> Classified<Kind> {
         let path = req.uri().path().to_string();
         let method = req.method().to_string();
-        let (kind, service, operation, resource) = classify_path(&method, &path);
-        let call = Call {
-            service,
-            method: method.clone(),
-            query: req.uri().query().unwrap_or("").to_string(),
-            operation,
-            resource,
+        let c = classify_path(&method, &path);
+        let kind = c.kind;
+        let mut call = Call {
+            operation: c.operation,
+            resource: c.resource,
+            kind: c.call_kind,
             gated: kind != Kind::Admin,
             wakes: method != "GET" && kind == Kind::Compute,
-            fault_method: None,
-            fault_path: None,
-            extra: kind,
-            path,
+            ..Call::new(c.service, req.method(), req.uri(), kind)
         };
-        let mut call = call;
         match kind {
             Kind::Compute if call.operation.is_some() => {
                 if let Err(e) = self.check_bearer(req.headers()) {
@@ -339,9 +382,204 @@ mod tests {
             ),
         ];
         for (m, p, op, res) in cases {
-            let (_, _, o, r) = classify_path(m, p);
-            assert_eq!((o.as_deref(), r.as_deref()), (Some(op), res), "{p}");
+            let c = classify_path(m, p);
+            assert_eq!(
+                (c.operation.as_deref(), c.resource.as_deref()),
+                (Some(op), res),
+                "{p}"
+            );
         }
-        assert_eq!(classify_path("GET", "/admin/instances").1, "admin");
+        assert_eq!(classify_path("GET", "/admin/instances").service, "admin");
+    }
+
+    /// The table harness/src/cloud/gcp.rs read journal entries by before the gate said
+    /// what a call was (`classify` over the journaled operation, read as
+    /// `<api>.<collection>.<verb>`), kept as the reference the gate's kinds are checked
+    /// against.
+    fn harness_table(e: &mock_cloud::JournalEntry) -> CallKind {
+        let operation = e.operation.as_deref().unwrap_or_default();
+        let mut parts = operation.splitn(3, '.');
+        let (_, collection, verb) = (
+            parts.next().unwrap_or_default(),
+            parts.next().unwrap_or_default(),
+            parts.next().unwrap_or_default(),
+        );
+        let read = matches!(verb, "get" | "list" | "aggregatedList");
+        match (collection, verb) {
+            ("instances", _) if read => CallKind::InstanceLookup,
+            ("routes", _) if !read => CallKind::RouteWrite,
+            ("forwardingRules", _) if read => CallKind::LoadBalancer(LbOp::Read),
+            ("forwardingRules", "insert") => CallKind::LoadBalancer(LbOp::Create),
+            ("forwardingRules", "delete") => CallKind::LoadBalancer(LbOp::Delete),
+            ("forwardingRules", _) => CallKind::LoadBalancer(LbOp::OtherWrite),
+            ("targetPools", "addInstance" | "removeInstance") => {
+                CallKind::LoadBalancer(LbOp::BackendWrite)
+            }
+            ("targetPools", _) if read => CallKind::LoadBalancer(LbOp::Read),
+            ("targetPools", _) => CallKind::LoadBalancer(LbOp::OtherWrite),
+            ("addresses" | "firewalls" | "httpHealthChecks" | "healthChecks", _) => {
+                CallKind::LoadBalancerSupport
+            }
+            _ => CallKind::Other,
+        }
+    }
+
+    #[tokio::test]
+    async fn journaled_kinds_are_the_harness_table() {
+        use crate::testing::Mock;
+        use serde_json::json;
+
+        let m = Mock::seeded(1);
+        let t = m.token().await;
+        let (zone, region) = (m.shared.config.zone.clone(), m.shared.config.region.clone());
+        let lb = CallKind::LoadBalancer;
+        let z = |rest: &str| format!("zones/{zone}/{rest}");
+        let r = |rest: &str| format!("regions/{region}/{rest}");
+        let body = Some(json!({"name": "x"}));
+        let calls: Vec<(&str, String, Option<serde_json::Value>, CallKind)> = vec![
+            ("GET", z("instances/node-0"), None, CallKind::InstanceLookup),
+            ("GET", z("instances"), None, CallKind::InstanceLookup),
+            (
+                "GET",
+                "aggregated/instances".into(),
+                None,
+                CallKind::InstanceLookup,
+            ),
+            (
+                "POST",
+                z("instances/node-0/setTags"),
+                Some(json!({})),
+                CallKind::Other,
+            ),
+            (
+                "POST",
+                "global/routes".into(),
+                body.clone(),
+                CallKind::RouteWrite,
+            ),
+            ("GET", "global/routes".into(), None, CallKind::Other),
+            (
+                "DELETE",
+                "global/routes/x".into(),
+                None,
+                CallKind::RouteWrite,
+            ),
+            (
+                "POST",
+                r("addresses"),
+                body.clone(),
+                CallKind::LoadBalancerSupport,
+            ),
+            ("GET", r("addresses/x"), None, CallKind::LoadBalancerSupport),
+            (
+                "POST",
+                "global/firewalls".into(),
+                body.clone(),
+                CallKind::LoadBalancerSupport,
+            ),
+            (
+                "PATCH",
+                "global/firewalls/x".into(),
+                body.clone(),
+                CallKind::LoadBalancerSupport,
+            ),
+            (
+                "POST",
+                "global/httpHealthChecks".into(),
+                body.clone(),
+                CallKind::LoadBalancerSupport,
+            ),
+            (
+                "DELETE",
+                "global/healthChecks/x".into(),
+                None,
+                CallKind::LoadBalancerSupport,
+            ),
+            ("POST", r("targetPools"), body.clone(), lb(LbOp::OtherWrite)),
+            ("GET", r("targetPools/x"), None, lb(LbOp::Read)),
+            (
+                "POST",
+                r("targetPools/x/addInstance"),
+                Some(json!({})),
+                lb(LbOp::BackendWrite),
+            ),
+            (
+                "POST",
+                r("targetPools/x/removeInstance"),
+                Some(json!({})),
+                lb(LbOp::BackendWrite),
+            ),
+            (
+                "POST",
+                r("targetPools/x/addHealthCheck"),
+                Some(json!({})),
+                lb(LbOp::OtherWrite),
+            ),
+            ("POST", r("forwardingRules"), body.clone(), lb(LbOp::Create)),
+            ("GET", r("forwardingRules"), None, lb(LbOp::Read)),
+            (
+                "GET",
+                "aggregated/forwardingRules".into(),
+                None,
+                lb(LbOp::Read),
+            ),
+            (
+                "POST",
+                r("forwardingRules/x/setTarget"),
+                Some(json!({})),
+                lb(LbOp::OtherWrite),
+            ),
+            ("DELETE", r("forwardingRules/x"), None, lb(LbOp::Delete)),
+            ("POST", r("operations/op-1/wait"), None, CallKind::Other),
+            ("GET", "zones".into(), None, CallKind::Other),
+            ("GET", String::new(), None, CallKind::Other),
+        ];
+        let first = m.shared.journal.last_seq();
+        for (method, rel, body, _) in &calls {
+            m.api(method, rel, &t, body.clone()).await;
+        }
+        let flavor = [("metadata-flavor", "Google")];
+        m.send("GET", "/computeMetadata/v1/instance/zone", &flavor, "")
+            .await;
+        m.send(
+            "GET",
+            "/computeMetadata/v1/instance/attributes/a.instances.get",
+            &flavor,
+            "",
+        )
+        .await;
+        m.send("GET", "/compute/v1/projects/p/zones/z/instances", &[], "")
+            .await;
+        m.send("GET", "/compute/v1/nothing", &[], "").await;
+        m.send("GET", "/admin/instances", &[], "").await;
+        let entries = m.shared.journal.since(first);
+        assert_eq!(entries.len(), calls.len() + 5);
+        for e in &m.shared.journal.entries() {
+            assert_eq!(e.kind, harness_table(e), "{} {:?}", e.method, e.operation);
+        }
+        let journaled: Vec<(Option<&str>, CallKind)> = entries[..calls.len()]
+            .iter()
+            .map(|e| (e.operation.as_deref(), e.kind))
+            .collect();
+        let wanted: Vec<(Option<&str>, CallKind)> = entries[..calls.len()]
+            .iter()
+            .zip(&calls)
+            .map(|(e, c)| (e.operation.as_deref(), c.3))
+            .collect();
+        assert_eq!(journaled, wanted);
+        let rest: Vec<(&str, CallKind)> = entries[calls.len()..]
+            .iter()
+            .map(|e| (e.service.as_str(), e.kind))
+            .collect();
+        assert_eq!(
+            rest,
+            vec![
+                ("metadata", CallKind::Other),
+                ("metadata", CallKind::InstanceLookup),
+                ("compute", CallKind::InstanceLookup),
+                ("compute", CallKind::Other),
+                ("admin", CallKind::Other),
+            ]
+        );
     }
 }

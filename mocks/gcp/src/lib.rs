@@ -9,7 +9,7 @@
 //! (`GCE_METADATA_HOST=127.0.0.1:<port>`).
 //!
 //! Layout: [`error`] (Google's envelope), [`path`] (URL shapes and references),
-//! [`filter`] (list filters), `store` (resources, instances, operations), `compute` (the
+//! [`filter`] (list filters), `state` (resources, instances, operations), `compute` (the
 //! handlers, paging, bodies), `auth` (tokens, metadata server), `gate` (classification,
 //! faults, journal), `dataplane` (forwarding-rule traffic), `control` + `admin_api`
 //! (the `/admin` API, leaks).
@@ -75,7 +75,7 @@ pub mod error;
 pub mod filter;
 mod gate;
 pub mod path;
-mod store;
+mod state;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -93,7 +93,7 @@ pub use control::{
 pub use control::{LeakedResource, Leaks};
 pub use mock_cloud::{Mode as LifecycleMode, Policies as LifecyclePolicies};
 
-use crate::store::{Cloud, Ctx};
+use crate::state::{Cloud, Ctx};
 
 /// Request bodies larger than this get a 413 in Google's envelope.
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -242,7 +242,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
     if let Some(z) = config
         .zones
         .iter()
-        .find(|z| store::Ctx::zone_region(z) != config.region)
+        .find(|z| state::Ctx::zone_region(z) != config.region)
     {
         return Err(Error::Config(format!(
             "zone {z} is not in region {}",
@@ -353,10 +353,6 @@ impl mock_cloud::MockCloud for GcpMock {
     type Error = Error;
     type Ready = ReadyInfo;
 
-    fn load_seed(path: &std::path::Path) -> Result<Seed, mock_cloud::SeedError> {
-        Seed::load(path)
-    }
-
     fn config(options: &mock_cloud::MockOptions, seed: Seed) -> Config {
         Config {
             listen: options.listen,
@@ -381,11 +377,8 @@ impl mock_cloud::MockCloud for GcpMock {
         self.ready_info()
     }
 
-    fn admin_router(&self) -> Router {
-        mock_cloud::journaled_as_admin(
-            admin_routes(self.shared.clone()),
-            self.shared.journal.clone(),
-        )
+    fn admin_api(&self) -> mock_cloud::AdminApi {
+        admin_api(&self.shared)
     }
 
     fn shutdown(self) -> impl std::future::Future<Output = ()> + Send {
@@ -393,15 +386,19 @@ impl mock_cloud::MockCloud for GcpMock {
     }
 }
 
-/// The admin routes (`/admin/...` once nested).
-fn admin_routes(shared: Arc<Shared>) -> Router {
+/// The admin API (`/admin/...` once nested); [`router`] journals it through the gate
+/// (service `admin`).
+fn admin_api(shared: &Arc<Shared>) -> mock_cloud::AdminApi {
     let admin = Admin {
         shared: shared.clone(),
     };
     let reset_target = admin.clone();
-    let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
-    mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
-        .merge(admin_api::routes(admin))
+    mock_cloud::AdminApi::new(
+        shared.journal.clone(),
+        shared.faults.clone(),
+        move || reset_target.reset_cloud(),
+        admin_api::routes(admin),
+    )
 }
 
 /// The whole HTTP surface.
@@ -411,7 +408,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared.clone());
     Router::new()
         .merge(auth::routes(shared.clone()))
-        .nest("/admin", admin_routes(shared.clone()))
+        .nest("/admin", admin_api(&shared).router())
         .merge(compute)
         .layer(mock_cloud::GateLayer::new(shared))
 }

@@ -1,13 +1,14 @@
-//! Test support: a router over a fresh mock (no socket), a token, request helpers.
+//! Test support: a router over a fresh mock (no socket), the Compute API's request
+//! shapes (tokens, authorized calls, waited operations) and Google's error envelope over
+//! the shared request helper ([`mock_cloud::testing`]).
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
+pub(crate) use mock_cloud::testing::Reply;
 use serde_json::Value;
-use tower::ServiceExt;
 
 use crate::{Admin, Config, Shared, build_shared, router};
 
@@ -19,20 +20,14 @@ pub(crate) struct Mock {
     pub shared: Arc<Shared>,
 }
 
-#[derive(Debug)]
-pub(crate) struct Reply {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Value,
+/// Google's error envelope, read from a reply.
+pub(crate) trait ReplyExt {
+    /// The envelope's `(code, reason)`.
+    fn reason(&self) -> (u16, Option<&str>);
 }
 
-impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    /// The envelope's `(code, reason)`.
-    pub fn reason(&self) -> (u16, Option<&str>) {
+impl ReplyExt for Reply {
+    fn reason(&self) -> (u16, Option<&str>) {
         (
             self.status.as_u16(),
             self.body["error"]["errors"][0]["reason"].as_str(),
@@ -69,30 +64,7 @@ impl Mock {
         headers: &[(&str, &str)],
         body: impl Into<Body>,
     ) -> Reply {
-        let mut b = Request::builder().method(method).uri(uri);
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        let resp = self
-            .router
-            .clone()
-            .oneshot(b.body(body.into()).expect("request"))
-            .await
-            .expect("infallible");
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
-        };
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        mock_cloud::testing::send(&self.router, method, uri, headers, body).await
     }
 
     pub async fn token(&self) -> String {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::testing::{BASE, Mock, P};
+use crate::testing::{BASE, Mock, P, ReplyExt};
 use crate::{Config, GcpMock, InstancePatch, LifecycleMode, LifecycleTarget};
 
 const R: &str = "regions/us-central1";
@@ -1276,7 +1276,6 @@ async fn forwarding_rules_carry_traffic_to_healthy_members_from_allowed_sources(
 #[tokio::test]
 async fn the_admin_router_serves_and_journals_itself() {
     use mock_cloud::MockCloud;
-    use tower::ServiceExt;
     let mock = GcpMock::start(Config {
         nodes: 1,
         address_block: 82,
@@ -1284,20 +1283,7 @@ async fn the_admin_router_serves_and_journals_itself() {
     })
     .await
     .expect("start");
-    let answer = MockCloud::admin_router(&mock)
-        .oneshot(
-            axum::http::Request::get("/instances")
-                .body(axum::body::Body::empty())
-                .expect("request"),
-        )
-        .await
-        .expect("infallible");
-    assert_eq!(answer.status(), StatusCode::OK);
-    let last = mock.admin().journal().entries().pop().expect("entry");
-    assert_eq!(
-        (last.service.as_str(), last.path.as_str()),
-        ("admin", "/admin/instances")
-    );
+    mock_cloud::testing::check_admin_router(mock, "/instances").await;
     let bad = crate::Seed::parse(
         br#"{"state": {"instances": [{"name": "node-0"}]}}"#,
         std::path::Path::new("s.json"),
@@ -1313,7 +1299,6 @@ async fn the_admin_router_serves_and_journals_itself() {
     .err()
     .expect("duplicate");
     assert!(<GcpMock as MockCloud>::is_seed_error(&err), "{err}");
-    MockCloud::shutdown(mock).await;
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use axum::routing::{get, put};
 use mock_cloud::{AdminRejection, parse_admin_json};
 use serde_json::json;
 
-use crate::model::{AdminError, ServerPatch, ServerSpec};
+use crate::state::{AdminError, ServerPatch, ServerSpec};
 use crate::{Admin, LifecycleMode, LifecycleTarget};
 
 pub(crate) fn routes(admin: Admin) -> Router {

@@ -8,7 +8,7 @@ use axum::http::HeaderValue;
 use axum::response::Response;
 
 use mock_cloud::gate::{Call, Classified, Gate, Wake};
-use mock_cloud::{Faults, Journal, Throttle};
+use mock_cloud::{CallKind, Faults, Journal, LbOp, Throttle};
 
 use crate::Shared;
 use crate::envelope::{self, Service};
@@ -27,7 +27,14 @@ fn is_public_discovery(path: &str) -> bool {
 /// replaced by `{id}` (`"GET servers/{id}"`, `"POST lbaas/loadbalancers"`,
 /// `"PUT routers/{id}/add_extraroutes"`); the resource is the last id in the path. Ids are
 /// UUIDs, as everywhere in this mock.
+#[cfg(test)]
 pub(crate) fn operation_and_resource(method: &str, path: &str) -> (String, Option<String>) {
+    let (target, resource) = target_and_resource(path);
+    (format!("{method} {target}"), resource)
+}
+
+/// The operation without its method (`servers/{id}`) and the resource.
+fn target_and_resource(path: &str) -> (String, Option<String>) {
     let mut resource = None;
     let mut parts = Vec::new();
     for segment in path.split('/').filter(|s| !s.is_empty()).skip(1) {
@@ -41,7 +48,38 @@ pub(crate) fn operation_and_resource(method: &str, path: &str) -> (String, Optio
             parts.push(segment);
         }
     }
-    (format!("{method} {}", parts.join("/")), resource)
+    (parts.join("/"), resource)
+}
+
+/// What a request is in the terms cases ask about, by its service and its operation's
+/// method and target (`servers/{id}`): Nova server reads are instance lookups, Neutron
+/// router writes route writes, every other Neutron call supports a load balancer (ports,
+/// floating IPs, security groups), and Octavia calls are load-balancer calls by
+/// [`lb_op`].
+pub(crate) fn call_kind(service: Service, method: &str, target: &str) -> CallKind {
+    match service {
+        Service::Compute if method == "GET" && target.starts_with("servers") => {
+            CallKind::InstanceLookup
+        }
+        Service::Network if method != "GET" && target.starts_with("routers") => {
+            CallKind::RouteWrite
+        }
+        Service::Network => CallKind::LoadBalancerSupport,
+        Service::LoadBalancer => CallKind::LoadBalancer(lb_op(method, target)),
+        _ => CallKind::Other,
+    }
+}
+
+/// Octavia calls by what they do to a load balancer: reads; the create and delete of a
+/// load balancer; the batch member update (its backends); every other write.
+fn lb_op(method: &str, target: &str) -> LbOp {
+    match (method, target) {
+        ("GET", _) => LbOp::Read,
+        ("POST", "lbaas/loadbalancers") => LbOp::Create,
+        ("DELETE", "lbaas/loadbalancers/{id}") => LbOp::Delete,
+        ("PUT", t) if t.ends_with("/members") => LbOp::BackendWrite,
+        _ => LbOp::OtherWrite,
+    }
 }
 
 fn is_version(segment: &str) -> bool {
@@ -88,8 +126,9 @@ async fn note_created(shared: &Shared, response: Response) -> Response {
 /// Journal entries and fault rules see: service = the API (`identity`, `compute`,
 /// `network`, `load-balancer`, `admin`, `other`); operation = [`operation_and_resource`]'s
 /// `"METHOD collection/{id}/..."` (e.g. `"POST lbaas/loadbalancers"`, `"GET servers/{id}"`,
-/// `"GET "` for a service's version document); resource = the last UUID in the path.
-/// Admin routes are never faulted and have neither (journaled as service `admin`). A missing or invalid token on
+/// `"GET "` for a service's version document); resource = the last UUID in the path;
+/// kind = [`call_kind`]. Admin routes are never faulted and have neither (journaled as
+/// service `admin`, kind `Other`). A missing or invalid token on
 /// Nova/Neutron/Octavia is answered 401 before fault rules (and journaled). Every request
 /// other than a GET wakes the data plane.
 impl Gate for Shared {
@@ -112,25 +151,17 @@ impl Gate for Shared {
         let method = req.method().clone();
         let service = Service::of(&path);
         let gated = service != Service::Admin;
-        let (operation, resource) = if gated {
-            let (operation, resource) = operation_and_resource(method.as_str(), &path);
-            (Some(operation), resource)
-        } else {
-            (None, None)
-        };
-        let call = Call {
-            service: service.name().to_string(),
-            method: method.to_string(),
-            query: req.uri().query().unwrap_or("").to_string(),
-            operation,
-            resource,
+        let mut call = Call {
             gated,
             wakes: method != axum::http::Method::GET,
-            fault_method: None,
-            fault_path: None,
-            extra: service,
-            path,
+            ..Call::new(service.name(), &method, req.uri(), service)
         };
+        if gated {
+            let (target, resource) = target_and_resource(&path);
+            call.kind = call_kind(service, method.as_str(), &target);
+            call.operation = Some(format!("{method} {target}"));
+            call.resource = resource;
+        }
         let needs_token = matches!(
             service,
             Service::Compute | Service::Network | Service::LoadBalancer
@@ -184,7 +215,7 @@ mod tests {
 
     use axum::body::Body;
     use axum::http::StatusCode;
-    use mock_cloud::FaultJson;
+    use mock_cloud::{CallKind, FaultJson, LbOp};
 
     use crate::testing::Mock;
 
@@ -255,6 +286,173 @@ mod tests {
                 ("compute", Some("GET servers/{id}"), Some(id.as_str())),
                 ("admin", None, None),
             ]
+        );
+    }
+
+    /// The table harness/src/cloud/openstack.rs read journal entries by before the gate
+    /// said what a call was (`classify` over the journaled service and operation), kept
+    /// as the reference the gate's kinds are checked against.
+    fn harness_table(e: &mock_cloud::JournalEntry) -> CallKind {
+        fn lb_op(method: &str, target: &str) -> LbOp {
+            match (method, target) {
+                ("GET", _) => LbOp::Read,
+                ("POST", "lbaas/loadbalancers") => LbOp::Create,
+                ("DELETE", "lbaas/loadbalancers/{id}") => LbOp::Delete,
+                ("PUT", t) if t.ends_with("/members") => LbOp::BackendWrite,
+                _ => LbOp::OtherWrite,
+            }
+        }
+        let operation = e.operation.as_deref().unwrap_or_default();
+        let (method, target) = operation.split_once(' ').unwrap_or(("", operation));
+        match e.service.as_str() {
+            "compute" if method == "GET" && target.starts_with("servers") => {
+                CallKind::InstanceLookup
+            }
+            "network" if method != "GET" && target.starts_with("routers") => CallKind::RouteWrite,
+            "network" => CallKind::LoadBalancerSupport,
+            "load-balancer" => CallKind::LoadBalancer(lb_op(method, target)),
+            _ => CallKind::Other,
+        }
+    }
+
+    #[tokio::test]
+    async fn journaled_kinds_are_the_harness_table() {
+        let m = Mock::seeded(1);
+        let token = m.token().await;
+        let server = m.admin().server_by_name("node-0").expect("seeded").id;
+        let id = "0b5c6f0e-1d2a-4c3b-9e8f-7a6b5c4d3e2f";
+        let lb = CallKind::LoadBalancer;
+        let requests: Vec<(&str, String, CallKind)> = vec![
+            (
+                "GET",
+                "/compute/v2.1/servers/detail".into(),
+                CallKind::InstanceLookup,
+            ),
+            (
+                "GET",
+                format!("/compute/v2.1/servers/{server}"),
+                CallKind::InstanceLookup,
+            ),
+            ("GET", "/compute/v2.1/flavors".into(), CallKind::Other),
+            ("GET", "/compute".into(), CallKind::Other),
+            (
+                "POST",
+                format!("/compute/v2.1/servers/{server}/action"),
+                CallKind::Other,
+            ),
+            (
+                "GET",
+                "/network/v2.0/ports".into(),
+                CallKind::LoadBalancerSupport,
+            ),
+            (
+                "POST",
+                "/network/v2.0/floatingips".into(),
+                CallKind::LoadBalancerSupport,
+            ),
+            (
+                "GET",
+                format!("/network/v2.0/routers/{id}"),
+                CallKind::LoadBalancerSupport,
+            ),
+            (
+                "PUT",
+                format!("/network/v2.0/routers/{id}/add_extraroutes"),
+                CallKind::RouteWrite,
+            ),
+            (
+                "PUT",
+                format!("/network/v2.0/routers/{id}/remove_extraroutes"),
+                CallKind::RouteWrite,
+            ),
+            ("GET", "/network".into(), CallKind::LoadBalancerSupport),
+            (
+                "POST",
+                "/load-balancer/v2/lbaas/loadbalancers".into(),
+                lb(LbOp::Create),
+            ),
+            (
+                "GET",
+                "/load-balancer/v2.0/lbaas/loadbalancers".into(),
+                lb(LbOp::Read),
+            ),
+            (
+                "GET",
+                format!("/load-balancer/v2/lbaas/loadbalancers/{id}"),
+                lb(LbOp::Read),
+            ),
+            (
+                "DELETE",
+                format!("/load-balancer/v2/lbaas/loadbalancers/{id}"),
+                lb(LbOp::Delete),
+            ),
+            (
+                "PUT",
+                format!("/load-balancer/v2/lbaas/loadbalancers/{id}"),
+                lb(LbOp::OtherWrite),
+            ),
+            (
+                "PUT",
+                format!("/load-balancer/v2/lbaas/pools/{id}/members"),
+                lb(LbOp::BackendWrite),
+            ),
+            (
+                "POST",
+                format!("/load-balancer/v2/lbaas/pools/{id}/members"),
+                lb(LbOp::OtherWrite),
+            ),
+            (
+                "POST",
+                "/load-balancer/v2/lbaas/listeners".into(),
+                lb(LbOp::OtherWrite),
+            ),
+            (
+                "DELETE",
+                format!("/load-balancer/v2/lbaas/pools/{id}"),
+                lb(LbOp::OtherWrite),
+            ),
+            ("GET", "/load-balancer".into(), lb(LbOp::Read)),
+            ("GET", "/identity/v3".into(), CallKind::Other),
+            ("GET", "/admin/servers".into(), CallKind::Other),
+            ("GET", "/nothing".into(), CallKind::Other),
+        ];
+        let body = serde_json::json!({});
+        for (method, uri, _) in &requests {
+            m.call(method, uri, &token, body.clone()).await;
+        }
+        // Refused before a service saw it (no token): classified all the same.
+        m.send("GET", "/compute/v2.1/servers/detail", &[], Body::empty())
+            .await;
+        m.send(
+            "DELETE",
+            &format!("/network/v2.0/routers/{id}"),
+            &[],
+            Body::empty(),
+        )
+        .await;
+        let entries = m.shared.journal.entries();
+        assert_eq!(
+            entries.len(),
+            requests.len() + 3,
+            "token, requests, refusals"
+        );
+        for e in &entries {
+            assert_eq!(
+                e.kind,
+                harness_table(e),
+                "{} {} {}",
+                e.service,
+                e.method,
+                e.path
+            );
+        }
+        let journaled: Vec<CallKind> = entries[1..=requests.len()].iter().map(|e| e.kind).collect();
+        let wanted: Vec<CallKind> = requests.iter().map(|r| r.2).collect();
+        assert_eq!(journaled, wanted);
+        let refused = &entries[requests.len() + 1..];
+        assert_eq!(
+            (refused[0].status, refused[0].kind, refused[1].kind),
+            (401, CallKind::InstanceLookup, CallKind::RouteWrite)
         );
     }
 

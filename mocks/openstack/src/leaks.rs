@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Cloud;
+use crate::state::Cloud;
 
 /// One leftover resource.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

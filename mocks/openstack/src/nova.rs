@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::Shared;
 use crate::envelope::nova_error;
-use crate::model::{
+use crate::state::{
     AdminError, Cloud, FLAVORS, Flavor, PRIVATE_NETWORK, REBOOT_SECONDS, Server, flavor_by_id,
     vm_and_power_state,
 };
@@ -485,7 +485,7 @@ mod tests {
     use axum::body::Body;
 
     use super::*;
-    use crate::model::ServerSpec;
+    use crate::state::ServerSpec;
     use crate::testing::{BASE, Mock};
 
     /// gophercloud v2 (`compute/v2/servers` `Server.UnmarshalJSON`) parses
@@ -654,7 +654,7 @@ mod tests {
         m.admin()
             .update_server(
                 &node.id,
-                crate::model::ServerPatch {
+                crate::state::ServerPatch {
                     status: Some("SHUTOFF".into()),
                     ..Default::default()
                 },

@@ -1,14 +1,14 @@
-//! Test support: a router over a fresh mock (no socket) and a small request helper.
+//! Test support: a router over a fresh mock (no socket), OpenStack's request shapes
+//! (tokens, JSON calls) over the shared request helper ([`mock_cloud::testing`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
+pub(crate) use mock_cloud::testing::Reply;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 use crate::{Admin, Config, Shared, build_shared, router};
 
@@ -17,12 +17,6 @@ pub(crate) const BASE: &str = "http://127.0.0.1:5000";
 pub(crate) struct Mock {
     pub router: Router,
     pub shared: Arc<Shared>,
-}
-
-pub(crate) struct Reply {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Value,
 }
 
 pub(crate) fn config(nodes: usize) -> Config {
@@ -66,26 +60,7 @@ impl Mock {
         headers: &[(&str, &str)],
         body: impl Into<Body>,
     ) -> Reply {
-        let mut builder = Request::builder().method(method).uri(uri);
-        for (k, v) in headers {
-            builder = builder.header(*k, *v);
-        }
-        let req = builder.body(body.into()).expect("request");
-        let resp = self.router.clone().oneshot(req).await.expect("infallible");
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
-        };
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        mock_cloud::testing::send(&self.router, method, uri, headers, body).await
     }
 
     /// A JSON call with a token, as the services' tests make them (`Value::Null` = no body).

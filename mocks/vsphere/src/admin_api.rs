@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::Admin;
-use crate::model::{AdminError, VmPatch, VmSpec};
+use crate::state::{AdminError, VmPatch, VmSpec};
 
 pub(crate) fn routes(admin: Admin) -> Router {
     Router::new()

@@ -63,11 +63,13 @@
 #![forbid(unsafe_code)]
 
 mod admin_api;
-mod model;
+mod control;
+mod gate;
 mod props;
 mod seed;
 mod soap;
 mod spec;
+mod state;
 mod vapi;
 mod xml;
 
@@ -77,23 +79,23 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::Request;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use mock_cloud::lifecycle::Policies;
 use mock_cloud::tls::{ClientAuth, LOCAL_SANS, TestCa, TlsError};
 use mock_cloud::{Faults, Journal, ServeError, ServerHandle};
 use serde::{Deserialize, Serialize};
 
-pub use model::{
-    AdminError, Category, Nic, PowerState, REBOOT_SECONDS, Tag, VmInfo, VmPatch, VmSpec,
-};
+pub use control::Admin;
+pub use gate::LOOKUPS;
 pub use seed::{AttachmentSeed, CategorySeed, LIFECYCLE_TYPES, SeedFile, TagSeed, VsphereState};
 pub use soap::{API_VERSION, METHODS, SESSION_COOKIE};
+pub use state::{
+    AdminError, Category, Nic, PowerState, REBOOT_SECONDS, Tag, VmInfo, VmPatch, VmSpec,
+};
 pub use vapi::SESSION_HEADER;
 
-use crate::model::Inventory;
 use crate::soap::Sessions;
+use crate::state::Inventory;
 
 /// SOAP bodies larger than this get an `InvalidRequest` fault (HTTP 500).
 pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
@@ -230,217 +232,6 @@ impl Shared {
     }
 }
 
-/// The control side of a running mock: same operations as the HTTP admin API.
-#[derive(Clone)]
-pub struct Admin {
-    shared: Arc<Shared>,
-}
-
-impl Admin {
-    /// All VMs, by MoRef id.
-    pub fn vms(&self) -> Vec<VmInfo> {
-        let inv = self.shared.inventory();
-        let mut ids: Vec<&String> = inv.vms().map(|(o, _)| &o.id).collect();
-        ids.sort_by_key(|id| {
-            id.trim_start_matches("vm-")
-                .parse::<u64>()
-                .unwrap_or(u64::MAX)
-        });
-        ids.into_iter().filter_map(|id| inv.vm_info(id)).collect()
-    }
-
-    pub fn vm(&self, id: &str) -> Option<VmInfo> {
-        self.shared.inventory().vm_info(id)
-    }
-
-    /// The oldest VM with this inventory name.
-    pub fn vm_by_name(&self, name: &str) -> Option<VmInfo> {
-        self.vms().into_iter().find(|v| v.name == name)
-    }
-
-    pub fn create_vm(&self, spec: VmSpec) -> Result<VmInfo, AdminError> {
-        let mut inv = self.shared.inventory();
-        let id = inv.create_vm(spec)?;
-        // For `not_found_after_create` rules: reads of this VM may miss for a while.
-        self.shared.faults.note_created(&id);
-        inv.vm_info(&id).ok_or(AdminError::NotFound(id))
-    }
-
-    pub fn update_vm(&self, id: &str, patch: VmPatch) -> Result<VmInfo, AdminError> {
-        let mut inv = self.shared.inventory();
-        inv.update_vm(id, patch)?;
-        inv.vm_info(id)
-            .ok_or_else(|| AdminError::NotFound(id.to_string()))
-    }
-
-    /// Restarts a powered-on VM's guest as `RebootGuest` does (VMware Tools down,
-    /// `guest.net` empty, power state unchanged); `hold` keeps it restarting until
-    /// [`Self::finish_reboot`], else it ends after [`REBOOT_SECONDS`] as through the API.
-    pub fn reboot_vm(&self, id: &str, hold: bool) -> Result<VmInfo, AdminError> {
-        let mode = if hold {
-            mock_cloud::Mode::Stuck
-        } else {
-            mock_cloud::Mode::Seconds { t: REBOOT_SECONDS }
-        };
-        let mut inv = self.shared.inventory();
-        inv.restart_guest(id, mode)?;
-        inv.vm_info(id)
-            .ok_or_else(|| AdminError::NotFound(id.to_string()))
-    }
-
-    /// Ends a VM's guest restart now: Tools report its NICs again.
-    pub fn finish_reboot(&self, id: &str) -> Result<VmInfo, AdminError> {
-        let mut inv = self.shared.inventory();
-        inv.set_restart_mode(id, mock_cloud::Mode::Immediate)?;
-        inv.vm_info(id)
-            .ok_or_else(|| AdminError::NotFound(id.to_string()))
-    }
-
-    /// Removes the VM: lookups then miss and reads get `ManagedObjectNotFound`.
-    pub fn delete_vm(&self, id: &str) -> Result<(), AdminError> {
-        self.shared.inventory().delete_vm(id)
-    }
-
-    /// Creates a tag category (`cardinality` `SINGLE` or `MULTIPLE`); returns its id.
-    pub fn create_category(
-        &self,
-        name: &str,
-        cardinality: &str,
-        associable_types: Vec<String>,
-    ) -> Result<String, AdminError> {
-        if !matches!(cardinality, "SINGLE" | "MULTIPLE") {
-            return Err(AdminError::Invalid {
-                field: "cardinality",
-                reason: format!("{cardinality:?} is not SINGLE or MULTIPLE"),
-            });
-        }
-        self.shared
-            .inventory()
-            .add_category(name, cardinality, associable_types)
-    }
-
-    pub fn create_tag(&self, category_id: &str, name: &str) -> Result<String, AdminError> {
-        self.shared.inventory().add_tag(category_id, name)
-    }
-
-    /// Attaches a tag to any inventory object by MoRef id (VM, host, cluster, datacenter).
-    pub fn attach_tag(&self, tag_id: &str, object_id: &str) -> Result<(), AdminError> {
-        self.shared.inventory().attach(tag_id, object_id)
-    }
-
-    pub fn categories(&self) -> Vec<Category> {
-        self.shared.inventory().categories.clone()
-    }
-
-    pub fn tags(&self) -> Vec<Tag> {
-        self.shared.inventory().tags.clone()
-    }
-
-    /// Tag ids attached to an object.
-    pub fn attached_tags(&self, object_id: &str) -> Vec<String> {
-        self.shared.inventory().attached(object_id)
-    }
-
-    /// MoRef ids of the datacenters and of their hosts, in order: `(datacenter, hosts)`.
-    pub fn datacenters(&self) -> Vec<(String, Vec<String>)> {
-        self.shared
-            .inventory()
-            .datacenters
-            .iter()
-            .map(|d| (d.id.clone(), d.hosts.clone()))
-            .collect()
-    }
-
-    /// What exists now and did not at the seed, as `"<kind> <id>"` lines: VMs, tags,
-    /// categories, tag attachments, open container views and property filters.
-    pub fn leaks(&self) -> Vec<String> {
-        let inv = self.shared.inventory();
-        let seed = &self.shared.seed;
-        let mut out = Vec::new();
-        for (o, _) in inv.vms() {
-            if seed.get(&o.id).is_none() {
-                out.push(format!("vm {}", o.id));
-            }
-        }
-        for o in inv.objects.values() {
-            if o.kind == model::Kind::ContainerView {
-                out.push(format!("container-view {}", o.id));
-            }
-        }
-        out.extend(
-            self.shared
-                .sessions()
-                .filters
-                .keys()
-                .map(|f| format!("property-filter {f}")),
-        );
-        for c in &inv.categories {
-            if !seed.categories.contains(c) {
-                out.push(format!("category {}", c.id));
-            }
-        }
-        for t in &inv.tags {
-            if !seed.tags.contains(t) {
-                out.push(format!("tag {}", t.id));
-            }
-        }
-        for a in &inv.attachments {
-            if !seed.attachments.contains(a) {
-                out.push(format!("tag-association {} {}", a.0, a.2));
-            }
-        }
-        out
-    }
-
-    pub fn journal(&self) -> Journal {
-        self.shared.journal.clone()
-    }
-
-    pub fn faults(&self) -> Faults {
-        self.shared.faults.clone()
-    }
-
-    /// Drops every SOAP and vAPI session (clients then get `NotAuthenticated` / 401).
-    pub fn expire_sessions(&self) {
-        let mut s = self.shared.sessions();
-        s.soap.clear();
-        s.vapi.clear();
-        s.pages.clear();
-    }
-
-    /// Clears the journal, fault rules and sessions, and puts the inventory back to the seed.
-    pub fn reset(&self) {
-        self.shared.faults.clear();
-        self.shared.journal.clear();
-        self.reset_cloud();
-    }
-
-    /// Sets how power tasks started from now on end (by VM id, then by type: `poweron`,
-    /// `poweroff`, `task`, then the default); tasks already running keep their mode.
-    pub fn set_task_policies(&self, policies: Policies) {
-        *self.shared.policies() = policies;
-    }
-
-    /// The power-task lifecycle modes in force.
-    pub fn task_policies(&self) -> Policies {
-        self.shared.policies().clone()
-    }
-
-    fn reset_cloud(&self) {
-        *self.shared.inventory() = self.shared.seed.clone();
-        self.expire_sessions();
-        let seed = &self.shared.config.seed;
-        // Both were checked at start, so neither can fail here.
-        match seed.lifecycle.policies(LIFECYCLE_TYPES) {
-            Ok(p) => *self.shared.policies() = p,
-            Err(e) => tracing::warn!(error = %e, "re-applying the seed's lifecycle modes"),
-        }
-        if let Err(e) = seed.apply_faults(&self.shared.faults) {
-            tracing::warn!(error = %e, "re-applying the seed's fault rules");
-        }
-    }
-}
-
 /// A running mock vCenter.
 pub struct VsphereMock {
     shared: Arc<Shared>,
@@ -573,7 +364,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         journal: Journal::new(),
         faults,
         policies: Mutex::new(policies),
-        instance_uuid: model::new_uuid(),
+        instance_uuid: state::new_uuid(),
         base,
         config,
     })
@@ -605,74 +396,12 @@ fn seed_zones(inv: &mut Inventory, z: &ZoneSeed) -> Result<(), AdminError> {
     Ok(())
 }
 
-/// vSphere's vAPI (REST) side of the shared request gate ([`mock_cloud::gate`]).
-///
-/// Journal entries and fault rules see: service `vapi`, the HTTP method, path and query,
-/// operation = `"METHOD path"` (e.g. `"GET /api/vcenter/vm"`, as the journal path has it),
-/// no resource. Injected errors answer vAPI's error JSON.
-struct VapiGate {
-    shared: Arc<Shared>,
-}
-
-impl mock_cloud::Gate for VapiGate {
-    type Extra = ();
-
-    fn faults(&self) -> &Faults {
-        &self.shared.faults
-    }
-
-    fn journal(&self) -> &Journal {
-        &self.shared.journal
-    }
-
-    async fn classify(&self, req: Request) -> mock_cloud::Classified<()> {
-        let method = req.method().to_string();
-        let path = req.uri().path().to_string();
-        let call = mock_cloud::Call {
-            service: "vapi".to_string(),
-            operation: Some(format!("{method} {path}")),
-            query: req.uri().query().unwrap_or("").to_string(),
-            resource: None,
-            gated: true,
-            fault_method: None,
-            fault_path: None,
-            wakes: false,
-            extra: (),
-            method,
-            path,
-        };
-        mock_cloud::Classified::Pass(call, req)
-    }
-
-    fn throttle(_service: &str) -> mock_cloud::Throttle {
-        soap::throttle_preset()
-    }
-
-    fn render_error(
-        &self,
-        _call: &mock_cloud::Call,
-        status: u16,
-        _code: Option<&str>,
-        message: Option<&str>,
-    ) -> Response {
-        let status = axum::http::StatusCode::from_u16(status)
-            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
-        let msg = message.unwrap_or("injected fault");
-        (status, axum::Json(serde_json::json!({"type": "com.vmware.vapi.std.errors.service_unavailable", "value": {"messages": [{"default_message": msg}]}}))).into_response()
-    }
-}
-
-/// The whole HTTP surface.
 impl mock_cloud::MockCloud for VsphereMock {
     const LABEL: &'static str = "vSphere";
     type Seed = SeedFile;
     type Config = Config;
     type Error = Error;
     type Ready = ReadyInfo;
-
-    fn load_seed(path: &std::path::Path) -> Result<SeedFile, mock_cloud::SeedError> {
-        SeedFile::load(path)
-    }
 
     fn config(options: &mock_cloud::MockOptions, seed: SeedFile) -> Config {
         Config {
@@ -698,8 +427,8 @@ impl mock_cloud::MockCloud for VsphereMock {
         self.ready_info()
     }
 
-    fn admin_router(&self) -> Router {
-        admin_routes(self.shared.clone())
+    fn admin_api(&self) -> mock_cloud::AdminApi {
+        admin_api(&self.shared)
     }
 
     fn shutdown(self) -> impl std::future::Future<Output = ()> + Send {
@@ -707,28 +436,33 @@ impl mock_cloud::MockCloud for VsphereMock {
     }
 }
 
-/// The admin routes (`/admin/...` once nested), journaled as service `admin`.
-pub(crate) fn admin_routes(shared: Arc<Shared>) -> Router {
+/// The admin API (`/admin/...` once nested); served beside the gates, so [`router`]
+/// journals it itself (service `admin`).
+pub(crate) fn admin_api(shared: &Arc<Shared>) -> mock_cloud::AdminApi {
     let admin = Admin {
         shared: shared.clone(),
     };
     let reset_target = admin.clone();
-    let reset: mock_cloud::ResetFn = Arc::new(move || reset_target.reset_cloud());
-    let routes = mock_cloud::admin_router(shared.journal.clone(), shared.faults.clone(), reset)
-        .merge(admin_api::routes(admin));
-    mock_cloud::journaled_as_admin(routes, shared.journal.clone())
+    mock_cloud::AdminApi::new(
+        shared.journal.clone(),
+        shared.faults.clone(),
+        move || reset_target.reset_cloud(),
+        admin_api::routes(admin),
+    )
 }
 
+/// The whole HTTP surface.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    let control = admin_routes(shared.clone());
-    let vapi = vapi::routes(shared.clone()).layer(mock_cloud::GateLayer::new(Arc::new(VapiGate {
-        shared: shared.clone(),
-    })));
+    let control = admin_api(&shared).journaled();
+    let vapi =
+        vapi::routes(shared.clone()).layer(mock_cloud::GateLayer::new(Arc::new(gate::VapiGate {
+            shared: shared.clone(),
+        })));
     Router::new()
         .route(
             "/sdk",
             post(soap::endpoint).route_layer(mock_cloud::GateLayer::new(Arc::new(
-                soap::SoapGate {
+                gate::SoapGate {
                     shared: shared.clone(),
                 },
             ))),
@@ -741,6 +475,9 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 }
 
 #[cfg(test)]
+pub(crate) mod testing;
+
+#[cfg(test)]
 mod tests;
 
 #[cfg(test)]
@@ -748,11 +485,6 @@ mod proptests;
 
 #[cfg(test)]
 mod mock_cloud_tests {
-    use axum::body::Body;
-    use axum::http::{Request, StatusCode};
-    use mock_cloud::MockCloud;
-    use tower::ServiceExt;
-
     use super::*;
 
     /// The admin router `MockCloud` hands out serves the shared routes over the mock's own
@@ -760,24 +492,6 @@ mod mock_cloud_tests {
     #[tokio::test]
     async fn the_admin_router_serves_the_journal_and_journals_itself() {
         let mock = VsphereMock::start(Config::default()).await.expect("start");
-        let answer = MockCloud::admin_router(&mock)
-            .oneshot(
-                Request::get("/journal")
-                    .body(Body::empty())
-                    .expect("request"),
-            )
-            .await
-            .expect("infallible");
-        assert_eq!(answer.status(), StatusCode::OK);
-        let last = mock.admin().journal().entries().pop().expect("an entry");
-        assert_eq!(
-            (
-                last.service.as_str(),
-                last.method.as_str(),
-                last.path.as_str()
-            ),
-            ("admin", "GET", "/admin/journal")
-        );
-        MockCloud::shutdown(mock).await;
+        mock_cloud::testing::check_admin_router(mock, "/journal").await;
     }
 }

@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{Inventory, Kind, Obj};
+use crate::state::{Inventory, Kind, Obj};
 use crate::xml::esc;
 
 /// A typed vim25 value.
@@ -356,9 +356,9 @@ fn folder_types(o: &Obj) -> &'static [&'static str] {
 fn vm_properties(inv: &Inventory, o: &Obj, props: &mut Vec<(&'static str, Val)>) {
     let Some(vm) = &o.vm else { return };
     let power = Val::Enum("VirtualMachinePowerState", vm.power.as_str().to_string());
-    let running = vm.power == crate::model::PowerState::PoweredOn;
+    let running = vm.power == crate::state::PowerState::PoweredOn;
     // Tools run while the VM is on, except while its guest restarts (see
-    // `model::GuestRestart`); the power state does not change for a restart.
+    // `state::GuestRestart`); the power state does not change for a restart.
     let tools = running && !vm.restarting();
     let guest_id = "otherLinux64Guest";
     let nets: Vec<Val> = vm
@@ -521,7 +521,7 @@ fn known_unset(kind: Kind, path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::VmSpec;
+    use crate::state::VmSpec;
 
     #[test]
     fn vm_paths_and_xml() {

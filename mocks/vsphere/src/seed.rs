@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{AdminError, Inventory, VmSpec};
+use crate::state::{AdminError, Inventory, VmSpec};
 
 /// Lifecycle type names a seed may use: power tasks by operation, or all tasks.
 pub const LIFECYCLE_TYPES: &[&str] = &["poweron", "poweroff", "task"];

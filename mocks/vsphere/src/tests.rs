@@ -1,7 +1,6 @@
 //! Router-level tests (`tower::ServiceExt::oneshot`): SOAP methods, faults and bad input,
 //! sessions, vAPI tagging and the admin API.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -11,90 +10,7 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 use super::*;
-
-struct Env {
-    router: Router,
-    shared: Arc<Shared>,
-}
-
-fn env_with(config: Config) -> Env {
-    let shared = Arc::new(build_shared(config, "https://127.0.0.1:1".into()).expect("seed"));
-    Env {
-        router: router(shared.clone()),
-        shared,
-    }
-}
-
-fn env() -> Env {
-    env_with(Config {
-        password: "pw".into(),
-        datacenters: vec!["DC0".into(), "DC1".into()],
-        ..Default::default()
-    })
-}
-
-fn envelope(call: &str) -> String {
-    format!(
-        r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xmlns:xsd="http://www.w3.org/2001/XMLSchema"><soapenv:Body>{call}</soapenv:Body></soapenv:Envelope>"#
-    )
-}
-
-impl Env {
-    async fn raw(&self, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
-        let resp = self.router.clone().oneshot(req).await.expect("infallible");
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let body = resp.into_body().collect().await.expect("body").to_bytes();
-        (status, headers, String::from_utf8_lossy(&body).into_owned())
-    }
-
-    async fn soap(&self, cookie: Option<&str>, call: &str) -> (StatusCode, String) {
-        let mut req = Request::post("/sdk")
-            .header("content-type", "text/xml")
-            .header("soapaction", "urn:vim25/8.0.3.0");
-        if let Some(c) = cookie {
-            req = req.header(header::COOKIE, format!("vmware_soap_session=\"{c}\""));
-        }
-        let (s, _, b) = self
-            .raw(req.body(Body::from(envelope(call))).expect("req"))
-            .await;
-        (s, b)
-    }
-
-    async fn login(&self) -> String {
-        let req = Request::post("/sdk")
-            .header("soapaction", "urn:vim25/8.0.3.0")
-            .body(Body::from(envelope(
-                r#"<Login xmlns="urn:vim25"><_this type="SessionManager">SessionManager</_this><userName>administrator@vsphere.local</userName><password>pw</password></Login>"#,
-            )))
-            .expect("req");
-        let (s, h, b) = self.raw(req).await;
-        assert_eq!(s, StatusCode::OK, "{b}");
-        let cookie = h
-            .get(header::SET_COOKIE)
-            .and_then(|v| v.to_str().ok())
-            .expect("cookie")
-            .to_string();
-        assert!(cookie.starts_with("vmware_soap_session=\""), "{cookie}");
-        cookie
-            .split('"')
-            .nth(1)
-            .expect("quoted session id")
-            .to_string()
-    }
-
-    fn vm(&self, name: &str) -> VmInfo {
-        Admin {
-            shared: self.shared.clone(),
-        }
-        .vm_by_name(name)
-        .expect("seeded vm")
-    }
-
-    fn dc(&self, i: usize) -> String {
-        self.shared.inventory().datacenters[i].id.clone()
-    }
-}
+use crate::testing::{Env, env, env_with, envelope};
 
 /// The `xsi:type` of the fault in `detail`.
 fn fault_type(body: &str) -> Option<&str> {

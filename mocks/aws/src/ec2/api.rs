@@ -9,11 +9,11 @@ use super::state::{
     resource_exists, resource_type, topology_layers,
 };
 use crate::error::AwsError;
-use crate::model::{
+use crate::params::{Filter, Params, wildcard_match};
+use crate::state::{
     Cloud, Instance, InstanceState, Permission, Route, SecurityGroup, private_dns_name,
     public_dns_name, zone_id,
 };
-use crate::params::{Filter, Params, wildcard_match};
 use crate::xml::Xml;
 
 /// Every EC2 action the mock answers.

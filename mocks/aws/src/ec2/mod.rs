@@ -4,7 +4,7 @@
 //! EC2 wire shapes (`<item>` lists, camelCase names), filters support `*`/`?` wildcards
 //! as EC2 does (moto does not), and unknown filters are refused as EC2 refuses them.
 //!
-//! The resources themselves are the shared cloud state (`crate::model`); `state` holds
+//! The resources themselves are the shared cloud state (`crate::state`); `state` holds
 //! EC2's operations on them, `api` validates the query parameters, calls `state` and
 //! renders the XML answer.
 

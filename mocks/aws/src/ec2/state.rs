@@ -1,4 +1,4 @@
-//! EC2's operations on the shared cloud state (`crate::model::Cloud`: instances, subnets,
+//! EC2's operations on the shared cloud state (`crate::state::Cloud`: instances, subnets,
 //! route tables, security groups, tags): instance lifecycle, routes, ingress rules and
 //! tags, with EC2's error codes. Requests arrive already validated (see `api.rs`); this
 //! module knows nothing of query parameters or XML.
@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::AwsError;
-use crate::model::{
+use crate::state::{
     Cloud, Instance, InstanceSpec, InstanceState, Permission, Route, SecurityGroup, new_id,
 };
 
@@ -228,7 +228,7 @@ pub(super) fn network_nodes(i: &Instance, layers: usize) -> Vec<String> {
 fn route_table_mut<'c>(
     cloud: &'c mut Cloud,
     id: &str,
-) -> Result<&'c mut crate::model::RouteTable, AwsError> {
+) -> Result<&'c mut crate::state::RouteTable, AwsError> {
     cloud
         .route_tables
         .iter_mut()

@@ -3,8 +3,8 @@
 
 use super::state::{self, AttributeChanges, Attributes, HealthCheck, Listener};
 use crate::error::AwsError;
-use crate::model::Cloud;
 use crate::params::Params;
+use crate::state::Cloud;
 use crate::xml::Xml;
 
 /// Every ELB classic action the mock answers.

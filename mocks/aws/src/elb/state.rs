@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::AwsError;
-use crate::model::{Cloud, InstanceState};
+use crate::state::{Cloud, InstanceState};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Listener {

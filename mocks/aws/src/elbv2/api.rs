@@ -10,8 +10,8 @@ use super::state::{
     TargetGroup, TargetHealth, state_of, validation,
 };
 use crate::error::AwsError;
-use crate::model::Cloud;
 use crate::params::Params;
+use crate::state::Cloud;
 use crate::xml::Xml;
 
 /// Every ELBv2 action the mock answers.

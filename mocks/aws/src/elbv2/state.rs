@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use mock_cloud::{Lifecycle, Mode, Phase};
 
 use crate::error::AwsError;
-use crate::model::{Cloud, InstanceState};
+use crate::state::{Cloud, InstanceState};
 
 #[derive(Debug, Clone)]
 pub(crate) struct LoadBalancer {

@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 
 use crate::arm::path::{self, TypeInfo};
 use crate::arm::{ArmError, new_etag};
-use crate::store::{Cloud, INTERNAL_POOL, PRIVATE_POOL, PUBLIC_POOL};
+use crate::state::{Cloud, INTERNAL_POOL, PRIVATE_POOL, PUBLIC_POOL};
 
 fn invalid(code: &str, message: impl Into<String>) -> ArmError {
     ArmError::bad_request(code, message)
@@ -127,7 +127,7 @@ fn existing_item<'a>(existing: Option<&'a Value>, coll: &str, name: &str) -> Opt
         .get(coll)?
         .as_array()?
         .iter()
-        .find(|i| crate::store::name_is(i, name))
+        .find(|i| crate::state::name_is(i, name))
 }
 
 fn port_of(p: &Map<String, Value>, field: &str, allow_zero: bool) -> Result<Option<u16>, ArmError> {

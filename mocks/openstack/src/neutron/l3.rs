@@ -23,7 +23,7 @@ use super::l3_state::{RouterRes, in_cidr, parse_any_cidr};
 use super::{Pairs, bad_request, filtered_list, neutron_body, opt_str};
 use crate::Shared;
 use crate::envelope::neutron_error;
-use crate::model::{Cloud, new_id};
+use crate::state::{Cloud, new_id};
 use crate::util::{iso_seconds, json};
 
 /// A Neutron error reply, `Err` side of the handlers.

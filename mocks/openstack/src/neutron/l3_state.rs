@@ -1,11 +1,11 @@
 //! Neutron's L3 state: floating IPs and routers with their extra routes, inside
-//! [`Cloud`](crate::model::Cloud), and the CIDR arithmetic their checks use. The HTTP side
+//! [`Cloud`](crate::state::Cloud), and the CIDR arithmetic their checks use. The HTTP side
 //! (JSON, validation errors in Neutron's shape) is in `l3`.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::model::new_id;
+use crate::state::new_id;
 
 #[derive(Debug, Clone)]
 pub(crate) struct FloatingIp {

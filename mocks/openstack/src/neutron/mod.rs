@@ -28,7 +28,7 @@ use serde_json::{Map, Value, json};
 
 use crate::Shared;
 use crate::envelope::neutron_error;
-use crate::model::Cloud;
+use crate::state::Cloud;
 use crate::util::{encode_query, json, last};
 
 pub(crate) type Pairs = Result<Query<Vec<(String, String)>>, QueryRejection>;

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::{Pairs, bad_request, neutron_body, page, pairs};
 use crate::Shared;
 use crate::envelope::neutron_error;
-use crate::model::{Network, Port, Subnet};
+use crate::state::{Network, Port, Subnet};
 use crate::util::{iso_seconds, json, last, values};
 
 pub(crate) fn routes(shared: Arc<Shared>) -> Router {
@@ -419,7 +419,7 @@ async fn show_subnet(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ServerSpec;
+    use crate::state::ServerSpec;
     use crate::testing::{BASE, Mock};
 
     /// What openstack-cloud-controller-manager's route support asks at start: the router's
@@ -622,7 +622,7 @@ mod tests {
                 None => break,
             }
         }
-        assert_eq!(seen, 5 + crate::model::ROUTER_PORTS);
+        assert_eq!(seen, 5 + crate::state::ROUTER_PORTS);
     }
 
     #[tokio::test]
@@ -679,7 +679,7 @@ mod tests {
         let r = m.get("/network/v2.0/ports", &token).await;
         assert_eq!(
             r.body["ports"].as_array().map(Vec::len),
-            Some(crate::model::ROUTER_PORTS),
+            Some(crate::state::ROUTER_PORTS),
             "only the router's ports are left"
         );
     }

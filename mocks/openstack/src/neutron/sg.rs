@@ -21,7 +21,7 @@ use super::l3_state::parse_cidr;
 use super::{Pairs, bad_request, filtered_list, neutron_body, opt_str};
 use crate::Shared;
 use crate::envelope::neutron_error;
-use crate::model::new_id;
+use crate::state::new_id;
 use crate::util::{iso_seconds, json};
 
 #[derive(Debug, Clone)]
@@ -65,7 +65,7 @@ impl Rule {
     }
 }
 
-/// Security groups and their rules, inside [`crate::model::Cloud`].
+/// Security groups and their rules, inside [`crate::state::Cloud`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SecGroups {
     pub groups: BTreeMap<String, SecurityGroup>,

@@ -931,7 +931,7 @@ mod tests {
             .await;
         assert_wsme(&r, StatusCode::NOT_FOUND, "Pool");
         // The VIP port went with the load balancer; the router's ports stay.
-        assert_eq!(m.shared.cloud().ports.len(), crate::model::ROUTER_PORTS);
+        assert_eq!(m.shared.cloud().ports.len(), crate::state::ROUTER_PORTS);
     }
 
     #[tokio::test]

@@ -35,8 +35,8 @@ use mock_cloud::{
 use serde_json::Value;
 
 use crate::Shared;
-use crate::model::Cloud;
 use crate::octavia::state::{Child, ChildProv, Kind, Lbaas, Op, Prov};
+use crate::state::Cloud;
 
 /// How often the reconciler runs when nothing wakes it.
 pub(crate) const RECONCILE_PERIOD: Duration = Duration::from_millis(100);

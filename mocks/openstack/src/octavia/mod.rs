@@ -1,7 +1,7 @@
 //! Octavia (load-balancer API v2), one file per concern:
 //!
 //! - `state`: load balancers and their children, the provisioning state machine and the
-//!   rules (409 while pending), inside [`crate::model::Cloud`] — no HTTP;
+//!   rules (409 while pending), inside [`crate::state::Cloud`] — no HTTP;
 //! - `fields`: the attribute tables a create or update body is checked against;
 //! - `views`: the JSON the API shows for that state (statuses, the status tree);
 //! - `api`: the HTTP handlers (routes, WSME's error shape);

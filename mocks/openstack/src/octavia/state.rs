@@ -20,7 +20,7 @@ use super::fields::{
     TreeListener, TreePool, as_object, bad_value, check_create, check_update, defaults, merge,
     parse_tree_pool, str_of, take_list, take_object,
 };
-use crate::model::{Cloud, Pool, Port, new_id};
+use crate::state::{Cloud, Pool, Port, new_id};
 
 /// Why an Octavia request was refused; rendered as a WSME fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -980,6 +980,6 @@ mod tests {
             );
         }
         assert!(c.lbaas.lbs.is_empty());
-        assert_eq!(c.ports.len(), crate::model::ROUTER_PORTS);
+        assert_eq!(c.ports.len(), crate::state::ROUTER_PORTS);
     }
 }

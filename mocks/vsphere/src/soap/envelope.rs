@@ -85,13 +85,13 @@ pub(super) fn xml_response(status: StatusCode, body: String) -> Response {
 }
 
 /// A parsed call.
-pub(super) struct Call<'a> {
-    pub(super) method: &'a str,
-    pub(super) this: (&'a str, &'a str),
-    pub(super) el: &'a Element,
+pub(crate) struct Call<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) this: (&'a str, &'a str),
+    pub(crate) el: &'a Element,
 }
 
-pub(super) fn read_call(doc: &Element) -> Result<Call<'_>, Fault> {
+pub(crate) fn read_call(doc: &Element) -> Result<Call<'_>, Fault> {
     if doc.name != "Envelope" {
         return Err(Fault::invalid_request("Expected a SOAP Envelope"));
     }
@@ -117,7 +117,7 @@ pub(super) fn read_call(doc: &Element) -> Result<Call<'_>, Fault> {
     })
 }
 
-pub(super) fn ok(method: &str, inner: String) -> Response {
+pub(crate) fn ok(method: &str, inner: String) -> Response {
     xml_response(
         StatusCode::OK,
         format!("{HEAD}<{method}Response xmlns=\"urn:vim25\">{inner}</{method}Response>{TAIL}"),

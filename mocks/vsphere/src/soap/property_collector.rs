@@ -14,9 +14,9 @@ use super::envelope::{Call, Fault, expect_this, mo, ok};
 use super::service_content_fields;
 use super::sessions::{Session, live_session, user_session_val};
 use crate::Shared;
-use crate::model::{Inventory, Kind};
 use crate::props::{self, Val};
 use crate::spec::{FilterSpec, Selection, SpecError, Traversal};
+use crate::state::{Inventory, Kind};
 use crate::xml::{Element, esc};
 
 /// `RetrieveProperties` (all at once) and `RetrievePropertiesEx` (paged by `maxObjects`).
@@ -74,7 +74,7 @@ pub(super) fn create_filter(
     retrieve(shared, std::slice::from_ref(&spec), session)?;
     let id = format!(
         "session[{}]{}",
-        crate::model::new_uuid(),
+        crate::state::new_uuid(),
         shared.sessions().filters.len() + 1
     );
     shared.sessions().filters.insert(id.clone(), spec);
@@ -338,7 +338,7 @@ fn page(shared: &Shared, mut contents: Vec<String>, max: usize) -> String {
     let mut out = String::from("<returnval>");
     if contents.len() > max {
         let rest = contents.split_off(max);
-        let token = crate::model::new_uuid();
+        let token = crate::state::new_uuid();
         let _ = write!(out, "<token>{token}</token>");
         // ContinueRetrievePropertiesEx keeps the first call's page size.
         shared.sessions().pages.insert(token, (rest, max));

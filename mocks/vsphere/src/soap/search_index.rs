@@ -5,7 +5,7 @@ use axum::response::Response;
 
 use super::envelope::{Call, Fault, mo, ok};
 use crate::Shared;
-use crate::model::Kind;
+use crate::state::Kind;
 
 /// `SearchIndex.Find*`: scoped to the `datacenter` argument when given, as vCenter does
 /// (vcsim ignores it, `govmomi:simulator/search_index.go`); `vmSearch=false` searches hosts.
@@ -19,7 +19,7 @@ pub(super) fn search(shared: &Shared, call: &Call<'_>) -> Result<Response, Fault
 }
 
 /// What a `Find*` call finds: `(id, type)`, creation-ordered, at most one for `FindBy*`.
-pub(super) fn search_hits(
+pub(crate) fn search_hits(
     shared: &Shared,
     call: &Call<'_>,
 ) -> Result<Vec<(String, &'static str)>, Fault> {

@@ -81,7 +81,7 @@ pub(super) fn login(shared: &Shared, call: &Call<'_>) -> Result<Response, Fault>
             "Cannot complete login due to an incorrect user name or password.",
         ));
     }
-    let key = crate::model::new_uuid();
+    let key = crate::state::new_uuid();
     let now = jiff::Timestamp::now().to_string();
     let session = Session {
         user: user.to_string(),

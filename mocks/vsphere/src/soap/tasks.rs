@@ -7,7 +7,7 @@ use mock_cloud::lifecycle::{Lifecycle, Mode};
 
 use super::envelope::{Call, Fault, mo, ok};
 use crate::Shared;
-use crate::model::{PowerState, REBOOT_SECONDS};
+use crate::state::{PowerState, REBOOT_SECONDS};
 
 /// Power operations: `InvalidPowerState` (a task in `error`) when the VM is already in the
 /// requested state; else, in lifecycle mode `immediate` (the default) the task is
@@ -57,7 +57,7 @@ pub(super) fn power(shared: &Shared, call: &Call<'_>) -> Result<Response, Fault>
 /// `ToolsUnavailable` fault when Tools are not running, `InvalidPowerState` when the VM is
 /// not on), `ResetVM_Task` resets the VM (a task, in `error` with `InvalidPowerState`
 /// when it is not on). Either way the VM stays `poweredOn` and its guest restarts for
-/// [`REBOOT_SECONDS`] (see `model::GuestRestart` for what clients then see).
+/// [`REBOOT_SECONDS`] (see `state::GuestRestart` for what clients then see).
 pub(super) fn reboot(shared: &Shared, call: &Call<'_>) -> Result<Response, Fault> {
     let (ty, id) = call.this;
     let mut inv = shared.inventory();

@@ -1,0 +1,3 @@
+module ccm-conformance.invalid/judges/judgekit
+
+go 1.26
