@@ -13,7 +13,7 @@ use ccm_harness::{Provider, Settings};
 use ccm_testgrid::bench::Figures;
 use clap::Args;
 
-use super::ApiserverKind;
+use crate::ApiserverKind;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -38,9 +38,9 @@ pub struct BenchArgs {
     /// LoadBalancer Services (lb).
     #[arg(long, default_value_t = 100)]
     pub services: usize,
-    /// Mock cloud for node-init and lb: openstack or aws.
-    #[arg(long, default_value = "openstack")]
-    pub provider: String,
+    /// Mock cloud for node-init and lb (default: the first in the registry of clouds).
+    #[arg(long)]
+    pub provider: Option<String>,
     /// Repetitions; the medians are reported (default 3; 1 for matrix, which takes about
     /// half an hour a run on two cores).
     #[arg(long)]
@@ -95,8 +95,8 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let mut figures = match args.name.as_str() {
         "junit" | "publish" | "merge" => synthetic(&args)?,
         "matrix" => matrix(&args)?,
-        "node-init" => super::runtime()?.block_on(node_init(&args))?,
-        "lb" => super::runtime()?.block_on(lb(&args))?,
+        "node-init" => crate::runtime()?.block_on(node_init(&args))?,
+        "lb" => crate::runtime()?.block_on(lb(&args))?,
         other => bail!(
             "unknown benchmark {other:?} (known: node-init, lb, junit, publish, merge, matrix)"
         ),
@@ -379,7 +379,7 @@ fn differing_verdicts(a: &std::path::Path, b: &std::path::Path) -> Result<Vec<St
 
 /// `bench node-init`: see ccm_harness::bench.
 async fn node_init(args: &BenchArgs) -> Result<Vec<Figures>> {
-    let provider = Provider::parse(&args.provider).map_err(anyhow::Error::msg)?;
+    let provider = bench_provider(args.provider.as_deref())?;
     let nodes = args.nodes.unwrap_or(1000);
     let ccms = bench_ccms(args, provider)?;
     let mut reports: Vec<Vec<ccm_harness::bench::NodeInitReport>> = vec![Vec::new(); ccms.len()];
@@ -436,15 +436,14 @@ async fn node_init(args: &BenchArgs) -> Result<Vec<Figures>> {
 fn bench_ccms(args: &BenchArgs, provider: Provider) -> Result<Vec<(String, Arc<Settings>)>> {
     let mut out = Vec::new();
     for ccm in std::iter::once(&args.ccm).chain(args.vs.as_ref()) {
-        let mut settings = Settings::new(super::reference_ccm()?);
+        let mut settings = Settings::new(crate::reference_ccm()?);
         settings.set_ccm(ccm);
         settings.ccm_args = args.ccm_args.clone();
         if let Some(dir) = &args.artifacts {
             settings.artifacts = dir.clone();
         }
         settings.apiserver = args.apiserver.into();
-        super::resolve_upstream(&mut settings, &[provider])?;
-        super::resolve_control_plane(&mut settings)?;
+        settings.resolve(&[provider], &mut |line| eprintln!("{line}"))?;
         out.push((ccm.clone(), Arc::new(settings.for_provider(provider))));
     }
     Ok(out)
@@ -484,7 +483,7 @@ fn print_ratios(medians: &[(String, Vec<(&str, f64)>)]) {
 /// `bench lb`: see ccm_harness::lb_bench.
 async fn lb(args: &BenchArgs) -> Result<Vec<Figures>> {
     use ccm_harness::lb_bench::{CHURN_NODES, LbBenchReport};
-    let provider = Provider::parse(&args.provider).map_err(anyhow::Error::msg)?;
+    let provider = bench_provider(args.provider.as_deref())?;
     // Whether the provider has load balancers is the cloud's to say (vSphere has none).
     let cloud = ccm_harness::CloudControl::start(provider, 0).await?;
     let unsupported = cloud
@@ -567,4 +566,12 @@ async fn lb(args: &BenchArgs) -> Result<Vec<Figures>> {
     }
     print_ratios(&medians);
     Ok(vec![figures(&format!("lb {}", provider.name()), &medians)])
+}
+
+/// `--provider`, or the first cloud of the registry.
+fn bench_provider(name: Option<&str>) -> Result<Provider> {
+    match name {
+        Some(name) => Provider::parse(name).map_err(anyhow::Error::msg),
+        None => Ok(Provider::all()[0]),
+    }
 }

@@ -1,12 +1,56 @@
-//! The TestGrid-facing subcommands that are more than a call into `ccm_testgrid`:
-//! `dashboard` and `certify`. Kept out of main.rs so that
-//! file stays a parser and dispatcher; the logic itself lives in the testgrid crate.
+//! The TestGrid-facing subcommands: `publish`, `testgrid-config`, `dashboard` and
+//! `certify`. Kept out of main.rs so that file stays a parser and dispatcher; the logic
+//! itself lives in the testgrid crate, and `certify`'s run is a
+//! [`ccm_harness::run::RunRequest`] like `run`'s.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{ArgGroup, Args};
+
+#[derive(Args)]
+pub struct PublishArgs {
+    /// The run's artifacts directory (holds started.json, finished.json, junit_*.xml).
+    #[arg(long)]
+    from: PathBuf,
+    /// gs://BUCKET/PREFIX or file:///PATH (the same tree, written locally). GCS credentials:
+    /// GOOGLE_APPLICATION_CREDENTIALS (service-account key), else the metadata server;
+    /// STORAGE_EMULATOR_HOST=HOST:PORT targets an emulator without authentication.
+    #[arg(long)]
+    to: String,
+    /// Job name (a TestGrid test group usually has one job).
+    #[arg(long)]
+    job: String,
+    /// Build ID: an increasing integer (default: started.json's timestamp).
+    #[arg(long)]
+    build: Option<String>,
+    /// Pull request number (a presubmit run); needs --repo.
+    #[arg(long, requires = "repo")]
+    pr: Option<u64>,
+    /// ORG/REPO of the pull request.
+    #[arg(long, requires = "pr")]
+    repo: Option<String>,
+}
+
+#[derive(Args)]
+pub struct TestgridConfigArgs {
+    /// Provider name (used for the dashboard names).
+    #[arg(long)]
+    provider: String,
+    /// Bucket results are uploaded to (gs://BUCKET/PREFIX or BUCKET).
+    #[arg(long)]
+    bucket: String,
+    #[arg(long)]
+    job: String,
+    /// The job is a presubmit (results under pr-logs/directory/<job>).
+    #[arg(long)]
+    presubmit: bool,
+    /// Which CCM the job runs: `upstream` names the tab `upstream-<provider>-ccm` (one tab
+    /// per upstream CCM beside the reference CCM's, as ci/prow's periodics upload them).
+    #[arg(long, default_value = "reference")]
+    ccm: String,
+}
 
 #[derive(Args)]
 pub struct DashboardArgs {
@@ -132,28 +176,33 @@ pub fn certify(args: CertifyArgs) -> Result<ExitCode> {
     Ok(code)
 }
 
-/// The suites in this process, into `--out`.
+/// The suites in this process, into `--out`: the provider's cases as `run --provider P
+/// --artifacts OUT` would run them (embedded API server, progress lines).
 fn certify_unsharded(args: &CertifyArgs) -> Result<ExitCode> {
-    let run_args = super::RunArgs {
+    use ccm_harness::run::{Origin, RequestError, RunInput, RunRequest};
+    let input = RunInput {
         providers: vec![args.provider.clone()],
-        ccm: args.ccm.clone().unwrap_or_else(|| "reference".into()),
+        ccm: args.ccm.clone(),
         ccm_args: args.ccm_args.clone(),
-        ccm_old: None,
-        ccm_new: None,
         kubeconfig: args.kubeconfig.clone(),
-        cloud_timeout: args.cloud_timeout,
+        cloud_timeout: args.cloud_timeout.map(std::time::Duration::from_secs),
         focus: args.focus.clone(),
         skip: args.skip.clone(),
         artifacts: Some(args.out.clone()),
-        parallel: None,
-        list: false,
-        rerun_failed: None,
-        apiserver: super::ApiserverKind::Embedded,
-        verbose: false,
-        shard: None,
-        shard_durations: None,
+        ..RunInput::default()
     };
-    super::run(run_args)
+    let libtest = libtest_mimic::Arguments::from_iter(["ccm-conformance"]);
+    let mut request = match RunRequest::new(input, Origin::Flags, crate::reference_ccm()?, libtest)
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(RequestError::EXIT_CODE));
+        }
+    };
+    request.progress_lines = true;
+    let conclusion = ccm_harness::run::execute(request, &ccm_suites::all())?;
+    Ok(conclusion.exit_code())
 }
 
 /// The suites as `n` child processes, one shard each, in a scratch directory; then
@@ -226,4 +275,66 @@ fn certify_sharded(args: &CertifyArgs, n: usize) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `publish`: a run's artifacts into the Prow layout of a bucket.
+pub fn publish(args: PublishArgs) -> Result<()> {
+    use ccm_testgrid::{layout::PullRef, publish::Target};
+    let target = Target::parse(&args.to)?;
+    let pr = match (args.pr, args.repo.as_deref()) {
+        (Some(n), Some(repo)) => Some(PullRef::new(repo, n)?),
+        _ => None,
+    };
+    let report = ccm_testgrid::publish::publish(
+        &args.from,
+        &target,
+        &args.job,
+        args.build.as_deref(),
+        pr.as_ref(),
+    )?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "published build {} ({} objects) to {}",
+        report.build,
+        report.objects.len(),
+        report.build_url
+    );
+    Ok(())
+}
+
+/// `testgrid-config`: a TestGrid configuration on stdout.
+pub fn testgrid_config(args: TestgridConfigArgs) -> Result<()> {
+    use ccm_testgrid::layout::{JobKind, JobLayout};
+    let (bucket, prefix) = match args.bucket.strip_prefix("gs://") {
+        Some(rest) => rest
+            .split_once('/')
+            .map(|(b, p)| (b.to_string(), p.to_string()))
+            .unwrap_or((rest.to_string(), String::new())),
+        None => (args.bucket.clone(), String::new()),
+    };
+    let kind = if args.presubmit {
+        JobKind::Batch
+    } else {
+        JobKind::Periodic
+    };
+    let layout = JobLayout::new(&prefix, &args.job, kind)?;
+    let mut spec = ccm_testgrid::config::ConfigSpec::new(&args.provider, &bucket, layout);
+    match args.ccm.as_str() {
+        "reference" => {}
+        "upstream" => {
+            let binary = ccm_harness::Provider::parse(&args.provider)
+                .ok()
+                .and_then(|p| p.upstream_ccm())
+                .map(|u| u.binary)
+                .ok_or_else(|| anyhow::anyhow!("no upstream CCM for {:?}", args.provider))?;
+            spec.tab_name = format!("upstream-{}-ccm", args.provider);
+            spec.description =
+                format!("CCM conformance of upstream's {binary} (built from its Go module)");
+        }
+        other => bail!("--ccm {other:?}: expected reference or upstream"),
+    }
+    print!("{}", ccm_testgrid::config::render(&spec)?);
+    Ok(())
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use ccm_harness::run::prow;
 use ccm_harness::soak::{FaultPlan, SoakConfig, SoakReport};
 use ccm_harness::{Provider, Settings};
 use ccm_testgrid::junit::{CaseResult, JunitFile, Outcome};
@@ -174,19 +175,11 @@ pub fn soak(args: SoakArgs) -> Result<ExitCode> {
     settings.set_ccm(&args.ccm);
     settings.ccm_args = args.ccm_args.clone();
     settings.artifacts = args.artifacts.clone();
-    crate::resolve_upstream(&mut settings, &[config.provider])?;
+    settings.resolve(&[config.provider], &mut |line| eprintln!("{line}"))?;
     settings.providers = vec![config.provider];
-    std::fs::create_dir_all(&args.artifacts)
-        .with_context(|| format!("creating {}", args.artifacts.display()))?;
-    let metadata = crate::run_metadata(&settings);
-    {
-        use ccm_testgrid::prow;
-        if std::env::var_os("PROW_JOB_ID").is_none() {
-            let started = prow::Started::now().with_prow_env(|k| std::env::var(k).ok());
-            prow::write_started(&args.artifacts, &started)?;
-        }
-        prow::write_metadata(&args.artifacts, &metadata)?;
-    }
+    // started.json and metadata.json as every run writes them.
+    let metadata = prow::run_metadata(&settings);
+    prow::begin(&args.artifacts, &metadata)?;
     println!(
         "soak: {} for {}s, {} Services, {} nodes, faults {}, seed {} (replay with --seed {})",
         config.provider.name(),
@@ -205,7 +198,7 @@ pub fn soak(args: SoakArgs) -> Result<ExitCode> {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            crate::write_finished(
+            prow::write_finished(
                 &args.artifacts,
                 &metadata,
                 ccm_testgrid::prow::JobResult::Failure,
@@ -230,7 +223,7 @@ pub fn soak(args: SoakArgs) -> Result<ExitCode> {
     } else {
         ccm_testgrid::prow::JobResult::Failure
     };
-    crate::write_finished(&args.artifacts, &metadata, result)?;
+    prow::write_finished(&args.artifacts, &metadata, result)?;
     Ok(if report.passed() {
         ExitCode::SUCCESS
     } else {

@@ -770,6 +770,24 @@ fn mock_with_a_bad_seed_file_exits_2_naming_the_problem() {
     }
 }
 
+/// What a mock cannot be is one line and exit 2, read from the registry of clouds: an
+/// unknown cloud, `--tls` on a mock that serves plain HTTP only, `--imds` on a mock without
+/// an instance metadata service.
+#[test]
+fn mock_refuses_what_the_cloud_cannot_be_with_exit_2() {
+    for (args, wanted) in [
+        (&["mock", "nimbus"][..], "unknown provider \"nimbus\""),
+        (&["mock", "aws", "--tls"][..], "--tls is not supported for the aws mock"),
+        (&["mock", "openstack", "--imds"][..], "--imds is not served by the openstack mock"),
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(wanted), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
 // ---- issue 7: certify, dashboard, and bad input to publish/diff/dashboard ----
 
 #[test]
@@ -1138,7 +1156,7 @@ fn upstream_build_refuses_unknown_providers_and_bad_versions() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("no upstream CCM for \"gke\"")
-            && err.contains("aws, openstack, vsphere, azure, gcp"),
+            && err.contains("openstack, aws, vsphere, azure, gcp"),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::cloud::Capability;
 use crate::env::Environment;
 pub use crate::error::CaseError;
 use crate::provider::Provider;
@@ -13,7 +14,8 @@ use crate::provider::Provider;
 pub enum Tag {
     /// Meaningful against a real cluster and cloud too.
     Conformance,
-    /// Needs cloud control or fault injection: only against our mocks.
+    /// Needs cloud control or fault injection: only against our mocks. It declares the
+    /// [`Capability::Faults`] and [`Capability::Journal`] a mock offers.
     Mock,
     /// Takes more than a few seconds on purpose.
     Slow,
@@ -50,6 +52,10 @@ pub struct Case {
     pub ccm_args: &'static [&'static str],
     /// Start the CCM before the body runs (most cases); false when the body does it.
     pub start_ccm: bool,
+    /// The cloud control this case needs besides instances (every case creates them) and
+    /// what its [`Tag::Mock`] declares: its suite's load balancers or routes. See
+    /// [`Case::capabilities`].
+    pub needs: &'static [Capability],
     pub run: CaseFn,
 }
 
@@ -71,5 +77,19 @@ impl Case {
 
     pub fn is_mock_only(&self) -> bool {
         self.tags.contains(&Tag::Mock)
+    }
+
+    /// Every capability the case needs of the cloud backend: instances, [`Self::needs`],
+    /// and faults and the journal where it is tagged [`Tag::Mock`]. The runner skips the
+    /// case, with the reason, where the backend lacks one.
+    pub fn capabilities(&self) -> Vec<Capability> {
+        let mut all = vec![Capability::Instances];
+        all.extend_from_slice(self.needs);
+        if self.is_mock_only() {
+            all.extend([Capability::Faults, Capability::Journal]);
+        }
+        all.sort();
+        all.dedup();
+        all
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
-use crate::case::CaseError;
+use crate::error::CaseError;
 
 pub struct CcmProcess {
     child: Child,

@@ -2,7 +2,8 @@
 //! etcd + kube-apiserver with `--apiserver real`: [`cluster_api`]), one mock cloud and
 //! simulated kubelets, all on 127.0.0.1 with ephemeral ports, plus the CCM under test as a
 //! child process. Everything a case leaves behind (kubeconfig,
-//! cloud config, CCM log) stays in the case's artifacts folder.
+//! cloud config, CCM log) stays in the case's artifacts folder. `ccm-conformance cluster`
+//! builds its long-lived cluster from the same parts ([`standalone`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,18 +20,19 @@ mod ccm_processes;
 mod cluster_api;
 mod nodes;
 mod other_cluster;
-pub use ccm_processes::LEADER_FLAGS;
-use cluster_api::ClusterApi;
+pub mod standalone;
+pub use ccm_processes::{LEADER_FLAGS, ccm_command_line, start_standalone_ccm};
+pub use cluster_api::{ClusterApi, ServeOptions};
 pub use other_cluster::OtherCluster;
 
-use crate::case::CaseError;
 use crate::ccm::CcmProcess;
 use crate::cloud::{CloudControl, InstanceSpec};
+use crate::error::CaseError;
 use crate::provider::Provider;
 use crate::settings::Settings;
 
 /// The `--cluster-name` every CCM the harness starts gets (cases may override it).
-pub const CLUSTER_NAME: &str = "ccm-conformance";
+pub use crate::cloud::types::CLUSTER_NAME;
 
 /// User-Agent of the harness's own API calls.
 pub const HARNESS_USER_AGENT: &str = "ccm-conformance-harness";

@@ -8,6 +8,9 @@
 //! [`crate::progress::Progress`] knows and ends the process. The CCMs are separate OS
 //! processes that would outlive us (their `kill_on_drop` never runs on `exit`), so every
 //! direct child process is killed by PID, found through `/proc` (Linux).
+//!
+//! The long-running servers (`cluster`, `mock`) only wait for the signal
+//! ([`until_signal`]) and then stop what they started.
 
 use std::time::{Duration, Instant};
 
@@ -80,6 +83,19 @@ pub fn on_signal(handler: impl FnOnce(Signal) + Send + 'static) -> Result<(), Er
             signal: "signal",
             source,
         })?;
+    Ok(())
+}
+
+/// Waits for SIGINT or SIGTERM: how the servers of `ccm-conformance cluster` and `mock`
+/// know to stop (they clean up themselves; no abort path).
+pub async fn until_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
     Ok(())
 }
 

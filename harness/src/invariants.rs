@@ -15,7 +15,7 @@
 //! in the window: writes by anyone but the harness and the kubelets to the baseline Nodes
 //! (spec, metadata, deletion) and Services, and load-balancer create/delete calls. One
 //! Service write is expected: a provider recording its load balancer's cloud ID in an
-//! annotation ([`LB_ID_ANNOTATIONS`]) the first time it sees the Service, and the one
+//! annotation (the cloud's `load_balancer_id_annotations`) the first time it sees the Service, and the one
 //! re-ensure that annotation change causes (upstream's `needsUpdate` compares annotations).
 //! Upstream tolerates a 2 min probe lag (kubernetes/kubernetes test/e2e/upgrades); the cases
 //! report the gap as a metric instead of a pass/fail threshold.
@@ -52,11 +52,6 @@ pub const TOPOLOGY_LABELS: &[&str] = &[
 pub const LB_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 /// The CCM's leader-election Lease (kube-system), as upstream names it.
 pub const CCM_LEASE: &str = "cloud-controller-manager";
-/// Annotations in which a provider keeps its load balancer's cloud identity; writing one
-/// that was missing is expected, changing one is a new identity. cloud-provider-openstack
-/// writes `loadbalancer.openstack.org/load-balancer-id` after every ensure
-/// (`pkg/openstack/loadbalancer.go` `ensureOctaviaLoadBalancer`).
-pub const LB_ID_ANNOTATIONS: &[&str] = &["loadbalancer.openstack.org/load-balancer-id"];
 /// How often the probers and pollers look.
 pub const PROBE_PERIOD: Duration = Duration::from_millis(100);
 
@@ -121,12 +116,14 @@ pub struct ServiceFacts {
     /// Ingress IPs and hostnames, in order.
     pub ingress: Vec<String>,
     pub finalizer: bool,
-    /// The [`LB_ID_ANNOTATIONS`] the Service carries.
+    /// The annotations in which the provider keeps its load balancer's cloud identity
+    /// (`CloudControl::load_balancer_id_annotations`) that the Service carries: writing
+    /// one that was missing is expected, changing one is a new identity.
     pub lb_ids: BTreeMap<String, String>,
 }
 
 impl ServiceFacts {
-    pub fn of(service: &Service) -> Self {
+    pub fn of(service: &Service, id_annotations: &[&str]) -> Self {
         Self {
             ingress: ingress_of(service),
             finalizer: service
@@ -139,7 +136,7 @@ impl ServiceFacts {
                 .annotations
                 .iter()
                 .flatten()
-                .filter(|(k, _)| LB_ID_ANNOTATIONS.contains(&k.as_str()))
+                .filter(|(k, _)| id_annotations.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         }
@@ -370,6 +367,7 @@ pub struct Recorder {
     tap: Option<CloudObserver>,
     nodes: BTreeMap<String, NodeFacts>,
     services: BTreeMap<String, ServiceFacts>,
+    id_annotations: &'static [&'static str],
     ensures_before: BTreeMap<String, i32>,
 }
 
@@ -379,6 +377,7 @@ impl Recorder {
     /// probe (usually every ingress with its port).
     pub async fn start(env: &Environment, targets: &[String]) -> Result<Recorder, CaseError> {
         let client = env.client();
+        let id_annotations = env.cloud().load_balancer_id_annotations();
         let node_api: Api<Node> = Api::all(client.clone());
         let service_api: Api<Service> = Api::namespaced(client.clone(), "default");
         let nodes: BTreeMap<String, NodeFacts> = node_api
@@ -404,7 +403,7 @@ impl Recorder {
             .map(|s| {
                 (
                     s.metadata.name.clone().unwrap_or_default(),
-                    ServiceFacts::of(s),
+                    ServiceFacts::of(s, id_annotations),
                 )
             })
             .collect();
@@ -434,6 +433,7 @@ impl Recorder {
             tokio::spawn(watch_services(
                 service_api,
                 services.clone(),
+                id_annotations,
                 shared.clone(),
                 started,
                 stopped.clone(),
@@ -467,6 +467,7 @@ impl Recorder {
             tap,
             nodes,
             services,
+            id_annotations,
             ensures_before,
         })
     }
@@ -524,7 +525,7 @@ impl Recorder {
             {
                 None => lock(&self.shared).violation(now, format!("service {name} was deleted")),
                 Some(s) => {
-                    let facts = ServiceFacts::of(&s);
+                    let facts = ServiceFacts::of(&s, self.id_annotations);
                     for d in base.differences(&facts) {
                         lock(&self.shared).violation(now, format!("service {name}: {d}"));
                     }
@@ -769,6 +770,7 @@ async fn watch_nodes(
 async fn watch_services(
     api: Api<Service>,
     baseline: BTreeMap<String, ServiceFacts>,
+    id_annotations: &'static [&'static str],
     shared: Shared,
     started: Instant,
     mut stopped: watch::Receiver<bool>,
@@ -789,7 +791,7 @@ async fn watch_services(
                 let mut o = lock(&shared);
                 o.service_versions += 1;
                 if let Some(base) = baseline.get(&name) {
-                    for d in base.differences(&ServiceFacts::of(&s)) {
+                    for d in base.differences(&ServiceFacts::of(&s, id_annotations)) {
                         o.violation(at, format!("service {name}: {d}"));
                     }
                 }
@@ -931,14 +933,14 @@ mod tests {
                 "status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}))
             .expect("service")
         };
-        let base = ServiceFacts::of(&svc("1.2.3.4", true));
+        let base = ServiceFacts::of(&svc("1.2.3.4", true), &[]);
         assert_eq!(base.ingress, vec!["1.2.3.4"]);
         assert!(
-            base.differences(&ServiceFacts::of(&svc("1.2.3.4", true)))
+            base.differences(&ServiceFacts::of(&svc("1.2.3.4", true), &[]))
                 .is_empty()
         );
         assert_eq!(
-            base.differences(&ServiceFacts::of(&svc("5.6.7.8", false)))
+            base.differences(&ServiceFacts::of(&svc("5.6.7.8", false), &[]))
                 .len(),
             2
         );

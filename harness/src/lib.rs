@@ -26,6 +26,7 @@ pub mod node;
 pub mod probe;
 pub mod progress;
 pub mod provider;
+pub mod run;
 pub mod runner;
 pub mod settings;
 pub mod shard;

@@ -1,6 +1,8 @@
 //! Turns cases into libtest-mimic trials (one per case and provider), runs each on a shared
 //! tokio runtime inside its own environment with a deadline, and records every result in
 //! the JUnit file as soon as it is known, so an interrupted run still leaves a valid file.
+//! What runs and what surrounds it (selection, upstream builds, Prow files) is
+//! [`crate::run`]'s: this module runs the trials it is given.
 //!
 //! On SIGINT/SIGTERM the run is aborted (see [`crate::interrupt`]): finished cases stay as
 //! they are, running ones become `<error message="interrupted …">`, the rest
@@ -17,10 +19,10 @@ use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
 use tokio::runtime::Runtime;
 
 use crate::case::{Case, CaseError};
-use crate::cloud::Provider;
 use crate::env::Environment;
 use crate::interrupt::{self, EXIT_INTERRUPTED, Signal};
 use crate::progress::{Progress, Verdict};
+use crate::provider::Provider;
 use crate::settings::Settings;
 
 /// One runtime for every trial thread: the in-process servers of a case run on its workers
@@ -53,7 +55,7 @@ pub const NOT_RUN_ABORTED: &str = "not run: aborted";
 pub const ABORT_KILL_GRACE: Duration = Duration::from_secs(1);
 
 /// Called on abort after the JUnit file is final and the CCMs are gone, before the process
-/// exits (the CLI writes `finished.json` with `ABORTED` here).
+/// exits ([`crate::run::prow::abort_hook`] writes `finished.json` with `ABORTED` here).
 pub type AbortHook = Box<dyn FnOnce(Signal) + Send>;
 
 /// How [`run_with`] reports and reacts.
@@ -69,33 +71,9 @@ pub struct RunOptions {
 }
 
 /// Runs `cases` for every provider in `settings` with libtest's command-line semantics
-/// (`--list`, filters, `--exact`, `--skip`, `--test-threads`, `--ignored`).
-/// SIGINT/SIGTERM abort the run (partial JUnit, CCMs killed, exit 130).
-pub fn run(cases: &[Case], settings: Settings, args: Arguments) -> Conclusion {
-    run_with(
-        cases,
-        settings,
-        args,
-        |_| true,
-        RunOptions {
-            handle_signals: true,
-            ..Default::default()
-        },
-    )
-}
-
-/// [`run`], keeping only the trials whose full name `keep` accepts (the CLI's
-/// `--focus`/`--skip` regular expressions).
-pub fn run_filtered(
-    cases: &[Case],
-    settings: Settings,
-    args: Arguments,
-    keep: impl Fn(&str) -> bool,
-) -> Conclusion {
-    run_with(cases, settings, args, keep, RunOptions::default())
-}
-
-/// [`run_filtered`] with progress output and interrupt handling as `options` say.
+/// (`--list`, filters, `--exact`, `--skip`, `--test-threads`, `--ignored`), keeping only
+/// the trials whose full name `keep` accepts ([`crate::run::Selection`]), with progress
+/// output and interrupt handling as `options` say.
 pub fn run_with(
     cases: &[Case],
     settings: Settings,
@@ -129,16 +107,6 @@ pub fn run_with(
         },
         _ => None,
     };
-    let mut settings = settings;
-    // A shard keeps its part of what `keep` accepts (the same list in every shard).
-    let in_shard: Option<std::collections::BTreeSet<String>> = settings.shard.map(|shard| {
-        let all = kept_names(cases, &settings, &keep);
-        crate::shard::select(&all, &settings.shard_durations, shard)
-            .into_iter()
-            .cloned()
-            .collect()
-    });
-    let keep = |name: &str| keep(name) && in_shard.as_ref().is_none_or(|s| s.contains(name));
     // The plan: every trial `keep` accepts and libtest's filters select, in run order.
     let planned: Vec<(String, String)> = settings
         .providers
@@ -151,34 +119,6 @@ pub fn run_with(
         .filter(|(_, name)| keep(name))
         .filter(|(_, name)| !args.is_filtered_out(&Trial::test(name.clone(), || Ok(()))))
         .collect();
-    // Upstream CCMs (and, with a real API server, kube-apiserver and etcd) are built or
-    // found in the cache before the first case, for the providers the plan runs, so no
-    // case's time includes a Go build.
-    if !args.list {
-        let providers: Vec<Provider> = settings
-            .providers
-            .iter()
-            .copied()
-            .filter(|p| planned.iter().any(|(name, _)| name == p.name()))
-            .collect();
-        let mut progress = |line: &str| eprintln!("{line}");
-        let resolved = if settings.uses_upstream() {
-            settings.resolve_upstream(&providers, &mut progress)
-        } else {
-            Ok(())
-        }
-        .and_then(|()| settings.resolve_control_plane(&mut progress));
-        if let Err(e) = resolved {
-            eprintln!("error: {e}");
-            return Conclusion {
-                num_filtered_out: 0,
-                num_passed: 0,
-                num_failed: 1,
-                num_ignored: 0,
-                num_measured: 0,
-            };
-        }
-    }
     let settings = Arc::new(settings);
     let print = options.progress_lines && !args.list;
     let progress = Arc::new(Progress::new(
@@ -398,17 +338,6 @@ fn failure_detail(e: &CaseError) -> &str {
     }
 }
 
-/// The full names of every case of `settings`' providers that `keep` accepts, in run
-/// order: the list a run (or each of its shards) starts from.
-pub fn kept_names(cases: &[Case], settings: &Settings, keep: impl Fn(&str) -> bool) -> Vec<String> {
-    settings
-        .providers
-        .iter()
-        .flat_map(|&p| cases.iter().map(move |c| c.full_name(p)))
-        .filter(|name| keep(name))
-        .collect()
-}
-
 /// `<artifacts>/cases/<provider>-<id>`: the case's kubeconfig, configs, logs and journals.
 fn case_dir(settings: &Settings, provider: Provider, case: &Case) -> PathBuf {
     settings
@@ -420,7 +349,7 @@ fn case_dir(settings: &Settings, provider: Provider, case: &Case) -> PathBuf {
 /// Builds the environment, runs the body under the case deadline, tears everything down.
 async fn run_case(
     case: &Case,
-    provider: crate::cloud::Provider,
+    provider: Provider,
     settings: Arc<Settings>,
 ) -> (Result<(), CaseError>, Vec<(String, String)>) {
     if let Some(kubeconfig) = &settings.kubeconfig {
@@ -448,6 +377,9 @@ async fn run_case(
         Err(e) => return (Err(e), Vec::new()),
     };
     let body = async {
+        for need in case.capabilities() {
+            env.cloud().require_capability(need)?;
+        }
         if case.start_ccm {
             env.start_ccm().await?;
         }

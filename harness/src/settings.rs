@@ -1,21 +1,19 @@
-//! What a run is configured with. `cargo test --test conformance` reads it from the
-//! environment (libtest-mimic refuses unknown flags); `ccm-conformance run` from its flags.
-//! Variable names are a contract (DESIGN.md): `CCM_CONFORMANCE_PROVIDERS`,
-//! `CCM_CONFORMANCE_CCM`, `CCM_CONFORMANCE_CCM_ARGS`, `CCM_CONFORMANCE_KUBECONFIG`, `ARTIFACTS`;
-//! added since: `CCM_CONFORMANCE_CLOUD_TIMEOUT` (seconds, external mode) and
-//! `CCM_CONFORMANCE_APISERVER` (`embedded`, the default, or `real`: etcd and kube-apiserver
-//! built from source, found or built by [`Settings::resolve_control_plane`]).
+//! What a case is configured with: the providers, the CCMs of each role, the API server,
+//! the artifacts directory. A run builds it once from its request
+//! ([`crate::run::RunRequest`]: `ccm-conformance run`'s flags or, for
+//! `cargo test --test conformance`, the environment); `soak` and `bench` build their own.
 //!
 //! A CCM is named as `reference` (ours), a path, or `upstream[@vX.Y.Z]`: upstream's Go CCM
 //! of each provider, which differs per provider, so it is built (or found in the cache) by
 //! [`Settings::resolve_upstream`] before the run and put in place per provider by
-//! [`Settings::for_provider`].
+//! [`Settings::for_provider`]. `--apiserver real` (`CCM_CONFORMANCE_APISERVER=real`) needs
+//! etcd and kube-apiserver built from source: [`Settings::resolve_control_plane`].
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cloud::Provider;
+use crate::provider::Provider;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -52,11 +50,6 @@ pub struct Settings {
     /// kubelet: upstream Azure's cloud-node-manager, which does the node initialization
     /// its CCM leaves undone ([`ccm_upstream::node_manager`]). Set for `--ccm upstream`.
     pub node_manager: Option<PathBuf>,
-    /// Run only this shard of the case list (`--shard K/N`, `CCM_CONFORMANCE_SHARD`;
-    /// [`crate::shard`]), balanced by `shard_durations` (case name to the time an earlier
-    /// run took: `--shard-durations`, `CCM_CONFORMANCE_SHARD_DURATIONS`).
-    pub shard: Option<crate::shard::Shard>,
-    pub shard_durations: BTreeMap<String, Duration>,
     /// How long the embedded API server keeps an Event after its last write
     /// (kube-apiserver's `--event-ttl`, an hour by default; `soak --event-ttl`).
     pub event_ttl: Duration,
@@ -140,8 +133,6 @@ impl UpstreamCcms {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    #[error("{var}: {reason}")]
-    Invalid { var: &'static str, reason: String },
     #[error("upstream {provider} CCM: {source}")]
     Upstream {
         provider: &'static str,
@@ -176,76 +167,8 @@ impl Settings {
             apiserver: ApiServerChoice::Embedded,
             control_plane: None,
             node_manager: None,
-            shard: None,
-            shard_durations: BTreeMap::new(),
             event_ttl: Duration::from_secs(3600),
         }
-    }
-
-    /// Reads the documented environment variables over the defaults.
-    pub fn from_env(reference_ccm: PathBuf) -> Result<Self, SettingsError> {
-        let mut s = Self::new(reference_ccm);
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_PROVIDERS")
-            && !v.trim().is_empty()
-        {
-            s.providers = Provider::parse_list(&v).map_err(|reason| SettingsError::Invalid {
-                var: "CCM_CONFORMANCE_PROVIDERS",
-                reason,
-            })?;
-        }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM") {
-            s.set_ccm(&v);
-        }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_OLD") {
-            s.set_ccm_old(&v);
-        }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_NEW") {
-            s.set_ccm_new(&v);
-        }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_CCM_ARGS") {
-            s.ccm_args = v.split_whitespace().map(str::to_string).collect();
-        }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_CLOUD_TIMEOUT") {
-            s.cloud_timeout =
-                v.trim()
-                    .parse()
-                    .map(Duration::from_secs)
-                    .map_err(|_| SettingsError::Invalid {
-                        var: "CCM_CONFORMANCE_CLOUD_TIMEOUT",
-                        reason: format!("{v:?} is not a number of seconds"),
-                    })?;
-        }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_APISERVER") {
-            s.apiserver = ApiServerChoice::parse(&v).map_err(|reason| SettingsError::Invalid {
-                var: "CCM_CONFORMANCE_APISERVER",
-                reason,
-            })?;
-        }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_KUBECONFIG")
-            && !v.is_empty()
-        {
-            s.kubeconfig = Some(PathBuf::from(v));
-        }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_SHARD")
-            && !v.trim().is_empty()
-        {
-            s.shard = Some(v.parse().map_err(|reason| SettingsError::Invalid {
-                var: "CCM_CONFORMANCE_SHARD",
-                reason,
-            })?);
-        }
-        if let Ok(v) = std::env::var("CCM_CONFORMANCE_SHARD_DURATIONS")
-            && !v.trim().is_empty()
-        {
-            s.shard_durations =
-                crate::shard::durations_from(std::path::Path::new(&v)).map_err(|reason| {
-                    SettingsError::Invalid {
-                        var: "CCM_CONFORMANCE_SHARD_DURATIONS",
-                        reason,
-                    }
-                })?;
-        }
-        Ok(s)
     }
 
     /// `reference` keeps the built-in CCM, `upstream[@vX.Y.Z]` picks upstream's CCM of
@@ -291,7 +214,8 @@ impl Settings {
         let versions: Vec<Option<String>> = self.upstream.roles().cloned().collect();
         let builder = ccm_upstream::Builder::default();
         for &provider in providers {
-            let upstream = ccm_upstream::ccm(provider.name())
+            let upstream = provider
+                .upstream_ccm()
                 .ok_or(SettingsError::NoUpstream(provider.name()))?;
             for version in &versions {
                 if self.upstream.binary(provider, version).is_some() {
@@ -317,10 +241,9 @@ impl Settings {
                     .insert((provider, version.clone()), built.path);
             }
             // The CCM under test's node agent, of the same release.
-            if let (Some(version), Some(agent)) = (
-                self.upstream.ccm.clone(),
-                ccm_upstream::node_manager(provider.name()),
-            ) && !self.upstream.node_managers.contains_key(&provider)
+            if let (Some(version), Some(agent)) =
+                (self.upstream.ccm.clone(), provider.upstream_node_manager())
+                && !self.upstream.node_managers.contains_key(&provider)
             {
                 let built = builder
                     .build(agent, version.as_deref(), &mut |line| {
@@ -344,6 +267,20 @@ impl Settings {
             }
         }
         Ok(())
+    }
+
+    /// What a run needs before its first case, for `providers`: upstream's CCMs when a
+    /// role runs them ([`Self::resolve_upstream`]) and a real API server's binaries
+    /// ([`Self::resolve_control_plane`]). `progress` hears what is being built.
+    pub fn resolve(
+        &mut self,
+        providers: &[Provider],
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(), SettingsError> {
+        if self.uses_upstream() {
+            self.resolve_upstream(providers, progress)?;
+        }
+        self.resolve_control_plane(progress)
     }
 
     /// With `--apiserver real`: builds (or finds in the cache) kube-apiserver and etcd at
@@ -453,18 +390,17 @@ mod tests {
         s.set_ccm("upstream");
         s.set_ccm_old("upstream@v1.35.0");
         assert!(s.uses_upstream());
+        let aws = Provider::parse("aws").unwrap();
+        s.upstream.built.insert((aws, None), "/c/aws-new".into());
         s.upstream
             .built
-            .insert((Provider::Aws, None), "/c/aws-new".into());
-        s.upstream
-            .built
-            .insert((Provider::Aws, Some("v1.35.0".into())), "/c/aws-old".into());
-        let aws = s.for_provider(Provider::Aws);
+            .insert((aws, Some("v1.35.0".into())), "/c/aws-old".into());
+        let aws = s.for_provider(aws);
         assert_eq!(aws.ccm, PathBuf::from("/c/aws-new"));
         assert_eq!(aws.ccm_old(), std::path::Path::new("/c/aws-old"));
         assert_eq!(aws.ccm_new(), std::path::Path::new("/c/aws-new"));
         // Not resolved for OpenStack: keeps what it had.
-        let os = s.for_provider(Provider::OpenStack);
+        let os = s.for_provider(Provider::parse("openstack").unwrap());
         assert_eq!(os.ccm, PathBuf::from("/x/reference-ccm"));
     }
 }

@@ -39,6 +39,7 @@ macro_rules! case {
             tags: $tags,
             ccm_args: ARGS,
             start_ccm: true,
+            needs: &[],
             run: |env| Box::pin($body(env)),
         }
     };
@@ -95,6 +96,7 @@ pub fn cases() -> Vec<Case> {
                 "--node-monitor-period=1s",
             ],
             start_ccm: true,
+            needs: &[],
             run: |env| Box::pin(na07(env)),
         },
     ]

@@ -34,6 +34,7 @@ macro_rules! case {
             tags: &[Tag::Mock],
             ccm_args: soak::CCM_ARGS,
             start_ccm: false,
+            needs: &[],
             run: |env| Box::pin($body(env)),
         }
     };

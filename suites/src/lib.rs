@@ -43,7 +43,7 @@ mod tests {
         assert_eq!(ids.len(), cases.len());
         let names: std::collections::BTreeSet<_> = cases
             .iter()
-            .map(|c| c.full_name(Provider::OpenStack))
+            .map(|c| c.full_name(Provider::all()[0]))
             .collect();
         assert_eq!(names.len(), cases.len());
         assert!(

@@ -43,6 +43,7 @@ macro_rules! case {
             tags: $tags,
             ccm_args: ARGS,
             start_ccm: true,
+            needs: &[],
             run: |env| Box::pin($body(env)),
         }
     };
@@ -89,6 +90,7 @@ pub fn cases() -> Vec<Case> {
             ccm_args: ARGS,
             // Started by the case, as its own user.
             start_ccm: false,
+            needs: &[],
             run: |env| Box::pin(nl06(env)),
         },
         case!(

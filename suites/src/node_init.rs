@@ -42,6 +42,7 @@ macro_rules! case {
             tags: $tags,
             ccm_args: &[],
             start_ccm: true,
+            needs: &[],
             run: |env| Box::pin($body(env)),
         }
     };
@@ -52,6 +53,7 @@ macro_rules! quirk_case {
     ($id:literal, $title:literal, $body:ident) => {
         Case {
             start_ccm: false,
+            needs: &[],
             ..case!($id, $title, &[Tag::Mock], $body)
         }
     };
@@ -127,6 +129,7 @@ pub fn cases() -> Vec<Case> {
         Case {
             // Starts the CCM itself, deployed for dual stack.
             start_ccm: false,
+            needs: &[],
             ..case!(
                 "NI-12",
                 "puts both dual-stack provided node IPs first in annotation order",

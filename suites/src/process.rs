@@ -47,6 +47,7 @@ macro_rules! case {
             tags: $tags,
             ccm_args: &[],
             start_ccm: $start,
+            needs: &[],
             run: |env| Box::pin($body(env)),
         }
     };
@@ -482,7 +483,7 @@ async fn op06(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
 /// secret-name` has no successor in cloud-provider-openstack, which reads cloud.conf only
 /// from --cloud-config: pkg/openstack/openstack.go `ReadConfig`.)
 async fn op07(env: &mut Environment) -> Result<CaseMetrics, CaseError> {
-    const SECRET: &str = "vsphere-credentials";
+    const SECRET: &str = "cloud-credentials";
     let (config, data) = env
         .cloud()
         .secret_credentials_config(LEASE_NAMESPACE, SECRET)

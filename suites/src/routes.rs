@@ -18,6 +18,7 @@
 
 use std::time::Duration;
 
+use ccm_harness::cloud::Capability;
 use ccm_harness::case::CaseMetrics;
 use ccm_harness::cloud::Feature;
 use ccm_harness::env::NodeOptions;
@@ -46,6 +47,7 @@ macro_rules! case {
             tags: $tags,
             ccm_args: $args,
             start_ccm: $start,
+            needs: &[Capability::Routes],
             run: |env| {
                 Box::pin(async move {
                     env.cloud().require(Feature::Routes)?;

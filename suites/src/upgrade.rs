@@ -48,6 +48,7 @@ macro_rules! case {
             tags: $tags,
             ccm_args: &[],
             start_ccm: false,
+            needs: &[],
             run: |env| Box::pin($body(env)),
         }
     };

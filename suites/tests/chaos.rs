@@ -65,7 +65,7 @@ async fn failure_with(id: &str, what: &str) -> String {
     let settings = Arc::new(Settings::new(broken_ccm(dir.path(), what)));
     let case = case(id);
     let mut env = Environment::embedded(
-        Provider::OpenStack,
+        Provider::parse("openstack").unwrap(),
         settings,
         &dir.path().join("case"),
         case.ccm_args,

@@ -59,7 +59,7 @@ fn case(id: &str) -> Case {
 
 /// Runs one case in a fresh environment, as the runner does, and tears it down.
 async fn run_case(case: &Case, settings: Settings, dir: &Path) -> Result<(), CaseError> {
-    run_case_on(Provider::OpenStack, case, settings, dir).await
+    run_case_on(Provider::parse("openstack").unwrap(), case, settings, dir).await
 }
 
 /// [`run_case`] on another provider's mock.
@@ -165,7 +165,7 @@ async fn up02_on_vsphere_catches_a_ccm_that_runs_node_lifecycle_beside_kube_cont
         "--enable-leader-migration=false",
     );
     let result = run_case_on(
-        Provider::Vsphere,
+        Provider::parse("vsphere").unwrap(),
         &case("UP-02"),
         Settings::new(ignoring),
         &dir.path().join("case"),
@@ -212,7 +212,7 @@ async fn leader_migration_cases_skip_for_a_ccm_without_the_flag() {
 async fn environment(dir: &Path) -> Environment {
     ccm_harness::install_crypto_provider();
     Environment::embedded(
-        Provider::OpenStack,
+        Provider::parse("openstack").unwrap(),
         Arc::new(Settings::new(reference_ccm())),
         dir,
         &[],

@@ -64,6 +64,9 @@ impl Timings {
     }
 }
 
+/// The provider the synthetic runs name: any name serves, the figures do not depend on it.
+pub const SYNTHETIC_PROVIDER: &str = "example";
+
 /// A case like the suites record: a long name, a duration, a metric, a failure now and then.
 fn synthetic_case(i: usize) -> CaseResult {
     let outcome = match i % 20 {
@@ -77,9 +80,9 @@ fn synthetic_case(i: usize) -> CaseResult {
         _ => Outcome::Passed,
     };
     CaseResult {
-        suite: "openstack".into(),
+        suite: SYNTHETIC_PROVIDER.into(),
         name: format!(
-            "[sig-cloud-provider] [openstack] NodeInit case {i:04} removes the uninitialized taint [Conformance]"
+            "[sig-cloud-provider] [{SYNTHETIC_PROVIDER}] NodeInit case {i:04} removes the uninitialized taint [Conformance]"
         ),
         outcome,
         duration: Duration::from_millis(1200 + (i as u64 % 700)),
@@ -115,7 +118,9 @@ pub fn write_run(dir: &Path, cases: usize, files_per_case: usize) -> Result<(), 
     for i in 0..cases {
         junit.record(synthetic_case(i))?;
         log.push_str(&format!("[{}/{cases}] PASS case {i:04} (1.2s)\n", i + 1));
-        let case_dir = dir.join("cases").join(format!("openstack-{i:04}"));
+        let case_dir = dir
+            .join("cases")
+            .join(format!("{SYNTHETIC_PROVIDER}-{i:04}"));
         for f in 0..files_per_case {
             let path = case_dir.join(format!("file-{f}.log"));
             let body = format!("I1122 02:00:00.000 case {i} file {f}\n").repeat(40);
@@ -126,7 +131,7 @@ pub fn write_run(dir: &Path, cases: usize, files_per_case: usize) -> Result<(), 
     let path = dir.join(prow::BUILD_LOG);
     crate::atomic::write(&path, log.as_bytes()).map_err(|source| Error::Write { path, source })?;
     let meta = RunMetadata {
-        provider: "openstack".into(),
+        provider: SYNTHETIC_PROVIDER.into(),
         ..Default::default()
     };
     prow::write_metadata(dir, &meta)?;
@@ -160,7 +165,7 @@ pub fn merge_runs(dir: &Path, cases: usize, shards: usize, runs: usize) -> Resul
         }
         JunitFile::new(crate::junit_path(&shard, "conformance"), "ccm-conformance").seal(mine)?;
         let mut meta = RunMetadata {
-            provider: "openstack".into(),
+            provider: SYNTHETIC_PROVIDER.into(),
             ..Default::default()
         };
         meta.extra.insert("shard".into(), format!("{k}/{shards}"));

@@ -1,7 +1,7 @@
 //! Upstream's Go binaries, built from their Go modules with the `go` command into a cache
 //! outside the repository, so a run can put the real cloud-controller-managers (client-go,
 //! gophercloud, aws-sdk-go-v2, govmomi, the Azure SDK for Go) through the suites, with the
-//! per-node agents some of them rely on ([`NODE_MANAGERS`]), and measure the embedded API
+//! per-node agents some of them rely on, and measure the embedded API
 //! server against a real control plane (kube-apiserver and etcd, [`CONTROL_PLANE`]).
 //!
 //! Why a generated wrapper module per binary rather than `go install MODULE/cmd/x@v`:
@@ -92,123 +92,6 @@ impl Siblings {
             Siblings::SameVersion => Some(version.to_string()),
         }
     }
-}
-
-/// The upstream cloud-controller-managers (module paths and main packages from each
-/// repository's `go.mod` and `cmd/`).
-pub const CCMS: &[Upstream] = &[
-    Upstream {
-        name: "aws",
-        module: "k8s.io/cloud-provider-aws",
-        package: "cmd/aws-cloud-controller-manager",
-        binary: "aws-cloud-controller-manager",
-        default_version: "v1.37.0",
-        siblings: Siblings::Refuse,
-        version_packages: &[],
-        main: None,
-    },
-    Upstream {
-        name: "openstack",
-        module: "k8s.io/cloud-provider-openstack",
-        package: "cmd/openstack-cloud-controller-manager",
-        binary: "openstack-cloud-controller-manager",
-        default_version: "v1.36.0",
-        siblings: Siblings::Refuse,
-        version_packages: &[],
-        main: None,
-    },
-    Upstream {
-        name: "vsphere",
-        module: "k8s.io/cloud-provider-vsphere",
-        package: "cmd/vsphere-cloud-controller-manager",
-        binary: "vsphere-cloud-controller-manager",
-        default_version: "v1.36.0",
-        siblings: Siblings::Refuse,
-        version_packages: &[],
-        main: None,
-    },
-    // cloud-provider-azure v1.36.5 (the newest tag of the repository, 2026-08; the proxy
-    // here refuses the version list and, by exact version, v1.35.8, v1.36.6 and v1.37.0):
-    // its go.mod has no `replace` and requires its nested modules (`pkg/azclient`,
-    // `pkg/azclient/cache`, `pkg/azclient/configloader`) at their own published versions,
-    // so the wrapper only copies `godebug default=go1.26`. Upstream's Makefile builds with
-    // CGO_ENABLED=1 and names the binary `azure-cloud-controller-manager`; the module and
-    // every package it links build without cgo (no `import "C"` on linux), so the static
-    // build the other CCMs get serves here too.
-    Upstream {
-        name: "azure",
-        module: "sigs.k8s.io/cloud-provider-azure",
-        package: "cmd/cloud-controller-manager",
-        binary: "azure-cloud-controller-manager",
-        default_version: "v1.36.5",
-        siblings: Siblings::Refuse,
-        // `--version` prints cloud-provider-azure's own version package, and the release
-        // build stamps client-go's too (the User-Agent it sends the API server):
-        // hack/pkg-config.sh, which the Makefile's go build reads.
-        version_packages: &[
-            "sigs.k8s.io/cloud-provider-azure/pkg/version",
-            "k8s.io/client-go/pkg/version",
-        ],
-        main: None,
-    },
-    // GCP: k8s.io/cloud-provider-gcp itself (cmd/cloud-controller-manager) cannot be had
-    // here. Checked 2026-11-27: the module proxy refuses its version list, its commits and
-    // their pseudo-versions (403), and its release tags (v36.3.8) are not valid module
-    // versions. Its nested module k8s.io/cloud-provider-gcp/providers is served, at
-    // v0.28.2 (2023-10) only, and holds the gce cloud provider without a main; so the
-    // harness builds upstream's provider code at that version inside a main written here
-    // (upstream/go/gce-cloud-controller-manager/main.go, what it leaves out is said there).
-    // Its k8s.io/cloud-provider, client-go and component-base are v0.28.2, as its go.mod
-    // requires. An old upstream: the README says so beside its row.
-    Upstream {
-        name: "gcp",
-        module: "k8s.io/cloud-provider-gcp/providers",
-        package: "gce",
-        binary: "gce-cloud-controller-manager",
-        default_version: "v0.28.2",
-        siblings: Siblings::Refuse,
-        version_packages: &[],
-        main: Some(include_str!("../go/gce-cloud-controller-manager/main.go")),
-    },
-];
-
-/// The upstream CCM of a provider.
-pub fn ccm(provider: &str) -> Option<&'static Upstream> {
-    CCMS.iter().find(|u| u.name == provider)
-}
-
-/// Per-node agents a provider's CCM relies on, by provider. Azure's CCM leaves node
-/// initialization to `cloud-node-manager` (one per node, same module and release): its
-/// options never fill the cloud-node controller's `ConcurrentNodeSyncs`
-/// (cloud-provider-azure `cmd/cloud-controller-manager/app/options/options.go` Config
-/// copies only Generic, KubeCloudShared, ServiceController and NodeStatusUpdateFrequency),
-/// so the CCM's controller runs no worker and never takes the `uninitialized` taint off.
-/// With `--use-instance-metadata=false` the node manager reads ARM for the VM named like
-/// the host's name (`pkg/provider/azure_zones.go` GetZone uses `os.Hostname()`), so each
-/// one runs with its node's name as hostname (its own UTS namespace).
-pub const NODE_MANAGERS: &[(&str, Upstream)] = &[(
-    "azure",
-    Upstream {
-        name: "azure-cloud-node-manager",
-        module: "sigs.k8s.io/cloud-provider-azure",
-        package: "cmd/cloud-node-manager",
-        binary: "azure-cloud-node-manager",
-        default_version: "v1.36.5",
-        siblings: Siblings::Refuse,
-        version_packages: &[
-            "sigs.k8s.io/cloud-provider-azure/pkg/version",
-            "k8s.io/client-go/pkg/version",
-        ],
-        main: None,
-    },
-)];
-
-/// The per-node agent a provider's upstream CCM needs beside it, if any.
-pub fn node_manager(provider: &str) -> Option<&'static Upstream> {
-    NODE_MANAGERS
-        .iter()
-        .find(|(p, _)| *p == provider)
-        .map(|(_, u)| u)
 }
 
 /// A real control plane to measure the embedded API server against
@@ -658,6 +541,48 @@ fn last_lines(text: &str, n: usize) -> String {
 mod tests {
     use super::*;
 
+    /// A CCM built from its module's own main package (the harness's registry of clouds
+    /// holds the real entries; these are shaped like them).
+    const PLAIN: Upstream = Upstream {
+        name: "plain",
+        module: "k8s.io/cloud-provider-aws",
+        package: "cmd/aws-cloud-controller-manager",
+        binary: "aws-cloud-controller-manager",
+        default_version: "v1.37.0",
+        siblings: Siblings::Refuse,
+        version_packages: &[],
+        main: None,
+    };
+
+    /// A CCM whose release build stamps version packages of its own.
+    const STAMPED: Upstream = Upstream {
+        name: "stamped",
+        module: "sigs.k8s.io/cloud-provider-azure",
+        package: "cmd/cloud-controller-manager",
+        binary: "azure-cloud-controller-manager",
+        default_version: "v1.36.5",
+        siblings: Siblings::Refuse,
+        version_packages: &[
+            "sigs.k8s.io/cloud-provider-azure/pkg/version",
+            "k8s.io/client-go/pkg/version",
+        ],
+        main: None,
+    };
+
+    /// A CCM built from a main written here, importing upstream's provider package.
+    const GENERATED: Upstream = Upstream {
+        name: "generated",
+        module: "k8s.io/cloud-provider-gcp/providers",
+        package: "gce",
+        binary: "gce-cloud-controller-manager",
+        default_version: "v0.28.2",
+        siblings: Siblings::Refuse,
+        version_packages: &[],
+        main: Some(
+            "package main\n\nimport _ \"k8s.io/cloud-provider-gcp/providers/gce\"\n\nfunc main() {}\n",
+        ),
+    };
+
     #[test]
     fn versions() {
         for ok in [
@@ -697,7 +622,6 @@ mod tests {
         );
         let names: Vec<&str> = CONTROL_PLANE.iter().map(|u| u.name).collect();
         assert_eq!(names, ["kube-apiserver", "etcd"]);
-        assert!(CCMS.iter().all(|u| u.siblings == Siblings::Refuse));
     }
 
     #[test]
@@ -707,47 +631,19 @@ mod tests {
         assert!(f.contains("version.gitMajor=1 "));
         assert!(f.contains("version.gitMinor=36 "));
         assert!(f.contains("-X main.version=v1.36.0"));
-        // Only Azure's build stamps its own version package and client-go's.
-        assert_eq!(
-            ccm("aws").unwrap().ldflags("v1.37.0"),
-            version_ldflags("v1.37.0")
-        );
-        let azure = ccm("azure").unwrap().ldflags("v1.36.5");
-        for pkg in [
-            "sigs.k8s.io/cloud-provider-azure/pkg/version",
-            "k8s.io/client-go/pkg/version",
-        ] {
+        // A build stamps the version packages its entry names, and no others.
+        assert_eq!(PLAIN.ldflags("v1.37.0"), version_ldflags("v1.37.0"));
+        let stamped = STAMPED.ldflags("v1.36.5");
+        for pkg in STAMPED.version_packages {
             assert!(
-                azure.contains(&format!("-X {pkg}.gitVersion=v1.36.5 ")),
-                "{azure}"
+                stamped.contains(&format!("-X {pkg}.gitVersion=v1.36.5 ")),
+                "{stamped}"
             );
-            assert!(azure.contains(&format!("-X {pkg}.gitMinor=36")), "{azure}");
-        }
-    }
-
-    #[test]
-    fn every_provider_has_one_ccm() {
-        for p in ["aws", "openstack", "vsphere", "azure"] {
-            assert!(ccm(p).unwrap().main.is_none(), "{p} has its own main");
-            let u = ccm(p).unwrap();
-            assert!(check_version(u.default_version).is_ok());
-            // The binary is named after its main package, with the provider in front
-            // where the package's own name lacks it (Azure's Makefile prefixes `azure-`).
-            let main = u.package.rsplit('/').next().unwrap();
             assert!(
-                u.binary == main || u.binary == format!("{p}-{main}"),
-                "{p}: {} for {}",
-                u.binary,
-                u.package
+                stamped.contains(&format!("-X {pkg}.gitMinor=36")),
+                "{stamped}"
             );
         }
-        assert_eq!(CCMS.len(), 5, "one CCM per provider");
-        // GCP's main is written here and starts upstream's gce package.
-        let gcp = ccm("gcp").unwrap();
-        let main = gcp.main.unwrap();
-        assert!(main.contains("package main"));
-        assert!(main.contains(&format!("_ \"{}/{}\"", gcp.module, gcp.package)));
-        assert!(main.contains("HasClusterID"));
     }
 
     /// A CCM with a generated main: the wrapper gets it as `main.go` and `go build` builds
@@ -780,7 +676,7 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
         let err = builder_with_go(&go, root.path())
-            .build(ccm("gcp").unwrap(), None, &mut |_| {})
+            .build(&GENERATED, None, &mut |_| {})
             .unwrap_err();
         assert!(err.to_string().contains("stop here"), "{err}");
         let seen = std::fs::read_to_string(&record).unwrap();
@@ -791,27 +687,13 @@ mod tests {
     }
 
     #[test]
-    fn azure_has_a_node_manager_from_the_same_release() {
-        let (nm, ccm) = (node_manager("azure").unwrap(), ccm("azure").unwrap());
-        assert_eq!(
-            (nm.module, nm.default_version),
-            (ccm.module, ccm.default_version)
-        );
-        assert_eq!(nm.binary, "azure-cloud-node-manager");
-        assert!(nm.package.ends_with("cloud-node-manager"));
-        // Its own cache entry, not the CCM's.
+    fn each_binary_has_its_own_cache_entry() {
         let b = Builder {
             cache_root: PathBuf::from("/c"),
             go: PathBuf::from("go"),
         };
-        assert_ne!(b.entry(nm, "v1.36.5"), b.entry(ccm, "v1.36.5"));
-        assert!(
-            nm.ldflags("v1.36.5")
-                .contains("cloud-provider-azure/pkg/version.gitVersion=v1.36.5")
-        );
-        for p in ["aws", "openstack", "vsphere", "gcp"] {
-            assert!(node_manager(p).is_none(), "{p}");
-        }
+        assert_ne!(b.entry(&STAMPED, "v1.36.5"), b.entry(&PLAIN, "v1.36.5"));
+        assert_ne!(b.entry(&PLAIN, "v1.36.5"), b.entry(&PLAIN, "v1.36.6"));
     }
 
     /// Tests that spawn a `go` hold this lock. A fake `go` is a script this process has
@@ -836,7 +718,7 @@ mod tests {
         let _spawns = spawn_lock();
         let root = tempfile::tempdir().unwrap();
         let b = builder_with_go(Path::new("/nonexistent/go"), root.path());
-        let err = b.build(ccm("aws").unwrap(), None, &mut |_| {}).unwrap_err();
+        let err = b.build(&PLAIN, None, &mut |_| {}).unwrap_err();
         assert!(matches!(err, BuildError::NoGo(_)), "{err}");
         assert!(err.to_string().contains("`go` command was not found"));
         assert_eq!(
@@ -851,9 +733,7 @@ mod tests {
     fn a_bad_version_is_refused_before_go_runs() {
         let root = tempfile::tempdir().unwrap();
         let b = builder_with_go(Path::new("/nonexistent/go"), root.path());
-        let err = b
-            .build(ccm("aws").unwrap(), Some("1.2"), &mut |_| {})
-            .unwrap_err();
+        let err = b.build(&PLAIN, Some("1.2"), &mut |_| {}).unwrap_err();
         assert!(matches!(err, BuildError::BadVersion(_)), "{err}");
     }
 
@@ -880,7 +760,7 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
         let b = builder_with_go(&go, root.path());
-        let err = b.build(ccm("aws").unwrap(), None, &mut |_| {}).unwrap_err();
+        let err = b.build(&PLAIN, None, &mut |_| {}).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("undefined: Nope"), "{text}");
         assert!(
@@ -906,7 +786,7 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
         let err = builder_with_go(&go, root.path())
-            .build(ccm("aws").unwrap(), Some("v9.9.9"), &mut |_| {})
+            .build(&PLAIN, Some("v9.9.9"), &mut |_| {})
             .unwrap_err();
         assert!(matches!(err, BuildError::NotServed { .. }), "{err}");
         assert!(err.to_string().contains("k8s.io/cloud-provider-aws@v9.9.9"));

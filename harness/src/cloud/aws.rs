@@ -23,13 +23,51 @@ use k8s_openapi::api::core::v1::Service;
 use mock_cloud::{Journal, JournalEntry};
 use serde_json::json;
 
+use super::descriptor::{CloudDescriptor, MockEntry, MockTls, UpstreamEntry};
+use super::standalone;
 use super::{
-    Backend, CallKind, CloudCall, CloudLoadBalancer, CreateHold, FaultSpec, Feature,
-    InTreeLoadBalancer, InTreeName, Instance, InstancePatch, InstanceSpec, LbLister, LbOp,
-    Provider, default_load_balancer_name, service_key, tokens,
+    Backend, CloudLoadBalancer, CreateHold, FaultControl, FaultSpec, Feature, InTreeLoadBalancer,
+    InTreeName, Instance, InstanceControl, InstancePatch, InstanceSpec, JournalControl, LbLister,
+    LoadBalancerControl, RefsReader, RouteControl, default_load_balancer_name, service_key, tokens,
 };
 use crate::ensure;
 use crate::error::CaseError;
+use ccm_upstream::{Siblings, Upstream};
+
+/// AWS in the registry of clouds.
+pub(crate) static CLOUD: CloudDescriptor = CloudDescriptor {
+    name: "aws",
+    aliases: &[],
+    cloud_provider: "aws",
+    // Its mock serves plain HTTP only, and an instance metadata service (IMDSv2) on a
+    // second port with `--imds`.
+    mock: Some(MockEntry {
+        start: start_backend,
+        serve: standalone::serve::<mock_aws::MockAws>,
+        tls: MockTls::Never,
+        imds: true,
+    }),
+    upstream: Some(UpstreamEntry {
+        ccm: Upstream {
+            name: "aws",
+            module: "k8s.io/cloud-provider-aws",
+            package: "cmd/aws-cloud-controller-manager",
+            binary: "aws-cloud-controller-manager",
+            default_version: "v1.37.0",
+            siblings: Siblings::Refuse,
+            version_packages: &[],
+            main: None,
+        },
+        node_manager: None,
+    }),
+};
+
+fn start_backend(
+    nodes: usize,
+    block: u8,
+) -> BoxFuture<'static, Result<Box<dyn Backend>, CaseError>> {
+    Box::pin(async move { Ok(Box::new(Aws::start(nodes, block).await?) as Box<dyn Backend>) })
+}
 
 /// The cluster id the harness's AWS mock tags its resources with (`--cluster-name`).
 pub const AWS_CLUSTER_ID: &str = "ccm-conformance";
@@ -131,37 +169,7 @@ impl Aws {
     }
 }
 
-/// Query-API calls by their `Action`, which mock-aws's gate journals as the operation.
-fn classify(e: &JournalEntry) -> CloudCall {
-    let action = e.operation.as_deref().unwrap_or_default();
-    let kind = match e.service.as_str() {
-        "elb" | "elbv2" => CallKind::LoadBalancer(match action {
-            "CreateLoadBalancer" => LbOp::Create,
-            "DeleteLoadBalancer" => LbOp::Delete,
-            "RegisterInstancesWithLoadBalancer"
-            | "DeregisterInstancesFromLoadBalancer"
-            | "RegisterTargets"
-            | "DeregisterTargets" => LbOp::BackendWrite,
-            a if a.starts_with("Describe") => LbOp::Read,
-            _ => LbOp::OtherWrite,
-        }),
-        _ if action == "DescribeInstances" => CallKind::InstanceLookup,
-        _ if matches!(action, "CreateRoute" | "DeleteRoute" | "ReplaceRoute") => {
-            CallKind::RouteWrite
-        }
-        "ec2" if !action.starts_with("DescribeInstance") => CallKind::LoadBalancerSupport,
-        _ => CallKind::Other,
-    };
-    // The form's values (`LoadBalancerName`, `LoadBalancerArn`, `TargetGroupArn`, ...)
-    // name the load balancer; the mock journals the form as the query.
-    CloudCall::of(e, kind, tokens(&e.query))
-}
-
 impl Backend for Aws {
-    fn provider(&self) -> Provider {
-        Provider::Aws
-    }
-
     fn supports(&self, feature: Feature) -> Result<(), String> {
         match feature {
             // kubernetes/cloud-provider-aws pkg/providers/v1/aws_routes.go sends every pod
@@ -199,13 +207,6 @@ impl Backend for Aws {
             | Feature::LoadBalancersSurviveClusterRename
             | Feature::ShutdownDetection => Ok(()),
         }
-    }
-
-    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
-        self.admin()
-            .free_private_ips(None, n)
-            .map(|ips| ips.into_iter().map(|ip| ip.to_string()).collect())
-            .map_err(|e| CaseError::infra("picking private IPs in mock AWS", e))
     }
 
     fn ready_info(&self) -> serde_json::Value {
@@ -261,26 +262,6 @@ impl Backend for Aws {
         Err("cloud-provider-aws takes credentials from the AWS SDK's default chain (environment, shared files, instance role), never from a Secret".into())
     }
 
-    /// Classic ELBs carry no UDP; a UDP Service asks for an NLB (upstream e2e does the
-    /// same, test/e2e/loadbalancer.go in cloud-provider-aws).
-    fn udp_service_annotations(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([(
-            "service.beta.kubernetes.io/aws-load-balancer-type".into(),
-            "nlb".into(),
-        )])
-    }
-
-    fn implemented_elsewhere_annotations(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([(
-            "service.beta.kubernetes.io/aws-load-balancer-type".into(),
-            "external".into(),
-        )])
-    }
-
-    fn resolve_ingress(&self, hostname: &str) -> Option<String> {
-        self.admin().resolve(hostname).map(|ip| ip.to_string())
-    }
-
     /// Environment the CCM process needs (static credentials of the mock).
     fn ccm_env(&self) -> Vec<(String, String)> {
         let r = self.mock.ready_info();
@@ -293,6 +274,48 @@ impl Backend for Aws {
 
     fn region(&self) -> String {
         self.mock.ready_info().region
+    }
+
+    /// Instances are created by the harness, never by the CCM.
+    fn leaks(&self) -> Vec<String> {
+        self.admin()
+            .leaks()
+            .into_iter()
+            .filter(|l| !l.starts_with("instance "))
+            .collect()
+    }
+
+    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(self.mock.shutdown())
+    }
+
+    fn instance_control(&self) -> Option<&dyn InstanceControl> {
+        Some(self)
+    }
+
+    fn load_balancer_control(&self) -> Option<&dyn LoadBalancerControl> {
+        Some(self)
+    }
+
+    fn route_control(&self) -> Option<&dyn RouteControl> {
+        Some(self)
+    }
+
+    fn fault_control(&self) -> Option<&dyn FaultControl> {
+        Some(self)
+    }
+
+    fn journal_control(&self) -> Option<&dyn JournalControl> {
+        Some(self)
+    }
+}
+
+impl InstanceControl for Aws {
+    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
+        self.admin()
+            .free_private_ips(None, n)
+            .map(|ips| ips.into_iter().map(|ip| ip.to_string()).collect())
+            .map_err(|e| CaseError::infra("picking private IPs in mock AWS", e))
     }
 
     fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
@@ -452,100 +475,27 @@ impl Backend for Aws {
             .map(|i| self.instance(i))
             .collect()
     }
+}
 
-    /// Faults in AWS terms: instance lookups are `DescribeInstances` (503 answers EC2's
-    /// `RequestLimitExceeded`), route writes `CreateRoute`/`DeleteRoute`, load-balancer
-    /// writes the ELB/ELBv2 create/modify/delete actions by HTTP-method meaning.
-    fn inject(&self, fault: FaultSpec) -> u64 {
-        let (service, path, status, count) = match fault {
-            FaultSpec::InstanceLookup {
-                instance_id,
-                status,
-                count,
-            } => {
-                let path = match instance_id.and_then(|id| {
-                    self.mock
-                        .admin()
-                        .instance(&id)
-                        .map(|i| (id, i.private_dns_name))
-                }) {
-                    Some((id, dns)) => format!(
-                        "^/DescribeInstances/(.*/)?({}|{})(/|$)",
-                        regex::escape(&id),
-                        regex::escape(&dns)
-                    ),
-                    None => "^/DescribeInstances(/|$)".to_string(),
-                };
-                (None, path, status, count)
-            }
-            FaultSpec::RouteWrite { status, count } => (
-                Some("ec2"),
-                "^/(CreateRoute|DeleteRoute|ReplaceRoute)(/|$)".to_string(),
-                status,
-                count,
-            ),
-            FaultSpec::LoadBalancerWrite {
-                method,
-                status,
-                count,
-            } => {
-                let actions = match method {
-                    "POST" => {
-                        "CreateLoadBalancer|CreateLoadBalancerListeners|CreateTargetGroup|CreateListener"
-                    }
-                    "DELETE" => {
-                        "DeleteLoadBalancer|DeleteLoadBalancerListeners|DeleteTargetGroup|DeleteListener"
-                    }
-                    _ => {
-                        "RegisterInstancesWithLoadBalancer|DeregisterInstancesFromLoadBalancer|RegisterTargets|DeregisterTargets|ModifyListener|ModifyTargetGroup|ConfigureHealthCheck"
-                    }
-                };
-                (None, format!("^/({actions})(/|$)"), status, count)
-            }
-        };
-        let rule = mock_cloud::Fault::error(status).path(path).count(count);
-        let rule = rule.message("injected by ccm-conformance");
-        self.mock.admin().faults().add(match service {
-            Some(service) => rule.service(service),
-            None => rule,
-        })
+impl LoadBalancerControl for Aws {
+    /// Classic ELBs carry no UDP; a UDP Service asks for an NLB (upstream e2e does the
+    /// same, test/e2e/loadbalancer.go in cloud-provider-aws).
+    fn udp_service_annotations(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([(
+            "service.beta.kubernetes.io/aws-load-balancer-type".into(),
+            "nlb".into(),
+        )])
     }
 
-    fn faults(&self) -> mock_cloud::Faults {
-        self.admin().faults()
+    fn implemented_elsewhere_annotations(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([(
+            "service.beta.kubernetes.io/aws-load-balancer-type".into(),
+            "external".into(),
+        )])
     }
 
-    /// Routes with an instance as target, as (destination, the instance's private IP):
-    /// the next hop in the terms the cases use for every cloud.
-    fn routes(&self) -> Vec<(String, String)> {
-        let admin = self.mock.admin();
-        admin
-            .routes()
-            .into_iter()
-            .filter(|(_, _, target)| target.starts_with("i-"))
-            .map(|(_, dest, target)| {
-                let hop = admin
-                    .instance(&target)
-                    .map(|i| i.private_ip.to_string())
-                    .unwrap_or(target);
-                (dest, hop)
-            })
-            .collect()
-    }
-
-    /// A foreign route to the instance whose private IP is `nexthop` (else to `nexthop`
-    /// taken as a gateway id).
-    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
-        let admin = self.mock.admin();
-        let target = admin
-            .instances()
-            .into_iter()
-            .find(|i| i.private_ip.to_string() == nexthop)
-            .map(|i| i.id)
-            .unwrap_or_else(|| nexthop.to_string());
-        admin
-            .add_route(destination, &target)
-            .map_err(|e| CaseError::infra("adding a route in mock AWS", e))
+    fn resolve_ingress(&self, hostname: &str) -> Option<String> {
+        self.admin().resolve(hostname).map(|ip| ip.to_string())
     }
 
     fn load_balancers(&self) -> Vec<CloudLoadBalancer> {
@@ -640,30 +590,120 @@ impl Backend for Aws {
     ) -> BoxFuture<'a, Result<InTreeLoadBalancer, CaseError>> {
         Box::pin(seed_elb(self, name, service, nodes))
     }
+}
 
-    /// Instances are created by the harness, never by the CCM.
-    fn leaks(&self) -> Vec<String> {
-        self.admin()
-            .leaks()
+impl RouteControl for Aws {
+    /// Routes with an instance as target, as (destination, the instance's private IP):
+    /// the next hop in the terms the cases use for every cloud.
+    fn routes(&self) -> Vec<(String, String)> {
+        let admin = self.mock.admin();
+        admin
+            .routes()
             .into_iter()
-            .filter(|l| !l.starts_with("instance "))
+            .filter(|(_, _, target)| target.starts_with("i-"))
+            .map(|(_, dest, target)| {
+                let hop = admin
+                    .instance(&target)
+                    .map(|i| i.private_ip.to_string())
+                    .unwrap_or(target);
+                (dest, hop)
+            })
             .collect()
+    }
+
+    /// A foreign route to the instance whose private IP is `nexthop` (else to `nexthop`
+    /// taken as a gateway id).
+    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
+        let admin = self.mock.admin();
+        let target = admin
+            .instances()
+            .into_iter()
+            .find(|i| i.private_ip.to_string() == nexthop)
+            .map(|i| i.id)
+            .unwrap_or_else(|| nexthop.to_string());
+        admin
+            .add_route(destination, &target)
+            .map_err(|e| CaseError::infra("adding a route in mock AWS", e))
+    }
+}
+
+impl FaultControl for Aws {
+    /// Faults in AWS terms: instance lookups are `DescribeInstances` (503 answers EC2's
+    /// `RequestLimitExceeded`), route writes `CreateRoute`/`DeleteRoute`, load-balancer
+    /// writes the ELB/ELBv2 create/modify/delete actions by HTTP-method meaning.
+    fn inject(&self, fault: FaultSpec) -> u64 {
+        let (service, path, status, count) = match fault {
+            FaultSpec::InstanceLookup {
+                instance_id,
+                status,
+                count,
+            } => {
+                let path = match instance_id.and_then(|id| {
+                    self.mock
+                        .admin()
+                        .instance(&id)
+                        .map(|i| (id, i.private_dns_name))
+                }) {
+                    Some((id, dns)) => format!(
+                        "^/DescribeInstances/(.*/)?({}|{})(/|$)",
+                        regex::escape(&id),
+                        regex::escape(&dns)
+                    ),
+                    None => "^/DescribeInstances(/|$)".to_string(),
+                };
+                (None, path, status, count)
+            }
+            FaultSpec::RouteWrite { status, count } => (
+                Some("ec2"),
+                "^/(CreateRoute|DeleteRoute|ReplaceRoute)(/|$)".to_string(),
+                status,
+                count,
+            ),
+            FaultSpec::LoadBalancerWrite {
+                method,
+                status,
+                count,
+            } => {
+                let actions = match method {
+                    "POST" => {
+                        "CreateLoadBalancer|CreateLoadBalancerListeners|CreateTargetGroup|CreateListener"
+                    }
+                    "DELETE" => {
+                        "DeleteLoadBalancer|DeleteLoadBalancerListeners|DeleteTargetGroup|DeleteListener"
+                    }
+                    _ => {
+                        "RegisterInstancesWithLoadBalancer|DeregisterInstancesFromLoadBalancer|RegisterTargets|DeregisterTargets|ModifyListener|ModifyTargetGroup|ConfigureHealthCheck"
+                    }
+                };
+                (None, format!("^/({actions})(/|$)"), status, count)
+            }
+        };
+        let rule = mock_cloud::Fault::error(status).path(path).count(count);
+        let rule = rule.message("injected by ccm-conformance");
+        self.mock.admin().faults().add(match service {
+            Some(service) => rule.service(service),
+            None => rule,
+        })
+    }
+
+    fn faults(&self) -> mock_cloud::Faults {
+        self.admin().faults()
+    }
+}
+
+impl JournalControl for Aws {
+    // The form's values (`LoadBalancerName`, `LoadBalancerArn`, `TargetGroupArn`, ...)
+    // name the load balancer; the mock journals the form as the query.
+    fn refs_reader(&self) -> RefsReader {
+        |e| tokens(&e.query)
     }
 
     fn journal(&self) -> Journal {
         self.admin().journal()
     }
 
-    fn classifier(&self) -> fn(&JournalEntry) -> CloudCall {
-        classify
-    }
-
     fn journal_line(&self, e: &JournalEntry) -> String {
         format!("{} {} {} -> {}", e.seq, e.service, e.query, e.status)
-    }
-
-    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(self.mock.shutdown())
     }
 }
 
@@ -1011,40 +1051,5 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, CaseError::Failed { .. }), "{err:?}");
         Box::new(cloud).shutdown().await;
-    }
-
-    #[test]
-    fn actions_read_as_calls() {
-        let kind = |service: &str, action: Option<&str>| {
-            let journal = Journal::new();
-            journal.record(service, "POST", "/", "", 200, None);
-            let mut e = journal.entries().remove(0);
-            e.operation = action.map(str::to_string);
-            classify(&e).kind
-        };
-        assert_eq!(
-            kind("elbv2", Some("CreateLoadBalancer")),
-            CallKind::LoadBalancer(LbOp::Create)
-        );
-        assert_eq!(
-            kind("elb", Some("RegisterInstancesWithLoadBalancer")),
-            CallKind::LoadBalancer(LbOp::BackendWrite)
-        );
-        assert_eq!(
-            kind("elb", Some("DescribeLoadBalancers")),
-            CallKind::LoadBalancer(LbOp::Read)
-        );
-        assert_eq!(
-            kind("ec2", Some("DescribeInstances")),
-            CallKind::InstanceLookup
-        );
-        assert_eq!(kind("ec2", Some("CreateRoute")), CallKind::RouteWrite);
-        assert_eq!(
-            kind("ec2", Some("AuthorizeSecurityGroupIngress")),
-            CallKind::LoadBalancerSupport
-        );
-        assert_eq!(kind("ec2", Some("DescribeInstanceTypes")), CallKind::Other);
-        // Refused before its Action was read.
-        assert_eq!(kind("ec2", None), CallKind::LoadBalancerSupport);
     }
 }

@@ -19,14 +19,88 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use mock_azure::{AzureMock, Config, LifecycleMode, LifecycleTarget, VmInfo, VmPatch, VmSpec};
-use mock_cloud::{Journal, JournalEntry};
+use mock_cloud::Journal;
 
+use super::descriptor::{CloudDescriptor, MockEntry, MockTls, UpstreamEntry};
+use super::standalone;
 use super::{
-    Backend, CallKind, CloudCall, CloudLoadBalancer, CreateHold, FaultSpec, Feature, Instance,
-    InstancePatch, InstanceSpec, LbLister, LbOp, Provider, tokens,
+    Backend, CloudLoadBalancer, CreateHold, FaultControl, FaultSpec, Feature, Instance,
+    InstanceControl, InstancePatch, InstanceSpec, JournalControl, LbLister, LoadBalancerControl,
+    RouteControl,
 };
 use crate::ensure;
 use crate::error::CaseError;
+use ccm_upstream::{Siblings, Upstream};
+
+/// Azure in the registry of clouds.
+pub(crate) static CLOUD: CloudDescriptor = CloudDescriptor {
+    name: "azure",
+    aliases: &[],
+    cloud_provider: "azure",
+    // Always HTTPS (azcore and azure-core refuse bearer tokens over HTTP); the ready file
+    // names the generated CA in `ca_file`.
+    mock: Some(MockEntry {
+        start: start_backend,
+        serve: standalone::serve::<AzureMock>,
+        tls: MockTls::Always,
+        imds: false,
+    }),
+    // cloud-provider-azure v1.36.5 (the newest tag of the repository, 2026-08; the proxy
+    // here refuses the version list and, by exact version, v1.35.8, v1.36.6 and v1.37.0):
+    // its go.mod has no `replace` and requires its nested modules (`pkg/azclient`,
+    // `pkg/azclient/cache`, `pkg/azclient/configloader`) at their own published versions,
+    // so the wrapper only copies `godebug default=go1.26`. Upstream's Makefile builds with
+    // CGO_ENABLED=1 and names the binary `azure-cloud-controller-manager`; the module and
+    // every package it links build without cgo (no `import "C"` on linux), so the static
+    // build the other CCMs get serves here too.
+    upstream: Some(UpstreamEntry {
+        ccm: Upstream {
+            name: "azure",
+            module: "sigs.k8s.io/cloud-provider-azure",
+            package: "cmd/cloud-controller-manager",
+            binary: "azure-cloud-controller-manager",
+            default_version: "v1.36.5",
+            siblings: Siblings::Refuse,
+            version_packages: VERSION_PACKAGES,
+            main: None,
+        },
+        // The CCM leaves node initialization to `cloud-node-manager` (one per node, same
+        // module and release): its options never fill the cloud-node controller's
+        // `ConcurrentNodeSyncs` (cloud-provider-azure
+        // `cmd/cloud-controller-manager/app/options/options.go` Config copies only Generic,
+        // KubeCloudShared, ServiceController and NodeStatusUpdateFrequency), so the CCM's
+        // controller runs no worker and never takes the `uninitialized` taint off. With
+        // `--use-instance-metadata=false` the node manager reads ARM for the VM named like
+        // the host's name (`pkg/provider/azure_zones.go` GetZone uses `os.Hostname()`), so
+        // each one runs with its node's name as hostname (its own UTS namespace).
+        node_manager: Some(Upstream {
+            name: "azure-cloud-node-manager",
+            module: "sigs.k8s.io/cloud-provider-azure",
+            package: "cmd/cloud-node-manager",
+            binary: "azure-cloud-node-manager",
+            default_version: "v1.36.5",
+            siblings: Siblings::Refuse,
+            version_packages: VERSION_PACKAGES,
+            main: None,
+        }),
+    }),
+};
+
+/// Version packages the release build stamps besides component-base's: `--version`
+/// prints cloud-provider-azure's own, and the release build stamps client-go's too (the
+/// User-Agent it sends the API server): hack/pkg-config.sh, which the Makefile's go
+/// build reads.
+const VERSION_PACKAGES: &[&str] = &[
+    "sigs.k8s.io/cloud-provider-azure/pkg/version",
+    "k8s.io/client-go/pkg/version",
+];
+
+fn start_backend(
+    nodes: usize,
+    block: u8,
+) -> BoxFuture<'static, Result<Box<dyn Backend>, CaseError>> {
+    Box::pin(async move { Ok(Box::new(Azure::start(nodes, block).await?) as Box<dyn Backend>) })
+}
 
 /// The mock's availability zones (its `Config::zones` default) and the one a VM gets
 /// when a case does not choose.
@@ -131,39 +205,7 @@ impl Azure {
     }
 }
 
-/// ARM calls by what they do, from the operation the mock's gate journals
-/// (`"<METHOD> <Namespace>/<type>[/<child>]"`, see mock-azure's gate).
-fn classify(e: &JournalEntry) -> CloudCall {
-    let operation = e.operation.as_deref().unwrap_or_default();
-    let (method, target) = operation.split_once(' ').unwrap_or(("", operation));
-    let kind = match (method, target) {
-        ("GET", t) if t.starts_with("Microsoft.Compute/virtualMachine") => CallKind::InstanceLookup,
-        (m, t) if m != "GET" && t.starts_with("Microsoft.Network/routeTables") => {
-            CallKind::RouteWrite
-        }
-        ("GET", "Microsoft.Network/loadBalancers") => CallKind::LoadBalancer(LbOp::Read),
-        // A PUT creates when ARM answers 201 Created, updates otherwise.
-        ("PUT", "Microsoft.Network/loadBalancers") if e.status == 201 => {
-            CallKind::LoadBalancer(LbOp::Create)
-        }
-        ("DELETE", "Microsoft.Network/loadBalancers") => CallKind::LoadBalancer(LbOp::Delete),
-        (_, "Microsoft.Network/loadBalancers") => CallKind::LoadBalancer(LbOp::OtherWrite),
-        ("PUT", "Microsoft.Network/networkInterfaces") => {
-            CallKind::LoadBalancer(LbOp::BackendWrite)
-        }
-        (_, t) if t.starts_with("Microsoft.Network/") => CallKind::LoadBalancerSupport,
-        _ => CallKind::Other,
-    };
-    let mut refs = tokens(&e.path);
-    refs.extend(e.resource.clone());
-    CloudCall::of(e, kind, refs)
-}
-
 impl Backend for Azure {
-    fn provider(&self) -> Provider {
-        Provider::Azure
-    }
-
     fn supports(&self, feature: Feature) -> Result<(), String> {
         match feature {
             Feature::NoZone => Err(
@@ -189,35 +231,6 @@ impl Backend for Azure {
             ),
             _ => Ok(()),
         }
-    }
-
-    /// Addresses at the top of the VM /24 the mock allocates from the bottom.
-    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
-        let block = self.address_block;
-        Ok((0..n)
-            .map(|i| format!("127.60.{block}.{}", 250 - i % 50))
-            .collect())
-    }
-
-    fn spare_external_ips(&self, n: usize) -> Vec<String> {
-        let block = self.address_block;
-        (0..n)
-            .map(|i| format!("198.18.{block}.{}", 250 - i % 50))
-            .collect()
-    }
-
-    /// The same VM's ID with the resource group as the operator spelled it: ARM ids are
-    /// case-insensitive and upstream parses only the VM name out of a providerID
-    /// (`azure_standard.go` providerIDRE), so both forms name one VM.
-    fn alternate_provider_id(&self, instance: &Instance) -> Option<String> {
-        let rg = self.mock.ready_info().resource_group;
-        let lower = format!("/resourceGroups/{}/", rg.to_ascii_lowercase());
-        instance.provider_id.contains(&lower).then(|| {
-            instance.provider_id.replace(
-                &lower,
-                &format!("/resourceGroups/{}/", rg.to_ascii_uppercase()),
-            )
-        })
     }
 
     fn ready_info(&self) -> serde_json::Value {
@@ -299,19 +312,72 @@ impl Backend for Azure {
         ]
     }
 
-    fn load_balancers_use_floating_ip(&self) -> bool {
-        true
-    }
-
-    /// One backend pool named after the cluster on the shared load balancer, joined by each
-    /// node's NIC (cloud-provider-azure `azure_loadbalancer_backendpool.go`,
-    /// nodeIPConfiguration): a node join is one NIC write, whatever the number of Services.
-    fn load_balancers_share_backends(&self) -> bool {
-        true
-    }
-
     fn region(&self) -> String {
         self.location()
+    }
+
+    fn leaks(&self) -> Vec<String> {
+        self.admin()
+            .leaks()
+            .by_type
+            .iter()
+            .flat_map(|(t, items)| items.iter().map(move |i| format!("{t} {}", i.name)))
+            .collect()
+    }
+
+    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(mock_cloud::MockCloud::shutdown(self.mock))
+    }
+
+    fn instance_control(&self) -> Option<&dyn InstanceControl> {
+        Some(self)
+    }
+
+    fn load_balancer_control(&self) -> Option<&dyn LoadBalancerControl> {
+        Some(self)
+    }
+
+    fn route_control(&self) -> Option<&dyn RouteControl> {
+        Some(self)
+    }
+
+    fn fault_control(&self) -> Option<&dyn FaultControl> {
+        Some(self)
+    }
+
+    fn journal_control(&self) -> Option<&dyn JournalControl> {
+        Some(self)
+    }
+}
+
+impl InstanceControl for Azure {
+    /// Addresses at the top of the VM /24 the mock allocates from the bottom.
+    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
+        let block = self.address_block;
+        Ok((0..n)
+            .map(|i| format!("127.60.{block}.{}", 250 - i % 50))
+            .collect())
+    }
+
+    fn spare_external_ips(&self, n: usize) -> Vec<String> {
+        let block = self.address_block;
+        (0..n)
+            .map(|i| format!("198.18.{block}.{}", 250 - i % 50))
+            .collect()
+    }
+
+    /// The same VM's ID with the resource group as the operator spelled it: ARM ids are
+    /// case-insensitive and upstream parses only the VM name out of a providerID
+    /// (`azure_standard.go` providerIDRE), so both forms name one VM.
+    fn alternate_provider_id(&self, instance: &Instance) -> Option<String> {
+        let rg = self.mock.ready_info().resource_group;
+        let lower = format!("/resourceGroups/{}/", rg.to_ascii_lowercase());
+        instance.provider_id.contains(&lower).then(|| {
+            instance.provider_id.replace(
+                &lower,
+                &format!("/resourceGroups/{}/", rg.to_ascii_uppercase()),
+            )
+        })
     }
 
     fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
@@ -385,77 +451,18 @@ impl Backend for Azure {
             .map(|vm| self.instance(vm))
             .collect()
     }
+}
 
-    /// Faults in ARM terms: instance lookups are `GET …/virtualMachines…`, route writes
-    /// PUT/DELETE of the route table's routes, load-balancer creates and updates PUTs of
-    /// the load balancer (ARM has no separate create), deletes DELETEs of the load balancer
-    /// or of the Service's public IP.
-    fn inject(&self, fault: FaultSpec) -> u64 {
-        match fault {
-            FaultSpec::InstanceLookup {
-                instance_id,
-                status,
-                count,
-            } => match instance_id {
-                // What upstream reads of one VM is the VM and its NIC (addresses,
-                // azure_standard.go GetIPByNodeName); the VM comes from a cache
-                // (vmCacheTTLInSeconds), the NIC does not, so a fault on the VM alone would
-                // leave the addresses readable while the VM entry is fresh.
-                Some(id) => {
-                    let id = regex::escape(&id);
-                    let path = format!(
-                        "(?i)/providers/Microsoft\\.(Compute/virtualMachines/{id}|Network/networkInterfaces/{id}-nic)(/|$)"
-                    );
-                    self.fault("GET", path, None, status, count)
-                }
-                None => {
-                    let path =
-                        "(?i)/providers/Microsoft\\.Compute/virtualMachines(/|$)".to_string();
-                    self.fault("GET", path, None, status, count)
-                }
-            },
-            // cloud-provider-azure writes routes by PUT of the whole route table
-            // (pkg/provider/azure_routes.go delayedRouteUpdater), some clients per route.
-            FaultSpec::RouteWrite { status, count } => {
-                let path = "(?i)/providers/Microsoft\\.Network/routeTables/".into();
-                self.fault("PUT", path, None, status, count)
-            }
-            FaultSpec::LoadBalancerWrite {
-                method,
-                status,
-                count,
-            } => {
-                let (method, path) = match method {
-                    "DELETE" => (
-                        "DELETE",
-                        "(?i)/providers/Microsoft\\.Network/(loadBalancers|publicIPAddresses)/",
-                    ),
-                    _ => ("PUT", "(?i)/providers/Microsoft\\.Network/loadBalancers/"),
-                };
-                self.fault(method, path.into(), None, status, count)
-            }
-        }
+impl LoadBalancerControl for Azure {
+    fn load_balancers_use_floating_ip(&self) -> bool {
+        true
     }
 
-    fn faults(&self) -> mock_cloud::Faults {
-        self.admin().faults()
-    }
-
-    /// `(destination, next hop)` of each route of the cluster's route table.
-    fn routes(&self) -> Vec<(String, String)> {
-        self.admin()
-            .routes()
-            .into_iter()
-            .map(|r| (r.address_prefix, r.next_hop_ip))
-            .collect()
-    }
-
-    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
-        // A route someone else made, named as no node is.
-        let name = format!("out-of-band-{}", destination.replace(['/', '.', ':'], "-"));
-        self.admin()
-            .add_route(&name, destination, nexthop)
-            .map_err(|e| CaseError::infra("adding a route", e))
+    /// One backend pool named after the cluster on the shared load balancer, joined by each
+    /// node's NIC (cloud-provider-azure `azure_loadbalancer_backendpool.go`,
+    /// nodeIPConfiguration): a node join is one NIC write, whatever the number of Services.
+    fn load_balancers_share_backends(&self) -> bool {
+        true
     }
 
     /// One per frontend IP configuration (one per Service), with its load balancer's
@@ -537,26 +544,87 @@ impl Backend for Azure {
             arm_delete(&self.mock.ready_info(), lb).await
         })
     }
+}
 
-    fn leaks(&self) -> Vec<String> {
+impl RouteControl for Azure {
+    /// `(destination, next hop)` of each route of the cluster's route table.
+    fn routes(&self) -> Vec<(String, String)> {
         self.admin()
-            .leaks()
-            .by_type
-            .iter()
-            .flat_map(|(t, items)| items.iter().map(move |i| format!("{t} {}", i.name)))
+            .routes()
+            .into_iter()
+            .map(|r| (r.address_prefix, r.next_hop_ip))
             .collect()
     }
 
+    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
+        // A route someone else made, named as no node is.
+        let name = format!("out-of-band-{}", destination.replace(['/', '.', ':'], "-"));
+        self.admin()
+            .add_route(&name, destination, nexthop)
+            .map_err(|e| CaseError::infra("adding a route", e))
+    }
+}
+
+impl FaultControl for Azure {
+    /// Faults in ARM terms: instance lookups are `GET …/virtualMachines…`, route writes
+    /// PUT/DELETE of the route table's routes, load-balancer creates and updates PUTs of
+    /// the load balancer (ARM has no separate create), deletes DELETEs of the load balancer
+    /// or of the Service's public IP.
+    fn inject(&self, fault: FaultSpec) -> u64 {
+        match fault {
+            FaultSpec::InstanceLookup {
+                instance_id,
+                status,
+                count,
+            } => match instance_id {
+                // What upstream reads of one VM is the VM and its NIC (addresses,
+                // azure_standard.go GetIPByNodeName); the VM comes from a cache
+                // (vmCacheTTLInSeconds), the NIC does not, so a fault on the VM alone would
+                // leave the addresses readable while the VM entry is fresh.
+                Some(id) => {
+                    let id = regex::escape(&id);
+                    let path = format!(
+                        "(?i)/providers/Microsoft\\.(Compute/virtualMachines/{id}|Network/networkInterfaces/{id}-nic)(/|$)"
+                    );
+                    self.fault("GET", path, None, status, count)
+                }
+                None => {
+                    let path =
+                        "(?i)/providers/Microsoft\\.Compute/virtualMachines(/|$)".to_string();
+                    self.fault("GET", path, None, status, count)
+                }
+            },
+            // cloud-provider-azure writes routes by PUT of the whole route table
+            // (pkg/provider/azure_routes.go delayedRouteUpdater), some clients per route.
+            FaultSpec::RouteWrite { status, count } => {
+                let path = "(?i)/providers/Microsoft\\.Network/routeTables/".into();
+                self.fault("PUT", path, None, status, count)
+            }
+            FaultSpec::LoadBalancerWrite {
+                method,
+                status,
+                count,
+            } => {
+                let (method, path) = match method {
+                    "DELETE" => (
+                        "DELETE",
+                        "(?i)/providers/Microsoft\\.Network/(loadBalancers|publicIPAddresses)/",
+                    ),
+                    _ => ("PUT", "(?i)/providers/Microsoft\\.Network/loadBalancers/"),
+                };
+                self.fault(method, path.into(), None, status, count)
+            }
+        }
+    }
+
+    fn faults(&self) -> mock_cloud::Faults {
+        self.admin().faults()
+    }
+}
+
+impl JournalControl for Azure {
     fn journal(&self) -> Journal {
         self.admin().journal()
-    }
-
-    fn classifier(&self) -> fn(&JournalEntry) -> CloudCall {
-        classify
-    }
-
-    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(mock_cloud::MockCloud::shutdown(self.mock))
     }
 }
 
@@ -626,66 +694,5 @@ async fn arm_delete(ready: &mock_azure::ReadyInfo, resource_id: &str) -> Result<
             )));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An entry with the operation mock-azure's gate journals.
-    fn entry(operation: &str, status: u16) -> JournalEntry {
-        let journal = Journal::new();
-        journal.record("network", "", "", "", status, None);
-        let mut e = journal.entries().remove(0);
-        e.operation = Some(operation.to_string());
-        e
-    }
-
-    #[test]
-    fn arm_operations_read_as_the_calls_cases_count() {
-        let kind = |op: &str, status: u16| classify(&entry(op, status)).kind;
-        let lb = CallKind::LoadBalancer;
-        assert_eq!(
-            kind("PUT Microsoft.Network/loadBalancers", 201),
-            lb(LbOp::Create)
-        );
-        assert_eq!(
-            kind("PUT Microsoft.Network/loadBalancers", 200),
-            lb(LbOp::OtherWrite)
-        );
-        assert_eq!(
-            kind("DELETE Microsoft.Network/loadBalancers", 202),
-            lb(LbOp::Delete)
-        );
-        assert_eq!(
-            kind("GET Microsoft.Network/loadBalancers", 200),
-            lb(LbOp::Read)
-        );
-        assert_eq!(
-            kind("PUT Microsoft.Network/networkInterfaces", 200),
-            lb(LbOp::BackendWrite)
-        );
-        assert_eq!(
-            kind("PUT Microsoft.Network/publicIPAddresses", 201),
-            CallKind::LoadBalancerSupport
-        );
-        assert_eq!(
-            kind("GET Microsoft.Compute/virtualMachines", 200),
-            CallKind::InstanceLookup
-        );
-        assert_eq!(
-            kind("GET Microsoft.Compute/virtualMachines/instanceView", 200),
-            CallKind::InstanceLookup
-        );
-        assert_eq!(
-            kind("PUT Microsoft.Network/routeTables/routes", 201),
-            CallKind::RouteWrite
-        );
-        assert_eq!(
-            kind("DELETE Microsoft.Network/routeTables/routes", 202),
-            CallKind::RouteWrite
-        );
-        assert_eq!(kind("POST token", 200), CallKind::Other);
     }
 }

@@ -9,17 +9,54 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Service;
-use mock_cloud::{Journal, JournalEntry};
+use mock_cloud::Journal;
 use mock_openstack::{Config, OpenStackMock, ServerInfo, ServerPatch, ServerSpec};
 use serde_json::json;
 
+use super::descriptor::{CloudDescriptor, MockEntry, MockTls, UpstreamEntry};
+use super::standalone;
 use super::{
-    Backend, CallKind, CloudCall, CloudLoadBalancer, FaultSpec, Feature, InTreeLoadBalancer,
-    InTreeName, Instance, InstancePatch, InstanceSpec, LbLister, LbOp, Provider,
-    default_load_balancer_name, service_key, tokens, truncate,
+    Backend, CloudLoadBalancer, FaultControl, FaultSpec, Feature, InTreeLoadBalancer, InTreeName,
+    Instance, InstanceControl, InstancePatch, InstanceSpec, JournalControl, LbLister,
+    LoadBalancerControl, RefsReader, RouteControl, default_load_balancer_name, service_key, tokens,
+    truncate,
 };
 use crate::ensure;
 use crate::error::CaseError;
+use ccm_upstream::{Siblings, Upstream};
+
+/// OpenStack in the registry of clouds.
+pub(crate) static CLOUD: CloudDescriptor = CloudDescriptor {
+    name: "openstack",
+    aliases: &[],
+    cloud_provider: "openstack",
+    mock: Some(MockEntry {
+        start: start_backend,
+        serve: standalone::serve::<OpenStackMock>,
+        tls: MockTls::OnRequest,
+        imds: false,
+    }),
+    upstream: Some(UpstreamEntry {
+        ccm: Upstream {
+            name: "openstack",
+            module: "k8s.io/cloud-provider-openstack",
+            package: "cmd/openstack-cloud-controller-manager",
+            binary: "openstack-cloud-controller-manager",
+            default_version: "v1.36.0",
+            siblings: Siblings::Refuse,
+            version_packages: &[],
+            main: None,
+        },
+        node_manager: None,
+    }),
+};
+
+fn start_backend(
+    nodes: usize,
+    block: u8,
+) -> BoxFuture<'static, Result<Box<dyn Backend>, CaseError>> {
+    Box::pin(async move { Ok(Box::new(OpenStack::start(nodes, block).await?) as Box<dyn Backend>) })
+}
 
 /// The mock OpenStack.
 pub(crate) struct OpenStack {
@@ -76,38 +113,7 @@ impl OpenStack {
     }
 }
 
-/// Octavia calls by what they do to a load balancer, from the operation the mock's gate
-/// journals (`"<METHOD> <path after the API version, ids as {id}>"`).
-fn lb_op(method: &str, target: &str) -> LbOp {
-    match (method, target) {
-        ("GET", _) => LbOp::Read,
-        ("POST", "lbaas/loadbalancers") => LbOp::Create,
-        ("DELETE", "lbaas/loadbalancers/{id}") => LbOp::Delete,
-        ("PUT", t) if t.ends_with("/members") => LbOp::BackendWrite,
-        _ => LbOp::OtherWrite,
-    }
-}
-
-fn classify(e: &JournalEntry) -> CloudCall {
-    let operation = e.operation.as_deref().unwrap_or_default();
-    let (method, target) = operation.split_once(' ').unwrap_or(("", operation));
-    let kind = match e.service.as_str() {
-        "compute" if method == "GET" && target.starts_with("servers") => CallKind::InstanceLookup,
-        "network" if method != "GET" && target.starts_with("routers") => CallKind::RouteWrite,
-        "network" => CallKind::LoadBalancerSupport,
-        "load-balancer" => CallKind::LoadBalancer(lb_op(method, target)),
-        _ => CallKind::Other,
-    };
-    // Any id or name in the path or the query may name the load balancer (its own id,
-    // one of its pools, `?name=`).
-    CloudCall::of(e, kind, tokens(&format!("{}?{}", e.path, e.query)))
-}
-
 impl Backend for OpenStack {
-    fn provider(&self) -> Provider {
-        Provider::OpenStack
-    }
-
     // Dual-stack routes too: cloud-provider-openstack pkg/openstack/routes.go routes each
     // pod CIDR via the node address of its family, and the mock router takes IPv6
     // extraroutes via its fd00::/64 interface (mocks/openstack neutron/l3.rs).
@@ -124,11 +130,6 @@ impl Backend for OpenStack {
             ),
             _ => Ok(()),
         }
-    }
-
-    // The mock OpenStack takes any address on its network.
-    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
-        Ok((1..=n).map(|i| format!("127.10.9.{i}")).collect())
     }
 
     fn ready_info(&self) -> serde_json::Value {
@@ -172,6 +173,46 @@ impl Backend for OpenStack {
 
     fn region(&self) -> String {
         self.mock.ready_info().region
+    }
+
+    fn leaks(&self) -> Vec<String> {
+        self.admin()
+            .leaks()
+            .by_type
+            .iter()
+            .flat_map(|(t, items)| items.iter().map(move |i| format!("{t} {}", i.name)))
+            .collect()
+    }
+
+    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(self.mock.shutdown())
+    }
+
+    fn instance_control(&self) -> Option<&dyn InstanceControl> {
+        Some(self)
+    }
+
+    fn load_balancer_control(&self) -> Option<&dyn LoadBalancerControl> {
+        Some(self)
+    }
+
+    fn route_control(&self) -> Option<&dyn RouteControl> {
+        Some(self)
+    }
+
+    fn fault_control(&self) -> Option<&dyn FaultControl> {
+        Some(self)
+    }
+
+    fn journal_control(&self) -> Option<&dyn JournalControl> {
+        Some(self)
+    }
+}
+
+impl InstanceControl for OpenStack {
+    // The mock OpenStack takes any address on its network.
+    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
+        Ok((1..=n).map(|i| format!("127.10.9.{i}")).collect())
     }
 
     fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
@@ -248,62 +289,13 @@ impl Backend for OpenStack {
             .map(|s| self.instance(s))
             .collect()
     }
+}
 
-    /// Faults in OpenStack terms: instance lookups are Nova `GET /servers…`, route writes
-    /// Neutron `PUT /routers/…`, load-balancer writes Octavia calls on load balancers.
-    fn inject(&self, fault: FaultSpec) -> u64 {
-        match fault {
-            FaultSpec::InstanceLookup {
-                instance_id,
-                status,
-                count,
-            } => {
-                let path = match instance_id {
-                    Some(id) => format!("/servers/{}$", regex::escape(&id)),
-                    None => "/servers(/detail)?(/[^/]+)?$".to_string(),
-                };
-                self.fault("compute", "GET", path, status, count)
-            }
-            FaultSpec::RouteWrite { status, count } => {
-                self.fault("network", "PUT", "/routers/".into(), status, count)
-            }
-            FaultSpec::LoadBalancerWrite {
-                method,
-                status,
-                count,
-            } => self.fault(
-                "load-balancer",
-                method,
-                "/lbaas/loadbalancers".into(),
-                status,
-                count,
-            ),
-        }
-    }
-
-    fn faults(&self) -> mock_cloud::Faults {
-        self.admin().faults()
-    }
-
-    fn routes(&self) -> Vec<(String, String)> {
-        self.admin()
-            .routers()
-            .into_iter()
-            .next()
-            .map(|r| r.routes)
-            .unwrap_or_default()
-    }
-
-    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
-        let router = self
-            .admin()
-            .routers()
-            .into_iter()
-            .next()
-            .ok_or_else(|| CaseError::failed("the mock has no router"))?;
-        self.admin()
-            .add_route(&router.id, destination, nexthop)
-            .map_err(|e| CaseError::infra("adding a route", e))
+impl LoadBalancerControl for OpenStack {
+    // cloud-provider-openstack writes `loadbalancer.openstack.org/load-balancer-id` after
+    // every ensure (`pkg/openstack/loadbalancer.go` `ensureOctaviaLoadBalancer`).
+    fn id_annotations(&self) -> &'static [&'static str] {
+        &["loadbalancer.openstack.org/load-balancer-id"]
     }
 
     fn load_balancers(&self) -> Vec<CloudLoadBalancer> {
@@ -482,26 +474,78 @@ impl Backend for OpenStack {
             })
         })
     }
+}
 
-    fn leaks(&self) -> Vec<String> {
+impl RouteControl for OpenStack {
+    fn routes(&self) -> Vec<(String, String)> {
         self.admin()
-            .leaks()
-            .by_type
-            .iter()
-            .flat_map(|(t, items)| items.iter().map(move |i| format!("{t} {}", i.name)))
-            .collect()
+            .routers()
+            .into_iter()
+            .next()
+            .map(|r| r.routes)
+            .unwrap_or_default()
+    }
+
+    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
+        let router = self
+            .admin()
+            .routers()
+            .into_iter()
+            .next()
+            .ok_or_else(|| CaseError::failed("the mock has no router"))?;
+        self.admin()
+            .add_route(&router.id, destination, nexthop)
+            .map_err(|e| CaseError::infra("adding a route", e))
+    }
+}
+
+impl FaultControl for OpenStack {
+    /// Faults in OpenStack terms: instance lookups are Nova `GET /servers…`, route writes
+    /// Neutron `PUT /routers/…`, load-balancer writes Octavia calls on load balancers.
+    fn inject(&self, fault: FaultSpec) -> u64 {
+        match fault {
+            FaultSpec::InstanceLookup {
+                instance_id,
+                status,
+                count,
+            } => {
+                let path = match instance_id {
+                    Some(id) => format!("/servers/{}$", regex::escape(&id)),
+                    None => "/servers(/detail)?(/[^/]+)?$".to_string(),
+                };
+                self.fault("compute", "GET", path, status, count)
+            }
+            FaultSpec::RouteWrite { status, count } => {
+                self.fault("network", "PUT", "/routers/".into(), status, count)
+            }
+            FaultSpec::LoadBalancerWrite {
+                method,
+                status,
+                count,
+            } => self.fault(
+                "load-balancer",
+                method,
+                "/lbaas/loadbalancers".into(),
+                status,
+                count,
+            ),
+        }
+    }
+
+    fn faults(&self) -> mock_cloud::Faults {
+        self.admin().faults()
+    }
+}
+
+impl JournalControl for OpenStack {
+    // Any id or name in the path or the query may name the load balancer (its own id,
+    // one of its pools, `?name=`).
+    fn refs_reader(&self) -> RefsReader {
+        |e| tokens(&format!("{}?{}", e.path, e.query))
     }
 
     fn journal(&self) -> Journal {
         self.admin().journal()
-    }
-
-    fn classifier(&self) -> fn(&JournalEntry) -> CloudCall {
-        classify
-    }
-
-    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(self.mock.shutdown())
     }
 }
 
@@ -614,70 +658,10 @@ async fn octavia_delete(ready: &serde_json::Value, lb_id: &str) -> Result<(), Ca
 mod tests {
     use super::*;
 
-    /// An entry with the operation mock-openstack's gate journals (`"<METHOD> <path after
-    /// the service and API version, ids as {id}>"`).
-    fn entry(service: &str, operation: &str) -> JournalEntry {
-        let journal = Journal::new();
-        journal.record(service, "", "", "", 200, None);
-        let mut e = journal.entries().remove(0);
-        e.operation = Some(operation.to_string());
-        e
-    }
-
-    #[test]
-    fn octavia_calls_read_as_load_balancer_operations() {
-        let kind = |service: &str, op: &str| classify(&entry(service, op)).kind;
-        let lb = |op: &str| kind("load-balancer", op);
-        assert_eq!(
-            lb("POST lbaas/loadbalancers"),
-            CallKind::LoadBalancer(LbOp::Create)
-        );
-        assert_eq!(
-            lb("DELETE lbaas/loadbalancers/{id}"),
-            CallKind::LoadBalancer(LbOp::Delete)
-        );
-        assert_eq!(
-            lb("PUT lbaas/pools/{id}/members"),
-            CallKind::LoadBalancer(LbOp::BackendWrite)
-        );
-        assert_eq!(
-            lb("DELETE lbaas/pools/{id}/members/{id}"),
-            CallKind::LoadBalancer(LbOp::OtherWrite)
-        );
-        assert_eq!(
-            lb("POST lbaas/listeners"),
-            CallKind::LoadBalancer(LbOp::OtherWrite)
-        );
-        assert_eq!(
-            lb("GET lbaas/loadbalancers/{id}"),
-            CallKind::LoadBalancer(LbOp::Read)
-        );
-        assert_eq!(
-            kind("compute", "GET servers/detail"),
-            CallKind::InstanceLookup
-        );
-        assert_eq!(
-            kind("compute", "GET servers/{id}"),
-            CallKind::InstanceLookup
-        );
-        assert_eq!(
-            kind("network", "PUT routers/{id}/add_extraroutes"),
-            CallKind::RouteWrite
-        );
-        assert_eq!(
-            kind("network", "GET routers/{id}"),
-            CallKind::LoadBalancerSupport
-        );
-        assert_eq!(
-            kind("network", "POST floatingips"),
-            CallKind::LoadBalancerSupport
-        );
-        assert_eq!(kind("identity", "POST auth/tokens"), CallKind::Other);
-    }
-
-    /// The operations above are the ones the mock journals for real requests.
+    /// A real request reaches the journal as the kind the cases count (the gate's table is
+    /// mock-openstack's to test).
     #[tokio::test]
-    async fn the_mock_journals_the_operations_classified_here() {
+    async fn the_mock_journals_an_unauthenticated_lookup_as_one() {
         let block = super::super::address_block::take();
         let cloud = OpenStack::start(0, block.index).await.unwrap();
         cloud.create_instance(InstanceSpec::named("n1")).unwrap();
@@ -691,14 +675,12 @@ mod tests {
             .send()
             .await
             .unwrap();
-        let calls = cloud
-            .journal()
-            .entries()
-            .iter()
-            .map(classify)
-            .collect::<Vec<_>>();
         assert!(
-            calls.iter().any(|c| c.kind == CallKind::InstanceLookup),
+            cloud
+                .journal()
+                .entries()
+                .iter()
+                .any(|e| e.kind == mock_cloud::CallKind::InstanceLookup),
             "{:?}",
             cloud.journal().entries()
         );

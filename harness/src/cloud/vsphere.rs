@@ -30,11 +30,49 @@ use futures::future::BoxFuture;
 use mock_cloud::{Journal, JournalEntry};
 use mock_vsphere::{AdminError, PowerState, VmInfo, VmPatch, VmSpec, VsphereMock};
 
+use super::descriptor::{CloudDescriptor, MockEntry, MockTls, UpstreamEntry};
+use super::standalone;
 use super::{
-    Backend, CallKind, CloudCall, FaultSpec, Feature, Instance, InstancePatch, InstanceSpec,
-    Provider,
+    Backend, FaultControl, FaultSpec, Feature, Instance, InstanceControl, InstancePatch,
+    InstanceSpec, JournalControl, RefsReader,
 };
 use crate::error::CaseError;
+use ccm_upstream::{Siblings, Upstream};
+
+/// vSphere in the registry of clouds.
+pub(crate) static CLOUD: CloudDescriptor = CloudDescriptor {
+    name: "vsphere",
+    aliases: &[],
+    cloud_provider: "vsphere",
+    // Always HTTPS (pyvmomi and govc expect it); the ready file names the generated CA in
+    // `ca_file`. Nodes are VMs the cases create: the mock seeds none.
+    mock: Some(MockEntry {
+        start: start_backend,
+        serve: standalone::serve::<VsphereMock>,
+        tls: MockTls::Always,
+        imds: false,
+    }),
+    upstream: Some(UpstreamEntry {
+        ccm: Upstream {
+            name: "vsphere",
+            module: "k8s.io/cloud-provider-vsphere",
+            package: "cmd/vsphere-cloud-controller-manager",
+            binary: "vsphere-cloud-controller-manager",
+            default_version: "v1.36.0",
+            siblings: Siblings::Refuse,
+            version_packages: &[],
+            main: None,
+        },
+        node_manager: None,
+    }),
+};
+
+fn start_backend(
+    _nodes: usize,
+    block: u8,
+) -> BoxFuture<'static, Result<Box<dyn Backend>, CaseError>> {
+    Box::pin(async move { Ok(Box::new(VsphereCloud::start(block).await?) as Box<dyn Backend>) })
+}
 
 /// Tag category for zones, as `labels.zone` in the harness's vsphere.conf.
 pub const ZONE_CATEGORY: &str = "k8s-zone";
@@ -68,15 +106,6 @@ const HOSTS: usize = 8;
 /// `otherLinux64Guest`, which upstream's `GuestOSLookup` names `linux`.
 const GUEST_OS_NAME: &str = "linux";
 const MEMORY_MB: u64 = 4096;
-/// SearchIndex methods the CCM looks instances up with.
-const LOOKUPS: &[&str] = &[
-    "FindByUuid",
-    "FindAllByUuid",
-    "FindByDnsName",
-    "FindAllByDnsName",
-    "FindByIp",
-    "FindAllByIp",
-];
 
 /// The mock vCenter with what the harness keeps beside it.
 pub(crate) struct VsphereCloud {
@@ -544,22 +573,7 @@ impl VsphereCloud {
     }
 }
 
-/// SearchIndex finds are instance lookups; vSphere has no routes or load balancers.
-fn classify(e: &JournalEntry) -> CloudCall {
-    let kind = if e.service == "vim" && e.operation.as_deref().is_some_and(|m| LOOKUPS.contains(&m))
-    {
-        CallKind::InstanceLookup
-    } else {
-        CallKind::Other
-    };
-    CloudCall::of(e, kind, Vec::new())
-}
-
 impl Backend for VsphereCloud {
-    fn provider(&self) -> Provider {
-        Provider::Vsphere
-    }
-
     fn supports(&self, feature: Feature) -> Result<(), String> {
         match feature {
             // kubernetes/cloud-provider-vsphere pkg/cloudprovider/vsphere/cloud.go: without
@@ -589,23 +603,6 @@ impl Backend for VsphereCloud {
             // InstanceShutdownByProviderID).
             Feature::ShutdownDetection => Ok(()),
         }
-    }
-
-    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
-        Ok(VsphereCloud::spare_internal_ips(self, n))
-    }
-
-    fn spare_external_ips(&self, n: usize) -> Vec<String> {
-        VsphereCloud::spare_external_ips(self, n)
-    }
-
-    /// The BIOS UUID in upper case: cloud-provider-vsphere compares UUIDs without case, and
-    /// `vsphere://<region>/...` is not a vSphere providerID.
-    fn alternate_provider_id(&self, instance: &Instance) -> Option<String> {
-        Some(format!(
-            "vsphere://{}",
-            instance.system_uuid.to_ascii_uppercase()
-        ))
     }
 
     fn ready_info(&self) -> serde_json::Value {
@@ -643,6 +640,45 @@ impl Backend for VsphereCloud {
         Some(format!("--node-labels={}", labels.join(",")))
     }
 
+    fn leaks(&self) -> Vec<String> {
+        VsphereCloud::leaks(self)
+    }
+
+    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(self.mock.shutdown())
+    }
+
+    fn instance_control(&self) -> Option<&dyn InstanceControl> {
+        Some(self)
+    }
+
+    fn fault_control(&self) -> Option<&dyn FaultControl> {
+        Some(self)
+    }
+
+    fn journal_control(&self) -> Option<&dyn JournalControl> {
+        Some(self)
+    }
+}
+
+impl InstanceControl for VsphereCloud {
+    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
+        Ok(VsphereCloud::spare_internal_ips(self, n))
+    }
+
+    fn spare_external_ips(&self, n: usize) -> Vec<String> {
+        VsphereCloud::spare_external_ips(self, n)
+    }
+
+    /// The BIOS UUID in upper case: cloud-provider-vsphere compares UUIDs without case, and
+    /// `vsphere://<region>/...` is not a vSphere providerID.
+    fn alternate_provider_id(&self, instance: &Instance) -> Option<String> {
+        Some(format!(
+            "vsphere://{}",
+            instance.system_uuid.to_ascii_uppercase()
+        ))
+    }
+
     fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
         VsphereCloud::create_instance(self, spec)
     }
@@ -676,7 +712,9 @@ impl Backend for VsphereCloud {
     fn instances(&self) -> Vec<Instance> {
         VsphereCloud::instances(self)
     }
+}
 
+impl FaultControl for VsphereCloud {
     fn inject(&self, fault: FaultSpec) -> u64 {
         VsphereCloud::inject(self, fault)
     }
@@ -684,17 +722,16 @@ impl Backend for VsphereCloud {
     fn faults(&self) -> mock_cloud::Faults {
         self.mock.admin().faults()
     }
+}
 
-    fn leaks(&self) -> Vec<String> {
-        VsphereCloud::leaks(self)
+impl JournalControl for VsphereCloud {
+    // vSphere has no load balancers for a call to name.
+    fn refs_reader(&self) -> RefsReader {
+        |_| Vec::new()
     }
 
     fn journal(&self) -> Journal {
         self.mock.admin().journal()
-    }
-
-    fn classifier(&self) -> fn(&JournalEntry) -> CloudCall {
-        classify
     }
 
     fn journal_line(&self, e: &JournalEntry) -> String {
@@ -702,10 +739,6 @@ impl Backend for VsphereCloud {
             "{} {} {} {} -> {}",
             e.seq, e.service, e.method, e.path, e.status
         )
-    }
-
-    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(self.mock.shutdown())
     }
 }
 
@@ -768,7 +801,7 @@ fn in_subnet(ip: IpAddr, net: &str) -> bool {
 
 /// The fault-rule path of every SearchIndex lookup.
 fn lookup_path() -> String {
-    format!("^/sdk/({})$", LOOKUPS.join("|"))
+    format!("^/sdk/({})$", mock_vsphere::LOOKUPS.join("|"))
 }
 
 #[cfg(test)]

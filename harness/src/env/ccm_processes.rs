@@ -1,6 +1,8 @@
 //! The CCM under test as OS processes: the primary one a case starts, and the replicas a
 //! case adds for leader election and rolling upgrades; their command lines (the provider's
 //! cloud config, the harness's kubeconfig, the case's flags), health checks and log tails.
+//! `ccm-conformance cluster --ccm` starts its CCM here too ([`start_standalone_ccm`]), so
+//! that every CCM the harness starts gets one command line.
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use super::{CLUSTER_NAME, Environment, prefix_failure};
 use crate::ccm::{CcmProcess, free_port};
 use crate::cloud::CloudControl;
 use crate::error::CaseError;
+use crate::provider::Provider;
 
 /// Leader-election flags for replicas, shortened from upstream's 15 s / 10 s / 2 s so a
 /// hand-over (the reference CCM does not release its Lease on exit; a killed CCM cannot)
@@ -19,6 +22,83 @@ pub const LEADER_FLAGS: &[&str] = &[
     "--leader-elect-renew-deadline=2s",
     "--leader-elect-retry-period=500ms",
 ];
+
+/// The flags every CCM the harness starts gets first: the provider's name and cloud config,
+/// the cluster's kubeconfig, `127.0.0.1:port` for its `/healthz`, no cloud routes, and the
+/// cluster's name ([`CLUSTER_NAME`]). `leader_elect`: `None` leaves it to the CCM's default.
+pub fn ccm_command_line(
+    provider: Provider,
+    cloud_config: &Path,
+    kubeconfig: &Path,
+    leader_elect: Option<bool>,
+    port: u16,
+) -> Vec<String> {
+    let mut args = vec![
+        format!("--cloud-provider={}", provider.cloud_provider()),
+        format!("--cloud-config={}", cloud_config.display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
+    ];
+    args.extend(leader_elect.map(|on| format!("--leader-elect={on}")));
+    args.extend([
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        "--configure-cloud-routes=false".into(),
+        format!("--cluster-name={CLUSTER_NAME}"),
+    ]);
+    args
+}
+
+/// Spawns `binary` with `command_line(port)` on a free port and waits for its `/healthz`.
+/// The port is free when chosen but another process of the run may bind it before the CCM
+/// does: then (and only then) it tries again on another port.
+async fn spawn_healthy(
+    binary: &Path,
+    command_line: impl Fn(u16) -> Vec<String>,
+    env: &[(String, String)],
+    log: &Path,
+) -> Result<CcmProcess, CaseError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let port = free_port().map_err(|e| CaseError::infra("finding a free port", e))?;
+        let args = command_line(port);
+        let mut ccm = CcmProcess::spawn_with_env(binary, &args, env, log, port)?;
+        match ccm.wait_healthy(Duration::from_secs(30)).await {
+            Ok(()) => return Ok(ccm),
+            Err(e) => {
+                // Go: "listen tcp 127.0.0.1:N: bind: address already in use";
+                // Rust: "Address already in use (os error 98)".
+                let lost_port = ccm.exited().is_some()
+                    && ccm
+                        .log_tail(5)
+                        .to_ascii_lowercase()
+                        .contains("address already in use");
+                ccm.stop().await;
+                if !(lost_port && attempt < 3) {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// The CCM of a cluster that is no case's (`ccm-conformance cluster --ccm`): `cloud`'s
+/// config written to `dir/cloud.conf`, [`ccm_command_line`] with leader election left to
+/// the CCM, the cloud's environment (AWS: the mock's static credentials), its log in
+/// `dir/ccm.log`. Waits for its `/healthz`.
+pub async fn start_standalone_ccm(
+    binary: &Path,
+    cloud: &CloudControl,
+    kubeconfig: &Path,
+    dir: &Path,
+) -> Result<CcmProcess, CaseError> {
+    let conf = dir.join("cloud.conf");
+    std::fs::write(&conf, cloud.cloud_config())
+        .map_err(|e| CaseError::infra("writing cloud config", e))?;
+    let provider = cloud.provider();
+    let command_line = |port| ccm_command_line(provider, &conf, kubeconfig, None, port);
+    spawn_healthy(binary, command_line, &cloud.ccm_env(), &dir.join("ccm.log")).await
+}
 
 impl Environment {
     /// Environment the CCM (and its per-node agents) need for the cloud (AWS credentials;
@@ -46,17 +126,16 @@ impl Environment {
     }
 
     /// The CCM command line: the provider's upstream flags, then the case's, then the user's.
+    /// A case's CCM runs alone (`--leader-elect=false`) unless the case starts replicas,
+    /// whose [`LEADER_FLAGS`] come later and win.
     pub fn ccm_command_line(&self, port: u16) -> Vec<String> {
-        let mut args = vec![
-            format!("--cloud-provider={}", self.provider.cloud_provider()),
-            format!("--cloud-config={}", self.cloud_config.display()),
-            format!("--kubeconfig={}", self.kubeconfig.display()),
-            "--leader-elect=false".into(),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={port}"),
-            "--configure-cloud-routes=false".into(),
-            format!("--cluster-name={CLUSTER_NAME}"),
-        ];
+        let mut args = ccm_command_line(
+            self.provider,
+            &self.cloud_config,
+            &self.kubeconfig,
+            Some(false),
+            port,
+        );
         args.extend(self.ccm_args.iter().cloned());
         args.extend(self.settings.ccm_args.iter().cloned());
         args
@@ -89,30 +168,12 @@ impl Environment {
         extra: &[&str],
         log: &Path,
     ) -> Result<CcmProcess, CaseError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let port = free_port().map_err(|e| CaseError::infra("finding a free port", e))?;
+        let command_line = |port| {
             let mut args = self.ccm_command_line(port);
             args.extend(extra.iter().map(|s| s.to_string()));
-            let mut ccm = CcmProcess::spawn_with_env(binary, &args, &self.cloud_env(), log, port)?;
-            match ccm.wait_healthy(Duration::from_secs(30)).await {
-                Ok(()) => return Ok(ccm),
-                Err(e) => {
-                    // Go: "listen tcp 127.0.0.1:N: bind: address already in use";
-                    // Rust: "Address already in use (os error 98)".
-                    let lost_port = ccm.exited().is_some()
-                        && ccm
-                            .log_tail(5)
-                            .to_ascii_lowercase()
-                            .contains("address already in use");
-                    ccm.stop().await;
-                    if !(lost_port && attempt < 3) {
-                        return Err(e);
-                    }
-                }
-            }
-        }
+            args
+        };
+        spawn_healthy(binary, command_line, &self.cloud_env(), log).await
     }
 
     /// Starts a named CCM replica beside the primary CCM: its own `--secure-port`, its own

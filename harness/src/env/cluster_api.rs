@@ -15,6 +15,10 @@
 //!   denied resource (RBAC only grants, so "all but one" has to be spelled out), which is
 //!   exactly "a ClusterRole missing that rule" ([`crate::Environment::deny`]);
 //! - a restart kills kube-apiserver and starts it on the same port against the same etcd.
+//!
+//! `ccm-conformance cluster` serves one of these too, for as long as it runs
+//! ([`crate::env::standalone`]): the same two servers, with the embedded one's serving
+//! options ([`ServeOptions`]) left to its flags.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
@@ -28,7 +32,7 @@ use mock_kube_apiserver::audit::AUDIT_CAPACITY;
 use mock_kube_apiserver::{ApiServer, AuditEntry, Config as ApiConfig};
 use serde_json::{Value, json};
 
-use crate::case::CaseError;
+use crate::error::CaseError;
 use crate::settings::{ApiServerChoice, Settings};
 
 /// Every verb RBAC knows for resources (a denial removes one of them).
@@ -43,7 +47,8 @@ const VERBS: [&str; 8] = [
     "deletecollection",
 ];
 
-pub(crate) struct ClusterApi {
+/// The API server of a cluster: the embedded one or a real control plane.
+pub struct ClusterApi {
     server: Server,
     /// Users of [`ClusterApi::kubeconfig_for_user`] and the (verb, resource) pairs denied
     /// to each.
@@ -65,18 +70,52 @@ enum Server {
     },
 }
 
+/// How the embedded API server serves. A case's always serves HTTPS with a per-environment
+/// CA and a bearer token, and RBAC for everyone but the admin, as a real control plane
+/// does ([`ServeOptions::case`]): the CCM under test must trust the CA from its kubeconfig,
+/// and one running as its own user gets the 403s its ClusterRole leaves it. `cluster`
+/// chooses by its flags. A real control plane always serves HTTPS with RBAC and keeps its
+/// data in its own directory.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// HTTPS (a CA generated at start, in the kubeconfig); off: plain HTTP.
+    pub tls: bool,
+    /// RBAC for identities outside `system:masters`.
+    pub rbac: bool,
+    /// Keep the objects in this directory, to serve them again after a restart.
+    pub data_dir: Option<PathBuf>,
+}
+
+impl ServeOptions {
+    /// How every case's embedded API server serves.
+    pub fn case() -> Self {
+        Self {
+            tls: true,
+            rbac: true,
+            data_dir: None,
+        }
+    }
+}
+
 impl ClusterApi {
-    /// Starts the API server `settings` asks for; a real one keeps its data, certificates,
-    /// logs and audit log in `dir`.
+    /// Starts the API server `settings` asks for, as a case's; a real one keeps its data,
+    /// certificates, logs and audit log in `dir`.
     pub(crate) async fn start(settings: &Settings, dir: &Path) -> Result<Self, CaseError> {
+        Self::start_with(settings, &ServeOptions::case(), dir).await
+    }
+
+    /// [`Self::start`] with the embedded server serving as `options` say. A real one needs
+    /// its binaries resolved first ([`Settings::resolve_control_plane`]).
+    pub async fn start_with(
+        settings: &Settings,
+        options: &ServeOptions,
+        dir: &Path,
+    ) -> Result<Self, CaseError> {
         let server = match settings.apiserver {
-            // HTTPS with a per-environment CA and a bearer token, and RBAC for everyone
-            // but the admin, as a real control plane serves: the CCM under test must trust
-            // the CA from its kubeconfig, and one running as its own user gets the 403s
-            // its ClusterRole leaves it.
             ApiServerChoice::Embedded => ApiServer::start(ApiConfig {
-                tls: true,
-                rbac: true,
+                tls: options.tls,
+                rbac: options.rbac,
+                data_dir: options.data_dir.clone(),
                 event_ttl: settings.event_ttl,
                 ..ApiConfig::default()
             })
@@ -106,7 +145,8 @@ impl ClusterApi {
         })
     }
 
-    pub(crate) fn write_kubeconfig(&self, path: &Path) -> Result<(), CaseError> {
+    /// Writes an admin kubeconfig (with the CA, over HTTPS) that kubectl and kube-rs use.
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<(), CaseError> {
         match &self.server {
             Server::Embedded { api, .. } => api.write_kubeconfig(path).map_err(|e| e.to_string()),
             Server::Real { plane, .. } => plane.write_kubeconfig(path).map_err(|e| e.to_string()),
@@ -256,7 +296,21 @@ impl ClusterApi {
         })
     }
 
-    pub(crate) async fn shutdown(self) {
+    /// What a client needs besides a kubeconfig, as `cluster`'s ready file names it:
+    /// `{"server", "token", "readonly_token"}`.
+    pub fn ready(&self) -> Value {
+        let (server, token, readonly) = match &self.server {
+            Server::Embedded { api, .. } => (api.url(), api.token(), api.readonly_token()),
+            Server::Real { plane, .. } => (
+                plane.url().to_string(),
+                plane.token(),
+                plane.readonly_token(),
+            ),
+        };
+        json!({"server": server, "token": token, "readonly_token": readonly})
+    }
+
+    pub async fn shutdown(self) {
         match self.server {
             Server::Embedded { api, .. } => {
                 let _ =

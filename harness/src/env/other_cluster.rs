@@ -15,7 +15,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::{ClusterApi, Environment, HARNESS_USER_AGENT, client_for};
-use crate::case::CaseError;
+use crate::error::CaseError;
 
 /// The second cluster: pass `--kubeconfig=<kubeconfig>` to a replica to run a CCM for it.
 pub struct OtherCluster {

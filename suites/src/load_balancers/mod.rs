@@ -14,6 +14,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use ccm_harness::cloud::Capability;
 use ccm_harness::env::NodeOptions;
 use ccm_harness::invariants::{QUIET_BEFORE_BASELINE, wait_services_quiet};
 use ccm_harness::{Case, CaseError, Environment, Probe, Tag, ensure, eventually};
@@ -42,6 +43,7 @@ macro_rules! case {
             tags: $tags,
             ccm_args: $args,
             start_ccm: $start,
+            needs: &[Capability::LoadBalancers],
             run: |env| {
                 Box::pin(async move {
                     env.cloud()

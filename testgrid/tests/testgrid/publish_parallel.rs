@@ -101,7 +101,7 @@ async fn a_failed_object_stops_the_upload_and_leaves_no_finished_json() {
     let server = MockServer::start().await;
     no_latest_build(&server).await;
     Mock::given(method("POST"))
-        .and(body_string_contains("openstack-0003/file-0.log"))
+        .and(body_string_contains("example-0003/file-0.log"))
         .respond_with(ResponseTemplate::new(403).set_body_string("denied"))
         .mount(&server)
         .await;
@@ -121,7 +121,7 @@ async fn a_failed_object_stops_the_upload_and_leaves_no_finished_json() {
     .await
     .unwrap_err();
     assert!(
-        err.to_string().contains("openstack-0003/file-0.log"),
+        err.to_string().contains("example-0003/file-0.log"),
         "{err}"
     );
     assert!(err.to_string().contains("403"), "{err}");
@@ -149,7 +149,7 @@ async fn transient_errors_are_retried_per_object() {
     let server = MockServer::start().await;
     no_latest_build(&server).await;
     Mock::given(method("POST"))
-        .and(body_string_contains("openstack-0005/file-0.log"))
+        .and(body_string_contains("example-0005/file-0.log"))
         .respond_with(ResponseTemplate::new(503))
         .up_to_n_times(2)
         .mount(&server)
@@ -172,7 +172,7 @@ async fn transient_errors_are_retried_per_object() {
     let names = uploaded_names(&server).await;
     let retried = names
         .iter()
-        .filter(|n| n.ends_with("openstack-0005/file-0.log"))
+        .filter(|n| n.ends_with("example-0005/file-0.log"))
         .count();
     assert_eq!(retried, 3, "two 503s, then success");
     assert_eq!(

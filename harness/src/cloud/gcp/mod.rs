@@ -16,15 +16,65 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use mock_cloud::{Journal, JournalEntry};
+use mock_cloud::Journal;
 use mock_gcp::{Config, GcpMock, InstanceInfo, LifecycleMode, LifecycleTarget};
 
+use super::descriptor::{CloudDescriptor, MockEntry, MockTls, UpstreamEntry};
+use super::standalone;
 use super::{
-    Backend, CallKind, CloudCall, CloudLoadBalancer, CreateHold, FaultSpec, Feature, Instance,
-    InstancePatch, InstanceSpec, LbLister, LbOp, Provider, tokens,
+    Backend, CloudLoadBalancer, CreateHold, FaultControl, FaultSpec, Feature, Instance,
+    InstanceControl, InstancePatch, InstanceSpec, JournalControl, LbLister, LoadBalancerControl,
+    RouteControl,
 };
 use crate::ensure;
 use crate::error::CaseError;
+use ccm_upstream::{Siblings, Upstream};
+
+/// GCP in the registry of clouds.
+pub(crate) static CLOUD: CloudDescriptor = CloudDescriptor {
+    name: "gcp",
+    aliases: &["gce"],
+    // Its provider registers as `gce` (cloud-provider-gcp `providers/gce/gce.go`
+    // `ProviderName`).
+    cloud_provider: "gce",
+    // GCE clients speak plain HTTP to an `api-endpoint`, and the metadata server is HTTP
+    // by design; the ready file's `metadata_host` is for `GCE_METADATA_HOST`.
+    mock: Some(MockEntry {
+        start: start_backend,
+        serve: standalone::serve::<mock_gcp::GcpMock>,
+        tls: MockTls::Never,
+        imds: false,
+    }),
+    // k8s.io/cloud-provider-gcp itself (cmd/cloud-controller-manager) cannot be had
+    // here. Checked 2026-11-27: the module proxy refuses its version list, its commits and
+    // their pseudo-versions (403), and its release tags (v36.3.8) are not valid module
+    // versions. Its nested module k8s.io/cloud-provider-gcp/providers is served, at
+    // v0.28.2 (2023-10) only, and holds the gce cloud provider without a main; so the
+    // harness builds upstream's provider code at that version inside a main written here
+    // (`upstream_main.go` beside this file, what it leaves out is said there). Its
+    // k8s.io/cloud-provider, client-go and component-base are v0.28.2, as its go.mod
+    // requires. An old upstream: docs/upstream.md says so beside its row.
+    upstream: Some(UpstreamEntry {
+        ccm: Upstream {
+            name: "gcp",
+            module: "k8s.io/cloud-provider-gcp/providers",
+            package: "gce",
+            binary: "gce-cloud-controller-manager",
+            default_version: "v0.28.2",
+            siblings: Siblings::Refuse,
+            version_packages: &[],
+            main: Some(include_str!("upstream_main.go")),
+        },
+        node_manager: None,
+    }),
+};
+
+fn start_backend(
+    nodes: usize,
+    block: u8,
+) -> BoxFuture<'static, Result<Box<dyn Backend>, CaseError>> {
+    Box::pin(async move { Ok(Box::new(Gcp::start(nodes, block).await?) as Box<dyn Backend>) })
+}
 
 /// The network tag every instance the harness makes carries; `node-tags` in gce.conf, so
 /// the CCM's firewalls target it (upstream `GetNodeTags` reads the config's tags first).
@@ -106,44 +156,7 @@ impl Gcp {
     }
 }
 
-/// Compute calls by what they do, from the method the mock's gate journals
-/// (`compute.<collection>.<verb>`).
-fn classify(e: &JournalEntry) -> CloudCall {
-    let operation = e.operation.as_deref().unwrap_or_default();
-    let mut parts = operation.splitn(3, '.');
-    let (_, collection, verb) = (
-        parts.next().unwrap_or_default(),
-        parts.next().unwrap_or_default(),
-        parts.next().unwrap_or_default(),
-    );
-    let read = matches!(verb, "get" | "list" | "aggregatedList");
-    let kind = match (collection, verb) {
-        ("instances", _) if read => CallKind::InstanceLookup,
-        ("routes", _) if !read => CallKind::RouteWrite,
-        ("forwardingRules", _) if read => CallKind::LoadBalancer(LbOp::Read),
-        ("forwardingRules", "insert") => CallKind::LoadBalancer(LbOp::Create),
-        ("forwardingRules", "delete") => CallKind::LoadBalancer(LbOp::Delete),
-        ("forwardingRules", _) => CallKind::LoadBalancer(LbOp::OtherWrite),
-        ("targetPools", "addInstance" | "removeInstance") => {
-            CallKind::LoadBalancer(LbOp::BackendWrite)
-        }
-        ("targetPools", _) if read => CallKind::LoadBalancer(LbOp::Read),
-        ("targetPools", _) => CallKind::LoadBalancer(LbOp::OtherWrite),
-        ("addresses" | "firewalls" | "httpHealthChecks" | "healthChecks", _) => {
-            CallKind::LoadBalancerSupport
-        }
-        _ => CallKind::Other,
-    };
-    let mut refs = tokens(&e.path);
-    refs.extend(e.resource.clone());
-    CloudCall::of(e, kind, refs)
-}
-
 impl Backend for Gcp {
-    fn provider(&self) -> Provider {
-        Provider::Gcp
-    }
-
     fn supports(&self, feature: Feature) -> Result<(), String> {
         match feature {
             Feature::NoZone => Err(
@@ -166,42 +179,6 @@ impl Backend for Gcp {
             ),
             _ => Ok(()),
         }
-    }
-
-    /// Addresses at the top of the instances' /24, which the mock allocates from the bottom.
-    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
-        let block = self.address_block;
-        Ok((0..n)
-            .map(|i| format!("127.70.{block}.{}", 250 - i % 50))
-            .collect())
-    }
-
-    fn spare_external_ips(&self, n: usize) -> Vec<String> {
-        let block = self.address_block;
-        (0..n)
-            .map(|i| format!("127.72.{block}.{}", 250 - i % 50))
-            .collect()
-    }
-
-    /// The same instance with the project's number in place of its id: GCE accepts either
-    /// in a resource path, and upstream takes the project from the providerID as written
-    /// (cloud-provider-gcp `providers/gce/gce_util.go` `splitProviderID`).
-    fn alternate_provider_id(&self, instance: &Instance) -> Option<String> {
-        let project = self.mock.ready_info().project_id;
-        let number = Config::default().project_number;
-        let prefix = format!("gce://{project}/");
-        instance
-            .provider_id
-            .strip_prefix(&prefix)
-            .map(|rest| format!("gce://{number}/{rest}"))
-    }
-
-    /// `cloud.google.com/l4-rbs: enabled` hands an external Service to the regional
-    /// backend-service controller (ingress-gce): upstream answers ImplementedElsewhere
-    /// (cloud-provider-gcp `providers/gce/gce_util.go` `shouldProcessNetLB`, `usesL4RBS`;
-    /// `gce_annotations.go` `RBSAnnotationKey`).
-    fn implemented_elsewhere_annotations(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([("cloud.google.com/l4-rbs".into(), "enabled".into())])
     }
 
     fn ready_info(&self) -> serde_json::Value {
@@ -255,14 +232,71 @@ impl Backend for Gcp {
         ]
     }
 
-    /// A target pool delivers packets to the instance with the forwarding rule's address
-    /// as destination; kube-proxy accepts them on the node for the Service's port.
-    fn load_balancers_use_floating_ip(&self) -> bool {
-        true
-    }
-
     fn region(&self) -> String {
         self.mock.ready_info().region
+    }
+
+    fn leaks(&self) -> Vec<String> {
+        self.admin()
+            .leaks()
+            .by_type
+            .iter()
+            .flat_map(|(t, items)| items.iter().map(move |i| format!("{t} {}", i.name)))
+            .collect()
+    }
+
+    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(mock_cloud::MockCloud::shutdown(self.mock))
+    }
+
+    fn instance_control(&self) -> Option<&dyn InstanceControl> {
+        Some(self)
+    }
+
+    fn load_balancer_control(&self) -> Option<&dyn LoadBalancerControl> {
+        Some(self)
+    }
+
+    fn route_control(&self) -> Option<&dyn RouteControl> {
+        Some(self)
+    }
+
+    fn fault_control(&self) -> Option<&dyn FaultControl> {
+        Some(self)
+    }
+
+    fn journal_control(&self) -> Option<&dyn JournalControl> {
+        Some(self)
+    }
+}
+
+impl InstanceControl for Gcp {
+    /// Addresses at the top of the instances' /24, which the mock allocates from the bottom.
+    fn spare_internal_ips(&self, n: usize) -> Result<Vec<String>, CaseError> {
+        let block = self.address_block;
+        Ok((0..n)
+            .map(|i| format!("127.70.{block}.{}", 250 - i % 50))
+            .collect())
+    }
+
+    fn spare_external_ips(&self, n: usize) -> Vec<String> {
+        let block = self.address_block;
+        (0..n)
+            .map(|i| format!("127.72.{block}.{}", 250 - i % 50))
+            .collect()
+    }
+
+    /// The same instance with the project's number in place of its id: GCE accepts either
+    /// in a resource path, and upstream takes the project from the providerID as written
+    /// (cloud-provider-gcp `providers/gce/gce_util.go` `splitProviderID`).
+    fn alternate_provider_id(&self, instance: &Instance) -> Option<String> {
+        let project = self.mock.ready_info().project_id;
+        let number = Config::default().project_number;
+        let prefix = format!("gce://{project}/");
+        instance
+            .provider_id
+            .strip_prefix(&prefix)
+            .map(|rest| format!("gce://{number}/{rest}"))
     }
 
     fn create_instance(&self, spec: InstanceSpec) -> Result<Instance, CaseError> {
@@ -358,83 +392,21 @@ impl Backend for Gcp {
             .map(|i| self.instance(i))
             .collect()
     }
+}
 
-    /// Faults in Compute terms: instance lookups are GETs of `…/instances…`, route writes
-    /// inserts into `global/routes`, load-balancer creates and deletes those of the
-    /// forwarding rule, updates the target pool's instance changes.
-    fn inject(&self, fault: FaultSpec) -> u64 {
-        match fault {
-            FaultSpec::InstanceLookup {
-                instance_id,
-                status,
-                count,
-            } => {
-                let path = match instance_id {
-                    Some(id) => format!("/instances/{}(/|$)", regex::escape(&id)),
-                    None => "/instances(/|$)".to_string(),
-                };
-                self.fault("GET", path, status, count)
-            }
-            FaultSpec::RouteWrite { status, count } => {
-                self.fault("POST", "/global/routes$".into(), status, count)
-            }
-            FaultSpec::LoadBalancerWrite {
-                method,
-                status,
-                count,
-            } => match method {
-                "DELETE" => self.fault("DELETE", "/forwardingRules/".into(), status, count),
-                "POST" => self.fault("POST", "/forwardingRules$".into(), status, count),
-                _ => self.fault(
-                    "POST",
-                    "/targetPools/[^/]+/(addInstance|removeInstance)$".into(),
-                    status,
-                    count,
-                ),
-            },
-        }
+impl LoadBalancerControl for Gcp {
+    /// `cloud.google.com/l4-rbs: enabled` hands an external Service to the regional
+    /// backend-service controller (ingress-gce): upstream answers ImplementedElsewhere
+    /// (cloud-provider-gcp `providers/gce/gce_util.go` `shouldProcessNetLB`, `usesL4RBS`;
+    /// `gce_annotations.go` `RBSAnnotationKey`).
+    fn implemented_elsewhere_annotations(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("cloud.google.com/l4-rbs".into(), "enabled".into())])
     }
 
-    fn faults(&self) -> mock_cloud::Faults {
-        self.admin().faults()
-    }
-
-    /// `(destination, next hop)` of each route; a route to an instance reads as that
-    /// instance's internal IP, as the cases compare next hops with node addresses.
-    fn routes(&self) -> Vec<(String, String)> {
-        let admin = self.admin();
-        admin
-            .routes()
-            .into_iter()
-            .map(|r| {
-                let hop = match (&r.next_hop_ip, &r.next_hop_instance_name) {
-                    (Some(ip), _) => ip.clone(),
-                    (None, Some(name)) => admin
-                        .instance(name)
-                        .map(|i| i.network_ip)
-                        .unwrap_or_else(|| name.clone()),
-                    (None, None) => String::new(),
-                };
-                (r.dest_range, hop)
-            })
-            .collect()
-    }
-
-    /// A route in the cluster's own namespace, as one a node that is gone left behind: GCE
-    /// routes share the project's network, and a CCM counts as its own only those named
-    /// `<cluster-name>-…` with the description `k8s-node-route` (cloud-provider-gcp
-    /// `providers/gce/gce_routes.go` `ListRoutes`); the route controller then keeps those
-    /// outside the cluster CIDR and removes the stale ones inside it.
-    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
-        let name = format!(
-            "{}-out-of-band-{}",
-            crate::env::CLUSTER_NAME,
-            destination.replace(['/', '.', ':'], "-")
-        );
-        self.admin()
-            .add_described_route(&name, destination, nexthop, "k8s-node-route")
-            .map(|_| ())
-            .map_err(|e| CaseError::infra("adding a route", e))
+    /// A target pool delivers packets to the instance with the forwarding rule's address
+    /// as destination; kube-proxy accepts them on the node for the Service's port.
+    fn load_balancers_use_floating_ip(&self) -> bool {
+        true
     }
 
     /// One per forwarding rule, `PENDING` while its last operation runs.
@@ -516,26 +488,93 @@ impl Backend for Gcp {
             compute_delete(&self.mock.ready_info(), &name).await
         })
     }
+}
 
-    fn leaks(&self) -> Vec<String> {
-        self.admin()
-            .leaks()
-            .by_type
-            .iter()
-            .flat_map(|(t, items)| items.iter().map(move |i| format!("{t} {}", i.name)))
+impl RouteControl for Gcp {
+    /// `(destination, next hop)` of each route; a route to an instance reads as that
+    /// instance's internal IP, as the cases compare next hops with node addresses.
+    fn routes(&self) -> Vec<(String, String)> {
+        let admin = self.admin();
+        admin
+            .routes()
+            .into_iter()
+            .map(|r| {
+                let hop = match (&r.next_hop_ip, &r.next_hop_instance_name) {
+                    (Some(ip), _) => ip.clone(),
+                    (None, Some(name)) => admin
+                        .instance(name)
+                        .map(|i| i.network_ip)
+                        .unwrap_or_else(|| name.clone()),
+                    (None, None) => String::new(),
+                };
+                (r.dest_range, hop)
+            })
             .collect()
     }
 
+    /// A route in the cluster's own namespace, as one a node that is gone left behind: GCE
+    /// routes share the project's network, and a CCM counts as its own only those named
+    /// `<cluster-name>-…` with the description `k8s-node-route` (cloud-provider-gcp
+    /// `providers/gce/gce_routes.go` `ListRoutes`); the route controller then keeps those
+    /// outside the cluster CIDR and removes the stale ones inside it.
+    fn add_route(&self, destination: &str, nexthop: &str) -> Result<(), CaseError> {
+        let name = format!(
+            "{}-out-of-band-{}",
+            super::types::CLUSTER_NAME,
+            destination.replace(['/', '.', ':'], "-")
+        );
+        self.admin()
+            .add_described_route(&name, destination, nexthop, "k8s-node-route")
+            .map(|_| ())
+            .map_err(|e| CaseError::infra("adding a route", e))
+    }
+}
+
+impl FaultControl for Gcp {
+    /// Faults in Compute terms: instance lookups are GETs of `…/instances…`, route writes
+    /// inserts into `global/routes`, load-balancer creates and deletes those of the
+    /// forwarding rule, updates the target pool's instance changes.
+    fn inject(&self, fault: FaultSpec) -> u64 {
+        match fault {
+            FaultSpec::InstanceLookup {
+                instance_id,
+                status,
+                count,
+            } => {
+                let path = match instance_id {
+                    Some(id) => format!("/instances/{}(/|$)", regex::escape(&id)),
+                    None => "/instances(/|$)".to_string(),
+                };
+                self.fault("GET", path, status, count)
+            }
+            FaultSpec::RouteWrite { status, count } => {
+                self.fault("POST", "/global/routes$".into(), status, count)
+            }
+            FaultSpec::LoadBalancerWrite {
+                method,
+                status,
+                count,
+            } => match method {
+                "DELETE" => self.fault("DELETE", "/forwardingRules/".into(), status, count),
+                "POST" => self.fault("POST", "/forwardingRules$".into(), status, count),
+                _ => self.fault(
+                    "POST",
+                    "/targetPools/[^/]+/(addInstance|removeInstance)$".into(),
+                    status,
+                    count,
+                ),
+            },
+        }
+    }
+
+    fn faults(&self) -> mock_cloud::Faults {
+        self.admin().faults()
+    }
+}
+
+impl JournalControl for Gcp {
     fn journal(&self) -> Journal {
         self.admin().journal()
-    }
-
-    fn classifier(&self) -> fn(&JournalEntry) -> CloudCall {
-        classify
-    }
-
-    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(mock_cloud::MockCloud::shutdown(self.mock))
     }
 }
 
@@ -612,48 +651,4 @@ async fn compute_delete(ready: &mock_gcp::ReadyInfo, name: &str) -> Result<(), C
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An entry with the method mock-gcp's gate journals.
-    fn entry(operation: &str, status: u16) -> JournalEntry {
-        let journal = Journal::new();
-        journal.record("compute", "", "", "", status, None);
-        let mut e = journal.entries().remove(0);
-        e.operation = Some(operation.to_string());
-        e
-    }
-
-    #[test]
-    fn compute_methods_read_as_the_calls_cases_count() {
-        let kind = |op: &str| classify(&entry(op, 200)).kind;
-        let lb = CallKind::LoadBalancer;
-        assert_eq!(kind("compute.forwardingRules.insert"), lb(LbOp::Create));
-        assert_eq!(kind("compute.forwardingRules.delete"), lb(LbOp::Delete));
-        assert_eq!(kind("compute.forwardingRules.get"), lb(LbOp::Read));
-        assert_eq!(
-            kind("compute.targetPools.addInstance"),
-            lb(LbOp::BackendWrite)
-        );
-        assert_eq!(
-            kind("compute.targetPools.removeInstance"),
-            lb(LbOp::BackendWrite)
-        );
-        assert_eq!(kind("compute.targetPools.insert"), lb(LbOp::OtherWrite));
-        assert_eq!(kind("compute.targetPools.get"), lb(LbOp::Read));
-        assert_eq!(
-            kind("compute.firewalls.insert"),
-            CallKind::LoadBalancerSupport
-        );
-        assert_eq!(kind("compute.instances.get"), CallKind::InstanceLookup);
-        assert_eq!(
-            kind("compute.instances.aggregatedList"),
-            CallKind::InstanceLookup
-        );
-        assert_eq!(kind("compute.routes.insert"), CallKind::RouteWrite);
-        assert_eq!(kind("compute.routes.delete"), CallKind::RouteWrite);
-        assert_eq!(kind("compute.routes.list"), CallKind::Other);
-        assert_eq!(kind("compute.zoneOperations.wait"), CallKind::Other);
-        assert_eq!(kind("POST token"), CallKind::Other);
-    }
-}
+mod tests {}
