@@ -147,7 +147,7 @@ pub(crate) struct MockArgs {
 /// served; a cloud without a mock, an option it cannot take or a seed file it cannot use
 /// is one line on stderr and exit status 2.
 pub(crate) async fn mock(args: MockArgs) -> Result<ExitCode> {
-    use ccm_harness::cloud::{StandaloneError, StandaloneMock, serve_mock};
+    use ccm_harness::cloud::{StandaloneError, StandaloneMock};
     let bad_input = |line: String| {
         eprintln!("error: {line}");
         Ok(ExitCode::from(2))
@@ -164,7 +164,7 @@ pub(crate) async fn mock(args: MockArgs) -> Result<ExitCode> {
         imds: args.imds,
         ready_file: args.ready_file,
     };
-    match serve_mock(provider, request).await {
+    match provider.serve_mock(request).await {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(StandaloneError::BadInput(line)) => bad_input(line),
         Err(StandaloneError::Failed(e)) => Err(e),

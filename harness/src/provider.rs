@@ -5,8 +5,9 @@
 
 use std::sync::LazyLock;
 
-use crate::cloud::descriptor::CloudDescriptor;
+use crate::cloud::descriptor::{CloudDescriptor, MockTls};
 use crate::cloud::registry::CLOUDS;
+use crate::cloud::standalone::{StandaloneError, StandaloneMock};
 
 /// A cloud from the registry (or one known only by name, [`Provider::named`]).
 #[derive(Clone, Copy)]
@@ -64,6 +65,34 @@ impl Provider {
             .upstream
             .as_ref()
             .and_then(|u| u.node_manager.as_ref())
+    }
+
+    /// Serves this cloud's mock alone as `args` ask, until SIGINT/SIGTERM; what the mock
+    /// cannot be (no mock, `--tls` or `--imds` it does not serve) is bad input.
+    pub async fn serve_mock(self, args: StandaloneMock) -> Result<(), StandaloneError> {
+        let name = self.name();
+        let Some(mock) = self.descriptor().mock.as_ref() else {
+            return Err(StandaloneError::BadInput(format!(
+                "no mock of {name} in this project (mocks: {})",
+                Provider::all()
+                    .iter()
+                    .filter(|p| p.descriptor().has_mock())
+                    .map(|p| p.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        if args.tls && mock.tls == MockTls::Never {
+            return Err(StandaloneError::BadInput(format!(
+                "--tls is not supported for the {name} mock yet"
+            )));
+        }
+        if args.imds && !mock.imds {
+            return Err(StandaloneError::BadInput(format!(
+                "--imds is not served by the {name} mock (only by mocks with an instance metadata service)"
+            )));
+        }
+        (mock.serve)(args).await
     }
 
     /// A registered cloud by its name or one of its aliases.

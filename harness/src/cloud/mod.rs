@@ -34,7 +34,7 @@ pub use calls::{CallKind, CloudCall, CloudObserver, LbOp};
 pub use capability::Capability;
 pub use control::CloudControl;
 pub use descriptor::{CloudDescriptor, MockTls, UpstreamEntry};
-pub use standalone::{StandaloneError, StandaloneMock, serve_mock};
+pub use standalone::{StandaloneError, StandaloneMock};
 pub use types::{
     CloudLoadBalancer, CreateHold, FaultSpec, Feature, InTreeLoadBalancer, InTreeName, Instance,
     InstancePatch, InstanceSpec, LbUpdate,

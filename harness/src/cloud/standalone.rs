@@ -2,16 +2,13 @@
 //! judges that drive a mock with real SDKs: the seed file loaded, the mock started, its
 //! ready object printed and written atomically to the ready file, then served until
 //! SIGINT/SIGTERM. Generic over [`MockCloud`], so each cloud's descriptor names only its
-//! mock type.
+//! mock type; `Provider::serve_mock` checks the request against the descriptor first.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
 use mock_cloud::{MockCloud, MockOptions};
-
-use super::descriptor::MockTls;
-use crate::provider::Provider;
 
 /// What `mock <cloud>` was asked for.
 #[derive(Debug, Clone)]
@@ -37,34 +34,8 @@ pub enum StandaloneError {
     Failed(#[from] anyhow::Error),
 }
 
-/// Serves `provider`'s mock as `args` ask, until SIGINT/SIGTERM.
-pub async fn serve_mock(provider: Provider, args: StandaloneMock) -> Result<(), StandaloneError> {
-    let name = provider.name();
-    let Some(mock) = provider.descriptor().mock.as_ref() else {
-        return Err(StandaloneError::BadInput(format!(
-            "no mock of {name} in this project (mocks: {})",
-            Provider::all()
-                .iter()
-                .filter(|p| p.descriptor().has_mock())
-                .map(|p| p.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    };
-    if args.tls && mock.tls == MockTls::Never {
-        return Err(StandaloneError::BadInput(format!(
-            "--tls is not supported for the {name} mock yet"
-        )));
-    }
-    if args.imds && !mock.imds {
-        return Err(StandaloneError::BadInput(format!(
-            "--imds is not served by the {name} mock (only by mocks with an instance metadata service)"
-        )));
-    }
-    (mock.serve)(args).await
-}
-
-/// [`serve_mock`] for one mock type: what each cloud's descriptor points at.
+/// Serving one mock type alone: what each cloud's descriptor points at
+/// ([`Provider::serve_mock`](crate::Provider::serve_mock) checks the request first).
 pub(crate) fn serve<M: MockCloud>(
     args: StandaloneMock,
 ) -> BoxFuture<'static, Result<(), StandaloneError>> {
