@@ -23,6 +23,11 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 
+/// User-Agent on every Kubernetes request; the harness tells CCM writes by it. Here, with
+/// the clients that append to it, so this module needs nothing of the crate root (which
+/// re-exports it as `crate::USER_AGENT`).
+pub const USER_AGENT: &str = concat!("reference-ccm/", env!("CARGO_PKG_VERSION"));
+
 /// Where the controllers' ServiceAccounts live.
 const NAMESPACE: &str = "kube-system";
 /// The lifetime asked for (upstream's `defaultExpirationSeconds`).
@@ -92,10 +97,7 @@ impl ClientBuilder {
             token_file: Some(file.to_string_lossy().into_owned()),
             ..Default::default()
         };
-        let agent = format!(
-            "{}/system:serviceaccount:{NAMESPACE}:{name}",
-            crate::USER_AGENT
-        );
+        let agent = format!("{}/system:serviceaccount:{NAMESPACE}:{name}", USER_AGENT);
         config
             .headers
             .retain(|(header, _)| header != http::header::USER_AGENT);

@@ -28,8 +28,9 @@ use clap::Parser;
 
 use options::Options;
 
-/// User-Agent on every Kubernetes request; the harness tells CCM writes by it.
-pub const USER_AGENT: &str = concat!("reference-ccm/", env!("CARGO_PKG_VERSION"));
+/// User-Agent on every Kubernetes request (defined with the per-controller clients, which
+/// extend it).
+pub use client_builder::USER_AGENT;
 
 /// Startup failures; each is printed as one line.
 #[derive(Debug, thiserror::Error)]
@@ -172,7 +173,8 @@ async fn kube_config(opts: &Options) -> Result<kube::Config, StartupError> {
 /// Runs the CCM until a signal; errors before controllers start are startup errors.
 pub async fn run(opts: Options) -> Result<(), StartupError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    opts.validate()?;
+    // The flags, with the registry's checks (`--cloud-provider`, `--node-labels`).
+    let factory = providers::registry::validate(&opts)?;
     providers::use_skip_lookup_before_create(
         opts.breaks(options::TestingBreak::SkipLookupBeforeCreate),
     );
@@ -180,7 +182,6 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     let migration = migration::MigrationConfig::from_options(&opts)?;
 
     // Provider and client first, logging after: a startup error stays one line.
-    let factory = opts.provider_factory()?;
     let (mut cloud, mut warnings) =
         (factory.new)(&opts)
             .await
@@ -240,7 +241,10 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     }
     tracing::info!(version = env!("CARGO_PKG_VERSION"), provider = %opts.cloud_provider, "starting reference-ccm");
 
-    let metrics = Arc::new(metrics::Metrics::default());
+    // `/metrics` carries every registered provider's own families, whichever runs.
+    let metrics = Arc::new(metrics::Metrics::with_provider_families(
+        providers::registry::metric_families(),
+    ));
     if opts.secure_port != 0 {
         serving::start(
             std::net::SocketAddr::new(opts.bind_address, opts.secure_port),

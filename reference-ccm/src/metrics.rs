@@ -6,10 +6,13 @@
 //!   buckets 1..1024 s, x4), per process in [`Metrics`];
 //! - service controller (`controllers/service/metrics.go`: `service_controller_*`, buckets
 //!   1..16384 s, x2), route controller (`controllers/route/metrics.go`), the families each
-//!   registered provider records itself (its factory's `render_metrics`, e.g. an API's
-//!   request metrics; see [`crate::providers::ProviderFactory`]) and client-go style
-//!   workqueue metrics (`workqueue_*{name}`), process-wide in [`global`] because they are
-//!   recorded deep in controllers and clients.
+//!   registered provider records itself (e.g. an API's request metrics) and client-go
+//!   style workqueue metrics (`workqueue_*{name}`), process-wide in [`global`] because
+//!   they are recorded deep in controllers and clients.
+//!
+//! This module knows no provider (providers use its [`Histogram`] and [`Counter`]): the
+//! providers' own families are rendered by the functions `run` hands over at startup
+//! ([`Metrics::with_provider_families`], from the registry's factories).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -229,6 +232,8 @@ fn escape(v: &str) -> String {
 pub struct Metrics {
     pub taint_removal_delay: Histogram,
     pub initial_node_sync_delay: Histogram,
+    /// Render the families the providers record themselves, in order; none by default.
+    provider_families: Vec<fn(&mut String)>,
 }
 
 impl Default for Metrics {
@@ -244,17 +249,28 @@ impl Default for Metrics {
                 "Number of seconds after node creation when NodeController finished the initial synchronization of a single node.",
                 &NODE_BUCKETS,
             ),
+            provider_families: Vec::new(),
         }
     }
 }
 
 impl Metrics {
+    /// Metrics whose [`render`](Self::render) also appends the providers' own families,
+    /// each function appending some (Prometheus text format), after the route
+    /// controller's families and before the workqueue's.
+    pub fn with_provider_families(provider_families: Vec<fn(&mut String)>) -> Self {
+        Self {
+            provider_families,
+            ..Self::default()
+        }
+    }
+
     /// Prometheus text exposition format: these plus the process-wide [`global`] ones.
     pub fn render(&self) -> String {
         let mut out = String::new();
         self.taint_removal_delay.render(&mut out);
         self.initial_node_sync_delay.render(&mut out);
-        global().render(&mut out);
+        global().render(&mut out, &self.provider_families);
         out
     }
 }
@@ -318,16 +334,13 @@ impl ProcessMetrics {
         }
     }
 
-    fn render(&self, out: &mut String) {
+    fn render(&self, out: &mut String, provider_families: &[fn(&mut String)]) {
         self.loadbalancer_sync_total.render(out);
         self.nodesync_error_total.render(out);
         self.nodesync_latency_seconds.render(out);
         self.update_loadbalancer_host_latency_seconds.render(out);
         self.route_sync_total.render(out);
-        for render in crate::providers::PROVIDERS
-            .iter()
-            .filter_map(|p| p.render_metrics)
-        {
+        for render in provider_families {
             render(out);
         }
         self.workqueue_adds_total.render(out);
@@ -368,11 +381,24 @@ mod tests {
             "service_controller_nodesync_latency_seconds",
             "service_controller_update_loadbalancer_host_latency_seconds",
             "route_controller_route_sync_total",
-            "openstack_api_request_duration_seconds",
             "workqueue_adds_total",
         ] {
             assert!(text.contains(&format!("# TYPE {name} ")), "{name}");
         }
+    }
+
+    /// The providers' families (the registry's are checked in `providers::registry`) come
+    /// after the route controller's and before the workqueue's.
+    #[test]
+    fn provider_families_are_rendered_where_handed_over() {
+        fn family(out: &mut String) {
+            out.push_str("# TYPE some_provider_total counter\nsome_provider_total 0\n");
+        }
+        let text = Metrics::with_provider_families(vec![family]).render();
+        let at = |needle: &str| text.find(needle).unwrap_or(usize::MAX);
+        assert!(at("# HELP route_controller_route_sync_total") < at("some_provider_total"));
+        assert!(at("some_provider_total") < at("# HELP workqueue_adds_total"));
+        assert!(!Metrics::default().render().contains("some_provider_total"));
     }
 
     #[test]

@@ -5,13 +5,17 @@
 //! `--leader-elect=false`, durations like `1m30s`). Defaults follow
 //! `kubernetes/cloud-provider` `options/` and `config/v1alpha1/defaults.go` and
 //! `kubernetes/controller-manager` `options/generic.go`.
+//!
+//! Only parses and checks flags: the checks that need the list of providers (the
+//! `--cloud-provider` name, which provider owns `--node-labels`) are
+//! `crate::providers::registry::validate`'s, which fills their errors in with the
+//! registry's names. So this module imports no provider and every provider can read
+//! [`Options`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
-
-use crate::providers::{self, ProviderFactory};
 
 /// Canonical names of the controllers a CCM knows (`kubernetes/cloud-provider`
 /// `names/controller_names.go`), with their pre-1.27 aliases.
@@ -31,8 +35,9 @@ const KNOWN_CONTROLLERS: [(&str, &str); 4] = [
 pub enum OptionsError {
     #[error("--cloud-provider cannot be empty")]
     MissingCloudProvider,
-    #[error("unknown cloud provider {0:?} (known: {known})", known = known_providers())]
-    UnknownCloudProvider(String),
+    /// `known`: the registered names, `openstack, aws, ...` (from the registry).
+    #[error("unknown cloud provider {name:?} (known: {known})")]
+    UnknownCloudProvider { name: String, known: String },
     #[error("--controllers: {0:?} is not in the list of known controllers")]
     UnknownController(String),
     #[error("--leader-elect-resource-lock: {0:?} is not supported, only \"leases\"")]
@@ -43,25 +48,11 @@ pub enum OptionsError {
     BadDuration { value: String, reason: &'static str },
     #[error("invalid --node-labels key {key:?}: {reason}")]
     BadNodeLabelKey { key: String, reason: String },
-    /// `--node-labels` with a provider whose factory does not accept it.
-    #[error("--node-labels is a flag of the {owners}, not of {0:?}", owners = node_labels_owners())]
-    NodeLabelsNotAccepted(String),
-}
-
-/// `openstack, aws, ...`: the registered `--cloud-provider` names, in registry order.
-fn known_providers() -> String {
-    providers::names().collect::<Vec<_>>().join(", ")
-}
-
-/// Who owns `--node-labels`: `<Display> provider (--cloud-provider=<name>)` for each
-/// provider whose factory accepts it.
-fn node_labels_owners() -> String {
-    providers::PROVIDERS
-        .iter()
-        .filter(|p| p.accepts_node_labels)
-        .map(|p| format!("{} provider (--cloud-provider={})", p.display_name, p.name))
-        .collect::<Vec<_>>()
-        .join(" or ")
+    /// `--node-labels` with a provider whose factory does not accept it; `owners`: the
+    /// providers that do, `<Display> provider (--cloud-provider=<name>)` joined by ` or `
+    /// (from the registry).
+    #[error("--node-labels is a flag of the {owners}, not of {provider:?}")]
+    NodeLabelsNotAccepted { provider: String, owners: String },
 }
 
 /// All flags. Flags whose controllers are not implemented yet are accepted with their
@@ -221,9 +212,10 @@ impl Options {
         self.testing_break.contains(&what)
     }
 
-    /// Checks what clap cannot: provider, controller names, lock kind, worker counts.
+    /// Checks what clap cannot and the registry is not needed for: controller names, lock
+    /// kind, worker counts. `crate::providers::registry::validate` runs it after checking
+    /// `--cloud-provider` and before the `--node-labels` checks.
     pub fn validate(&self) -> Result<(), OptionsError> {
-        let provider = self.provider_factory()?;
         self.enabled_controllers()?;
         if self.leader_elect_resource_lock != "leases" {
             return Err(OptionsError::UnsupportedResourceLock(
@@ -233,12 +225,13 @@ impl Options {
         if self.concurrent_node_syncs == 0 {
             return Err(OptionsError::BadNodeSyncs(0));
         }
-        if !self.node_labels.is_empty() && !provider.accepts_node_labels {
-            return Err(OptionsError::NodeLabelsNotAccepted(
-                self.cloud_provider.clone(),
-            ));
-        }
-        // Upstream's main.go checks every key with IsQualifiedName before starting.
+        Ok(())
+    }
+
+    /// Checks every `--node-labels` key, as upstream's main.go does with IsQualifiedName
+    /// before starting (run by `crate::providers::registry::validate` once it knows the
+    /// provider owns the flag).
+    pub fn validate_node_labels(&self) -> Result<(), OptionsError> {
         for key in self.node_labels().keys() {
             check_qualified_name(key).map_err(|reason| OptionsError::BadNodeLabelKey {
                 key: key.clone(),
@@ -246,15 +239,6 @@ impl Options {
             })?;
         }
         Ok(())
-    }
-
-    /// The registered provider `--cloud-provider` names.
-    pub fn provider_factory(&self) -> Result<&'static ProviderFactory, OptionsError> {
-        match self.cloud_provider.as_str() {
-            "" => Err(OptionsError::MissingCloudProvider),
-            name => providers::factory(name)
-                .ok_or_else(|| OptionsError::UnknownCloudProvider(name.to_owned())),
-        }
     }
 
     /// `--node-labels`, all occurrences merged (a later one wins for a repeated key).
@@ -586,16 +570,9 @@ mod tests {
         );
     }
 
+    /// The `--cloud-provider` checks are the registry's (`providers::registry` tests).
     #[test]
-    fn provider_and_lock_validation() {
-        assert_eq!(
-            parse(&[]).validate(),
-            Err(OptionsError::MissingCloudProvider)
-        );
-        assert_eq!(
-            parse(&["--cloud-provider=nope"]).validate(),
-            Err(OptionsError::UnknownCloudProvider("nope".into()))
-        );
+    fn lock_and_worker_validation() {
         let o = parse(&[
             "--cloud-provider=openstack",
             "--leader-elect-resource-lock=endpoints",
@@ -658,23 +635,21 @@ mod node_labels_tests {
         .expect("parse");
         assert_eq!(o.node_labels(), map(&[("a", "1"), ("b", "3")]));
         assert_eq!(o.validate(), Ok(()));
+        assert_eq!(o.validate_node_labels(), Ok(()));
         let none = opts(&["--cloud-provider=vsphere"]).expect("parse");
         assert!(none.node_labels().is_empty());
     }
 
+    /// Which provider owns the flag is the registry's check (`providers::registry` tests).
     #[test]
-    fn node_labels_need_vsphere_and_qualified_keys() {
-        let o = opts(&["--cloud-provider=openstack", "--node-labels=a=b"]).expect("parse");
-        assert_eq!(
-            o.validate(),
-            Err(OptionsError::NodeLabelsNotAccepted("openstack".into()))
-        );
+    fn node_label_keys_must_be_qualified() {
         let o = opts(&[
             "--cloud-provider=vsphere",
             "--node-labels=ok=1,Bad_Prefix.com/x=2",
         ])
         .expect("parse");
-        let Err(e) = o.validate() else {
+        assert_eq!(o.validate(), Ok(()));
+        let Err(e) = o.validate_node_labels() else {
             panic!("must fail")
         };
         assert!(
@@ -682,23 +657,6 @@ mod node_labels_tests {
                 .starts_with("invalid --node-labels key \"Bad_Prefix.com/x\": "),
             "{e}"
         );
-    }
-
-    /// The provider errors are written from the registry, in its order, with the text
-    /// they had when each provider was named here by hand.
-    #[test]
-    fn provider_errors_are_written_from_the_registry() {
-        assert_eq!(
-            OptionsError::UnknownCloudProvider("nope".into()).to_string(),
-            "unknown cloud provider \"nope\" (known: openstack, aws, vsphere, azure, gce)"
-        );
-        assert_eq!(
-            OptionsError::NodeLabelsNotAccepted("openstack".into()).to_string(),
-            "--node-labels is a flag of the vSphere provider (--cloud-provider=vsphere), \
-             not of \"openstack\""
-        );
-        let o = opts(&["--cloud-provider=gce"]).expect("parse");
-        assert_eq!(o.provider_factory().map(|p| p.name), Ok("gce"));
     }
 
     /// The cases of apimachinery's `TestIsQualifiedName`.

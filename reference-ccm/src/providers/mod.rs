@@ -8,33 +8,34 @@
 //! A new provider is a folder `providers/<cloud>/` whose `mod.rs` implements [`Provider`]
 //! (every provider has the same methods: what it lacks answers an error naming the
 //! capability) and defines its [`ProviderFactory`] `FACTORY` (its `--cloud-provider` name,
-//! how it is built from the flags, the flags it owns, its own metrics), plus its line in
-//! the registry below: its `pub mod` and its entry in [`PROVIDERS`]. Nothing else in the
-//! crate names a cloud: flag validation, startup errors and `/metrics` read the registry.
+//! how it is built from the flags, the flags it owns, its own metrics), plus its `pub mod`
+//! line below and its entry in [`registry::PROVIDERS`]. Nothing else in the crate names a
+//! cloud: flag validation, startup errors and `/metrics` read the registry.
+//!
+//! Imports run one way: the startup path reads [`registry`], the registry reads each
+//! cloud's `FACTORY`, and a cloud reads, of `providers`, only this file and the shared
+//! modules beside it ([`Provider`]/[`AnyCloud`], [`ProviderFactory`], [`gcfg`],
+//! [`service_ranges`], [`xml`]), none of which imports a cloud or the registry. So this
+//! file re-exports the shared types but nothing of the registry, and no cloud imports
+//! another cloud's folder.
 
 mod any_cloud;
+mod factory;
+pub mod gcfg;
 pub mod quirks;
-mod registry;
+pub mod registry;
+pub mod service_ranges;
 pub mod xml;
 
 pub use any_cloud::{AnyCloud, Provider};
-pub use registry::{NewProvider, ProviderError, ProviderFactory, factory, names};
+pub use factory::{NewProvider, ProviderError, ProviderFactory};
 
-// The registry: every cloud's module, and its factory in the order `--cloud-provider`'s
-// "known" list shows them.
+// Every cloud's module; its factory is listed in `registry::PROVIDERS`.
 pub mod aws;
 pub mod azure;
 pub mod gce;
 pub mod openstack;
 pub mod vsphere;
-/// Every provider this CCM can run, in the order error messages list them.
-pub static PROVIDERS: &[&ProviderFactory] = &[
-    &openstack::FACTORY,
-    &aws::FACTORY,
-    &vsphere::FACTORY,
-    &azure::FACTORY,
-    &gce::FACTORY,
-];
 
 /// TEST ONLY (`--testing-break=skip-lookup-before-create`, set once at startup): every
 /// provider's EnsureLoadBalancer takes its create-or-update lookup as "not found".

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::config::AwsConfig;
 use super::sigv4::{self, Credentials};
-use super::xml::{self, Element};
+use crate::providers::xml::{self, Element};
 
 /// Which API a call goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

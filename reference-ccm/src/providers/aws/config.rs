@@ -6,16 +6,17 @@
 //! `[ServiceOverride "<key>"]` sections with `Service`, `Region`, `URL`, `SigningRegion`,
 //! `SigningName`, `SigningMethod`, each required but the last two (`validateOverrides`).
 //! The region is the zone minus its letter, as upstream derives it without IMDS.
-//! Unknown variables are warnings, as gcfg's `FatalOnly` makes them.
+//! Unknown variables are warnings, as gcfg's `FatalOnly` makes them. The file is read with
+//! the shared [`crate::providers::gcfg`] reader.
 
-use crate::providers::openstack::config::{ConfigError as GcfgError, Section, parse_gcfg};
+use crate::providers::gcfg::{Section, SyntaxError, parse_gcfg};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     #[error("cannot read cloud config {path}: {reason}")]
     Read { path: String, reason: String },
     #[error(transparent)]
-    Syntax(#[from] GcfgError),
+    Syntax(#[from] SyntaxError),
     #[error("cloud config [ServiceOverride {key:?}]: {reason}")]
     Override { key: String, reason: String },
     #[error("cloud config: {0}")]

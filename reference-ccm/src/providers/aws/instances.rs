@@ -18,8 +18,8 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 
-use super::xml::Element;
 use crate::address::{EXTERNAL_IP, HOSTNAME, INTERNAL_IP, addr};
+use crate::providers::xml::Element;
 
 /// `ProviderName()` of the AWS cloud provider.
 pub const PROVIDER_NAME: &str = "aws";
@@ -241,7 +241,7 @@ pub fn lookup_for(node: &Node) -> Result<Lookup, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::aws::xml;
+    use crate::providers::xml;
 
     #[test]
     fn provider_ids_upstream_accepts() {

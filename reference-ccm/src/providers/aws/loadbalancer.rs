@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, 
 use super::Aws;
 use super::client::{Api, ClientError, filter_params, list_params};
 use super::instances::{CLUSTER_TAG_PREFIX, instance_id_of};
-use crate::cloud::LbError;
+use crate::cloud::{LbError, LoadBalancer};
 use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
 /// The annotation that asks for an NLB instead of ELB classic.
@@ -190,6 +190,70 @@ fn service_name(service: &Service) -> String {
 
 fn kv(k: impl Into<String>, v: impl Into<String>) -> (String, String) {
     (k.into(), v.into())
+}
+
+/// The service-lb controller's calls, dispatched by [`lb_kind`] to ELB classic (here) or
+/// NLB ([`super::nlb`]).
+impl LoadBalancer for Aws {
+    async fn get_load_balancer(
+        &self,
+        _cluster: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, LbError> {
+        // A load balancer implemented elsewhere (`aws-load-balancer-type: external`) does
+        // not exist as far as this CCM is concerned: "nil, false, nil", as
+        // cloud-provider-aws pkg/providers/v1/aws.go GetLoadBalancer answers, so the
+        // service controller's cleanup path does not stall on it.
+        let kind = match lb_kind(service) {
+            Err(LbError::ImplementedElsewhere) => return Ok(None),
+            other => other?,
+        };
+        match kind {
+            LbKind::Classic => self.get_elb(service).await,
+            LbKind::Nlb => self.get_nlb(service).await,
+        }
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        _cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, LbError> {
+        match lb_kind(service)? {
+            LbKind::Classic => self.ensure_elb(service, nodes).await,
+            LbKind::Nlb => self.ensure_nlb(service, nodes).await,
+        }
+    }
+
+    async fn update_load_balancer(
+        &self,
+        _cluster: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(), LbError> {
+        match lb_kind(service)? {
+            LbKind::Classic => self.update_elb(service, nodes).await,
+            LbKind::Nlb => self.update_nlb(service, nodes).await,
+        }
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        _cluster: &str,
+        service: &Service,
+    ) -> Result<(), LbError> {
+        // Nothing of ours to delete for an externally implemented load balancer
+        // (cloud-provider-aws EnsureLoadBalancerDeleted returns nil for it).
+        let kind = match lb_kind(service) {
+            Err(LbError::ImplementedElsewhere) => return Ok(()),
+            other => other?,
+        };
+        match kind {
+            LbKind::Classic => self.delete_elb(service).await,
+            LbKind::Nlb => self.delete_nlb(service).await,
+        }
+    }
 }
 
 impl Aws {

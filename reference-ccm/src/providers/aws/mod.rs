@@ -10,8 +10,9 @@
 //! "Build budget"), and CI pays the cold build on every submission; the CCM uses about
 //! twenty actions of the query protocol, whose wire format is form parameters in and
 //! plain XML out. SigV4 ([`sigv4`]) is a small module on `ring` (already built for
-//! rustls) and the XML is read with the providers' shared reader ([`xml`], on quick-xml,
-//! which the vSphere provider needs anyway), so the provider adds no crate to the build.
+//! rustls) and the XML is read with the providers' shared reader
+//! ([`crate::providers::xml`], on quick-xml, which the vSphere provider needs anyway), so
+//! the provider adds no crate to the build.
 
 pub mod client;
 pub mod config;
@@ -20,8 +21,6 @@ pub mod loadbalancer;
 pub mod nlb;
 pub mod routes;
 pub mod sigv4;
-/// The providers' shared XML reader, where the AWS modules have always found it.
-pub use super::xml;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -190,7 +189,7 @@ impl Aws {
     }
 }
 
-/// The AWS provider in the registry ([`crate::providers::PROVIDERS`]).
+/// The AWS provider in the registry ([`crate::providers::registry::PROVIDERS`]).
 pub static FACTORY: ProviderFactory = ProviderFactory {
     name: PROVIDER_NAME,
     display_name: "AWS",
@@ -257,67 +256,5 @@ impl Instances for Aws {
             region,
             additional_labels,
         }))
-    }
-}
-
-impl crate::cloud::LoadBalancer for Aws {
-    async fn get_load_balancer(
-        &self,
-        _cluster: &str,
-        service: &k8s_openapi::api::core::v1::Service,
-    ) -> Result<Option<k8s_openapi::api::core::v1::LoadBalancerStatus>, crate::cloud::LbError> {
-        // A load balancer implemented elsewhere (`aws-load-balancer-type: external`) does
-        // not exist as far as this CCM is concerned: "nil, false, nil", as
-        // cloud-provider-aws pkg/providers/v1/aws.go GetLoadBalancer answers, so the
-        // service controller's cleanup path does not stall on it.
-        let kind = match loadbalancer::lb_kind(service) {
-            Err(crate::cloud::LbError::ImplementedElsewhere) => return Ok(None),
-            other => other?,
-        };
-        match kind {
-            loadbalancer::LbKind::Classic => self.get_elb(service).await,
-            loadbalancer::LbKind::Nlb => self.get_nlb(service).await,
-        }
-    }
-
-    async fn ensure_load_balancer(
-        &self,
-        _cluster: &str,
-        service: &k8s_openapi::api::core::v1::Service,
-        nodes: &[Node],
-    ) -> Result<k8s_openapi::api::core::v1::LoadBalancerStatus, crate::cloud::LbError> {
-        match loadbalancer::lb_kind(service)? {
-            loadbalancer::LbKind::Classic => self.ensure_elb(service, nodes).await,
-            loadbalancer::LbKind::Nlb => self.ensure_nlb(service, nodes).await,
-        }
-    }
-
-    async fn update_load_balancer(
-        &self,
-        _cluster: &str,
-        service: &k8s_openapi::api::core::v1::Service,
-        nodes: &[Node],
-    ) -> Result<(), crate::cloud::LbError> {
-        match loadbalancer::lb_kind(service)? {
-            loadbalancer::LbKind::Classic => self.update_elb(service, nodes).await,
-            loadbalancer::LbKind::Nlb => self.update_nlb(service, nodes).await,
-        }
-    }
-
-    async fn ensure_load_balancer_deleted(
-        &self,
-        _cluster: &str,
-        service: &k8s_openapi::api::core::v1::Service,
-    ) -> Result<(), crate::cloud::LbError> {
-        // Nothing of ours to delete for an externally implemented load balancer
-        // (cloud-provider-aws EnsureLoadBalancerDeleted returns nil for it).
-        let kind = match loadbalancer::lb_kind(service) {
-            Err(crate::cloud::LbError::ImplementedElsewhere) => return Ok(()),
-            other => other?,
-        };
-        match kind {
-            loadbalancer::LbKind::Classic => self.delete_elb(service).await,
-            loadbalancer::LbKind::Nlb => self.delete_nlb(service).await,
-        }
     }
 }

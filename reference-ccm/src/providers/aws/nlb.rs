@@ -24,8 +24,8 @@ use super::Aws;
 use super::client::{Api, ClientError, list_params};
 use super::instances::CLUSTER_TAG_PREFIX;
 use super::loadbalancer::{instance_ids, load_balancer_name};
-use super::xml::Element;
 use crate::cloud::LbError;
+use crate::providers::xml::Element;
 use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
 /// How long an ensure waits for a new NLB to leave `provisioning`.

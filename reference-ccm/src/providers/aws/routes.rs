@@ -11,8 +11,8 @@
 use super::Aws;
 use super::client::{Api, filter_params, list_params};
 use super::instances::{CLUSTER_TAG_PREFIX, Ec2Instance};
-use super::xml::Element;
 use crate::cloud::{CloudError, Route, Routes};
+use crate::providers::xml::Element;
 
 fn kv(k: &str, v: impl Into<String>) -> (String, String) {
     (k.to_owned(), v.into())

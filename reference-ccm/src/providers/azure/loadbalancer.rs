@@ -58,9 +58,10 @@
 //! Services), the internal-subnet annotation, HA ports, PLS, multiple SLBs, shared probe
 //! mode, per-port probe annotations.
 //!
-//! This file has the names, the frontends, the LB and NSG writes and the `LoadBalancer`
-//! entry points; by role, the rules and probes are in `rules`, the backend pool in
-//! `backend_pool`, the public IPs in `public_ip`.
+//! This file has the frontends, the LB and NSG writes and the `LoadBalancer` entry
+//! points; by role, the rules and probes are in `rules`, the backend pool in
+//! `backend_pool`, the public IPs in `public_ip`, and the annotations, names and JSON
+//! accessors all of them read in `shared`.
 
 use std::collections::BTreeSet;
 
@@ -71,143 +72,30 @@ use super::Azure;
 use super::client::{ArmError, NETWORK_API};
 use super::instances::last_segment;
 use super::nsg;
-use crate::cloud::{CloudError, LbError, LoadBalancer};
+use crate::cloud::{LbError, LoadBalancer};
 use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
 mod backend_pool;
 mod public_ip;
 mod rules;
+mod shared;
 
 pub use backend_pool::{is_control_plane, nic_path_of};
 pub use public_ip::service_owns_pip;
 use rules::reconcile_list;
 pub use rules::{expected_probes_and_rules, probe_matches, rule_matches};
-
-pub const ANNOTATION_INTERNAL: &str = "service.beta.kubernetes.io/azure-load-balancer-internal";
-pub const ANNOTATION_DISABLE_FLOATING_IP: &str =
-    "service.beta.kubernetes.io/azure-disable-load-balancer-floating-ip";
-pub const ANNOTATION_IDLE_TIMEOUT: &str =
-    "service.beta.kubernetes.io/azure-load-balancer-tcp-idle-timeout";
-pub const ANNOTATION_DISABLE_TCP_RESET: &str =
-    "service.beta.kubernetes.io/azure-load-balancer-disable-tcp-reset";
-pub const ANNOTATION_PROBE_PROTOCOL: &str =
-    "service.beta.kubernetes.io/azure-load-balancer-health-probe-protocol";
-pub const ANNOTATION_PROBE_PATH: &str =
-    "service.beta.kubernetes.io/azure-load-balancer-health-probe-request-path";
-pub const ANNOTATION_PIP_NAME: &str = "service.beta.kubernetes.io/azure-pip-name";
-/// Public IP tag naming the Services using it (`consts.ServiceTagKey`).
-pub const SERVICE_TAG_KEY: &str = "k8s-azure-service";
-/// Public IP tag naming the cluster (`consts.ClusterNameKey`).
-pub const CLUSTER_NAME_KEY: &str = "k8s-azure-cluster-name";
-pub const INTERNAL_SUFFIX: &str = "-internal";
+pub use shared::{
+    ANNOTATION_DISABLE_FLOATING_IP, ANNOTATION_DISABLE_TCP_RESET, ANNOTATION_IDLE_TIMEOUT,
+    ANNOTATION_INTERNAL, ANNOTATION_PIP_NAME, ANNOTATION_PROBE_PATH, ANNOTATION_PROBE_PROTOCOL,
+    CLUSTER_NAME_KEY, INTERNAL_SUFFIX, SERVICE_TAG_KEY, by_ip_family, default_lb_name,
+    floating_ip_disabled, is_internal, pip_name, rule_name, service_key,
+};
+use shared::{annotation, eq_ci, etag, name_of, owned_by, str_at};
 
 impl From<ArmError> for LbError {
     fn from(e: ArmError) -> Self {
         LbError::Other(e.to_string())
     }
-}
-
-fn lb_err(e: CloudError) -> LbError {
-    LbError::Other(e.to_string())
-}
-
-fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
-    service
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
-}
-
-fn annotation_true(service: &Service, key: &str) -> bool {
-    annotation(service, key).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-}
-
-/// `requiresInternalLoadBalancer`.
-pub fn is_internal(service: &Service) -> bool {
-    annotation_true(service, ANNOTATION_INTERNAL)
-}
-
-/// `IsK8sServiceDisableLoadBalancerFloatingIP`.
-pub fn floating_ip_disabled(service: &Service) -> bool {
-    annotation_true(service, ANNOTATION_DISABLE_FLOATING_IP)
-}
-
-/// `cloudprovider.DefaultLoadBalancerName`: `a` + UID without dashes, at most 32 chars.
-pub fn default_lb_name(service: &Service) -> String {
-    let mut name = format!(
-        "a{}",
-        service
-            .metadata
-            .uid
-            .as_deref()
-            .unwrap_or_default()
-            .replace('-', "")
-    );
-    name.truncate(32);
-    name
-}
-
-/// `<ns>/<name>` (`getServiceName`).
-pub fn service_key(service: &Service) -> String {
-    format!(
-        "{}/{}",
-        service.metadata.namespace.as_deref().unwrap_or("default"),
-        service.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
-fn is_dual_stack(service: &Service) -> bool {
-    service
-        .spec
-        .as_ref()
-        .and_then(|s| s.ip_families.as_ref())
-        .is_some_and(|f| f.len() == 2)
-}
-
-/// `getResourceByIPFamily`.
-pub fn by_ip_family(resource: &str, dual_stack: bool, ipv6: bool) -> String {
-    if dual_stack && ipv6 {
-        format!("{resource}-IPv6")
-    } else {
-        resource.to_owned()
-    }
-}
-
-/// `getLoadBalancerRuleName` (no internal-subnet segment).
-pub fn rule_name(service: &Service, protocol: &str, port: i32, ipv6: bool) -> String {
-    by_ip_family(
-        &format!("{}-{protocol}-{port}", default_lb_name(service)),
-        is_dual_stack(service),
-        ipv6,
-    )
-}
-
-/// `getPublicIPName`: `<cluster>-<a-uid>`, cut to 80 - 5.
-pub fn pip_name(cluster: &str, service: &Service, ipv6: bool) -> String {
-    let mut name = format!("{cluster}-{}", default_lb_name(service));
-    name.truncate(75);
-    by_ip_family(&name, is_dual_stack(service), ipv6)
-}
-
-fn eq_ci(a: Option<&str>, b: Option<&str>) -> bool {
-    a.unwrap_or_default()
-        .eq_ignore_ascii_case(b.unwrap_or_default())
-}
-
-fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
-}
-
-fn name_of(v: &Value) -> &str {
-    v.get("name").and_then(Value::as_str).unwrap_or_default()
-}
-
-/// `serviceOwnsRule` / `serviceOwnsFrontendIP`: the name starts with `a<uid>`.
-fn owned_by(name: &str, service: &Service) -> bool {
-    name.to_ascii_uppercase()
-        .starts_with(&default_lb_name(service).to_ascii_uppercase())
 }
 
 fn array_mut<'a>(lb: &'a mut Value, key: &str) -> &'a mut Vec<Value> {
@@ -218,10 +106,6 @@ fn array_mut<'a>(lb: &'a mut Value, key: &str) -> &'a mut Vec<Value> {
         Some(a) => a,
         None => unreachable!("just set to an array"),
     }
-}
-
-fn etag(v: &Value) -> Option<String> {
-    v.get("etag").and_then(Value::as_str).map(str::to_owned)
 }
 
 fn ingress(ip: &str) -> LoadBalancerStatus {

@@ -241,7 +241,7 @@ pub fn region_zones(registration: &Value) -> BTreeMap<String, Vec<String>> {
     out
 }
 
-/// The Azure provider in the registry ([`crate::providers::PROVIDERS`]).
+/// The Azure provider in the registry ([`crate::providers::registry::PROVIDERS`]).
 pub static FACTORY: ProviderFactory = ProviderFactory {
     name: PROVIDER_NAME,
     display_name: "Azure",

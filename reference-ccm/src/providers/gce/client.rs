@@ -41,7 +41,19 @@ use reqwest::Method;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use super::config::TokenConfig;
+/// How Compute requests authenticate (the config's `token-url`, resolved by
+/// `config::ConfigFile::resolve`). Defined with the client, which picks its token source
+/// from it, so the config imports the client and not the other way round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenConfig {
+    /// The metadata server's `instance/service-accounts/default/token` (upstream default).
+    Metadata,
+    /// `token-url = nil`: default credentials — the metadata token when
+    /// `GCE_METADATA_HOST` is set, else no token at all.
+    None,
+    /// `AltTokenSource`: POST `body` to `url`, answer `{accessToken, expireTime}`.
+    Alt { url: String, body: String },
+}
 
 /// Errors of Compute and metadata calls.
 #[derive(Debug, thiserror::Error)]

@@ -28,6 +28,9 @@
 //! metadata server (when `GCE_METADATA_HOST` is set); without one, or when it has no
 //! token, Compute is called with no Authorization header (see `client.rs`).
 
+// `TokenConfig` is the client's (it picks the token source); re-exported as part of
+// the resolved config.
+pub use super::client::TokenConfig;
 use super::client::{ComputeError, MetadataClient};
 
 /// Upstream's default Compute endpoint (`gceComputeAPIEndpoint`).
@@ -69,18 +72,6 @@ pub struct ConfigFile {
     pub container_api_endpoint: String,
     pub local_zone: String,
     pub alpha_features: Vec<String>,
-}
-
-/// How Compute requests authenticate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenConfig {
-    /// The metadata server's `instance/service-accounts/default/token` (upstream default).
-    Metadata,
-    /// `token-url = nil`: default credentials — the metadata token when
-    /// `GCE_METADATA_HOST` is set, else no token at all.
-    None,
-    /// `AltTokenSource`: POST `body` to `url`, answer `{accessToken, expireTime}`.
-    Alt { url: String, body: String },
 }
 
 /// Everything the provider runs with, after the metadata server filled the gaps

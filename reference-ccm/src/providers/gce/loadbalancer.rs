@@ -79,8 +79,6 @@ mod address;
 mod firewall;
 mod health_check;
 
-use health_check::HealthCheck;
-
 /// `l4LbSrcRngsFlag` defaults: where GCE's health checkers and L4 proxies come from.
 pub const HEALTH_CHECK_SOURCE_RANGES: [&str; 4] = [
     "130.211.0.0/22",
@@ -95,6 +93,14 @@ const MAX_TARGET_POOL_CREATE_INSTANCES: usize = 200;
 const MAX_INSTANCES_PER_UPDATE: usize = 1000;
 pub const LB_TYPE_ANNOTATION: &str = "networking.gke.io/load-balancer-type";
 const DEPRECATED_LB_TYPE_ANNOTATION: &str = "cloud.google.com/load-balancer-type";
+
+/// The HTTP health check to have (`makeHTTPHealthCheck`); `health_check` ensures it.
+#[derive(Debug, Clone)]
+struct HealthCheck {
+    name: String,
+    port: i64,
+    path: String,
+}
 
 /// `cloudprovider.DefaultLoadBalancerName`.
 pub fn lb_name(service: &Service) -> String {

@@ -188,7 +188,7 @@ impl Gce {
     }
 }
 
-/// The GCE provider in the registry ([`crate::providers::PROVIDERS`]).
+/// The GCE provider in the registry ([`crate::providers::registry::PROVIDERS`]).
 pub static FACTORY: ProviderFactory = ProviderFactory {
     name: PROVIDER_NAME,
     display_name: "GCE",

@@ -1,14 +1,13 @@
-//! `cloud.conf` for the OpenStack provider: a small gcfg (git-config style INI) reader.
+//! `cloud.conf` for the OpenStack provider, in upstream's gcfg (git-config style INI)
+//! format, read with the shared [`crate::providers::gcfg`] reader.
 //!
 //! Exists because CCMs are configured with upstream's file format, unchanged
 //! (`kubernetes/cloud-provider-openstack` `pkg/openstack/openstack.go` `ReadConfig`,
 //! `pkg/client/client.go` `AuthOpts`). Upstream reads with
 //! `gcfg.FatalOnly(gcfg.ReadInto(...))`: syntax and value errors are fatal, unknown
 //! sections/variables ("extra data") are not; we return those as warnings to log.
-//! gcfg rules kept here: section and variable names are case-insensitive; `[s "sub"]`
-//! subsections; `#`/`;` comments (also after a value, outside quotes); double-quoted
-//! values with `\"`, `\\`, `\n`, `\t` escapes; a variable without `=` is boolean true;
-//! repeated variables make multi-valued settings.
+
+use crate::providers::gcfg::{self, Section, parse_gcfg};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -32,37 +31,23 @@ pub enum ConfigError {
     Missing(&'static str),
 }
 
-/// One `[section "sub"]` with its variables (names lower-cased, in file order).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Section {
-    pub name: String,
-    pub subsection: Option<String>,
-    pub values: Vec<(String, String)>,
+impl From<gcfg::SyntaxError> for ConfigError {
+    fn from(e: gcfg::SyntaxError) -> Self {
+        ConfigError::Syntax {
+            line: e.line,
+            reason: e.reason,
+        }
+    }
 }
 
-impl Section {
-    /// Last value of a variable (gcfg: a single-valued variable takes the last one).
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.values
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-    /// Every value of a multi-valued variable; an empty value resets the list (gcfg).
-    pub fn get_all(&self, key: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        for (k, v) in &self.values {
-            if k == key {
-                if v.is_empty() {
-                    out.clear();
-                } else {
-                    out.push(v.clone());
-                }
-            }
-        }
-        out
-    }
+/// The typed values of a [`Section`] this provider reads, failing with its own errors.
+trait TypedValues {
+    fn get_seconds(&self, key: &str) -> Result<Option<u64>, ConfigError>;
+    fn get_u32(&self, key: &str) -> Result<Option<u32>, ConfigError>;
+    fn get_bool(&self, key: &str) -> Result<Option<bool>, ConfigError>;
+}
+
+impl TypedValues for Section {
     fn get_seconds(&self, key: &str) -> Result<Option<u64>, ConfigError> {
         self.get(key)
             .map(|v| {
@@ -101,132 +86,6 @@ impl Section {
             })
             .transpose()
     }
-}
-
-/// Parses gcfg text into sections (names lower-cased).
-pub fn parse_gcfg(text: &str) -> Result<Vec<Section>, ConfigError> {
-    let mut sections: Vec<Section> = Vec::new();
-    for (idx, raw) in text.lines().enumerate() {
-        let line_no = idx + 1;
-        let syntax = |reason: &str| ConfigError::Syntax {
-            line: line_no,
-            reason: reason.to_owned(),
-        };
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix('[') {
-            let close = rest
-                .rfind(']')
-                .ok_or_else(|| syntax("section header without ']'"))?;
-            let after = strip_comment(&rest[close + 1..]).map_err(&syntax)?;
-            if !after.trim().is_empty() {
-                return Err(syntax("text after section header"));
-            }
-            let header = rest[..close].trim();
-            let (name, sub) = match header.find(char::is_whitespace) {
-                None => (header, None),
-                Some(pos) => {
-                    let sub = header[pos..].trim();
-                    let inner = sub
-                        .strip_prefix('"')
-                        .and_then(|s| s.strip_suffix('"'))
-                        .ok_or_else(|| syntax("subsection name must be quoted"))?;
-                    (
-                        &header[..pos],
-                        Some(inner.replace("\\\"", "\"").replace("\\\\", "\\")),
-                    )
-                }
-            };
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-            {
-                return Err(syntax("invalid section name"));
-            }
-            sections.push(Section {
-                name: name.to_ascii_lowercase(),
-                subsection: sub,
-                values: Vec::new(),
-            });
-            continue;
-        }
-        let section = sections
-            .last_mut()
-            .ok_or_else(|| syntax("variable outside of a section"))?;
-        let (key, value) = match line.find('=') {
-            Some(eq) => (line[..eq].trim(), Some(&line[eq + 1..])),
-            None => (strip_comment(line).map_err(&syntax)?.trim(), None),
-        };
-        if key.is_empty()
-            || !key.starts_with(|c: char| c.is_ascii_alphabetic())
-            || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        {
-            return Err(syntax("invalid variable name"));
-        }
-        let value = match value {
-            None => "true".to_owned(), // gcfg "blank" value: boolean true
-            Some(v) => unquote(v).map_err(syntax)?,
-        };
-        section.values.push((key.to_ascii_lowercase(), value));
-    }
-    Ok(sections)
-}
-
-/// Removes a trailing comment that is outside quotes (used where no value is expected).
-fn strip_comment(s: &str) -> Result<&str, &'static str> {
-    match s.find(['#', ';']) {
-        Some(pos) => Ok(&s[..pos]),
-        None => Ok(s),
-    }
-}
-
-/// gcfg value: unquoted parts are trimmed (inner whitespace runs kept), quoted parts are
-/// kept verbatim with escapes; `#`/`;` outside quotes start a comment.
-fn unquote(raw: &str) -> Result<String, &'static str> {
-    let mut out = String::new();
-    let mut pending_space = String::new();
-    let mut in_quotes = false;
-    let mut chars = raw.trim().chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => {
-                out.push_str(&pending_space);
-                pending_space.clear();
-                in_quotes = !in_quotes;
-            }
-            '\\' => {
-                let escaped = match chars.next() {
-                    Some('"') => '"',
-                    Some('\\') => '\\',
-                    Some('n') => '\n',
-                    Some('t') => '\t',
-                    Some('b') => '\u{8}',
-                    _ => return Err("invalid escape sequence"),
-                };
-                out.push_str(&pending_space);
-                pending_space.clear();
-                out.push(escaped);
-            }
-            '#' | ';' if !in_quotes => break,
-            c if c.is_whitespace() && !in_quotes => {
-                if !out.is_empty() {
-                    pending_space.push(c);
-                }
-            }
-            c => {
-                out.push_str(&pending_space);
-                pending_space.clear();
-                out.push(c);
-            }
-        }
-    }
-    if in_quotes {
-        return Err("unterminated quoted value");
-    }
-    Ok(out)
 }
 
 /// `[Global]` authentication options (`pkg/client/client.go` `AuthOpts`).
@@ -625,13 +484,5 @@ floating-network-id = def
             CloudConfig::parse(bad),
             Err(ConfigError::BadValue { .. })
         ));
-    }
-
-    #[test]
-    fn value_whitespace_and_quotes() {
-        assert_eq!(unquote("  a  b  ").as_deref(), Ok("a  b"));
-        assert_eq!(unquote("\" a \"").as_deref(), Ok(" a "));
-        assert_eq!(unquote("a ; c").as_deref(), Ok("a"));
-        assert_eq!(unquote("").as_deref(), Ok(""));
     }
 }

@@ -25,12 +25,12 @@
 //! Not implemented: shared LBs, `loadbalancer.openstack.org/*` annotations, security groups,
 //! LoadBalancerClass sections, serial (non fully-populated) creation.
 //!
-//! By role: names and the naming scheme are in `naming`, the Octavia/Neutron answer shapes
-//! in `wire`, the ID annotation and the rename after a `--cluster-name` change in
-//! `rename`; this file has the lookups, create, reconcile, floating IPs and delete.
+//! By role: names, the ID annotation's name and the naming scheme are in `naming`, the
+//! wait schedule in `poll`, the Octavia/Neutron answer shapes in `wire`, the ID annotation
+//! and the rename after a `--cluster-name` change in `rename`; this file has the lookups,
+//! create, reconcile, floating IPs and delete.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 use serde_json::{Value, json};
@@ -40,35 +40,34 @@ use super::client::{ClientError, Service as Endpoint};
 use super::instances::instance_id_from_provider_id;
 use crate::address::{EXTERNAL_IP, INTERNAL_IP};
 use crate::cloud::{LbError, LoadBalancer};
+use crate::providers::service_ranges::source_ranges;
 use crate::providers::{lookup_before_create, skip_lookup_before_create};
 
-mod naming;
+// `naming` and `poll` are also read by the provider's `mod.rs` (the naming scheme is set
+// by its factory, the poll schedule is one of its fields), so they import nothing from
+// this file.
+pub(super) mod naming;
+pub(super) mod poll;
 mod rename;
 mod wire;
 
-use naming::{NAME_SCHEME, annotated_id};
 pub use naming::{
-    cluster_of_name, has_old_cluster_name, legacy_name, load_balancer_name, load_balancer_name_in,
-    use_name_scheme,
+    LB_ID_ANNOTATION, NAME_PREFIX, cluster_of_name, has_old_cluster_name, legacy_name,
+    load_balancer_name, load_balancer_name_in, use_name_scheme,
 };
+use naming::{NAME_SCHEME, annotated_id};
+pub use poll::PollSchedule;
 pub use wire::OctaviaLb;
 use wire::{
     FloatingIp, FloatingIpEnvelope, FloatingIpList, LbEnvelope, LbList, Listener, ListenerEnvelope,
     ListenerList, MemberList, NeutronFixedIp, NeutronPortList, Pool, PoolEnvelope,
 };
 
-/// Prefix of every load balancer name this CCM creates.
-pub const NAME_PREFIX: &str = "kube_service_";
-/// Where the Octavia ID of a Service's load balancer is kept (upstream
-/// `ServiceAnnotationLoadBalancerID`); the lookup that survives a `--cluster-name` change.
-pub const LB_ID_ANNOTATION: &str = "loadbalancer.openstack.org/load-balancer-id";
 /// `source.component` of the Events the provider itself records (upstream's recorder in
 /// `pkg/openstack/openstack.go` `Initialize`).
 const EVENT_COMPONENT: &str = "cloud-provider-openstack";
 /// Reason of the Warning recorded before renaming a load balancer (upstream `eventLBRename`).
 pub const EVENT_LB_RENAME: &str = "LoadBalancerRename";
-/// Annotation read when `spec.loadBalancerSourceRanges` is empty (k8s `service/helpers`).
-pub const SOURCE_RANGES_ANNOTATION: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
 const FIP_DESCRIPTION_PREFIX: &str = "Floating IP for Kubernetes external service";
 /// 409 retries per write (each after a wait for ACTIVE).
 const CONFLICT_RETRIES: u32 = 3;
@@ -77,61 +76,6 @@ impl From<ClientError> for LbError {
     fn from(e: ClientError) -> Self {
         LbError::Other(e.to_string())
     }
-}
-
-/// When to poll a pending load balancer: at once (upstream's `wait.ExponentialBackoff`
-/// checks its condition before the first sleep, so with an Octavia that is already ACTIVE
-/// no time is lost), one fast poll, then upstream's backoff (`OCCM_WAIT_LB_ACTIVE_STEPS`
-/// steps from `OCCM_WAIT_LB_ACTIVE_INITIAL_DELAY_MS`, x1.2;
-/// cloud-provider-openstack `pkg/util/openstack/loadbalancer.go` `WaitActiveAndGetLoadBalancer`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PollSchedule {
-    pub first: Duration,
-    pub initial: Duration,
-    pub factor: f64,
-    pub steps: u32,
-}
-
-impl Default for PollSchedule {
-    fn default() -> Self {
-        Self {
-            first: Duration::from_millis(50),
-            initial: Duration::from_secs(1),
-            factor: 1.2,
-            steps: 23,
-        }
-    }
-}
-
-impl PollSchedule {
-    /// Defaults overridden by `OCCM_WAIT_LB_ACTIVE_STEPS` (upstream's knob) and
-    /// `OCCM_WAIT_LB_ACTIVE_INITIAL_DELAY_MS` (ours; tests use a short one).
-    pub fn from_env() -> Self {
-        let mut s = Self::default();
-        if let Some(steps) = env_number("OCCM_WAIT_LB_ACTIVE_STEPS") {
-            s.steps = u32::try_from(steps).unwrap_or(s.steps);
-        }
-        if let Some(ms) = env_number("OCCM_WAIT_LB_ACTIVE_INITIAL_DELAY_MS") {
-            s.initial = Duration::from_millis(ms);
-            s.first = s.first.min(s.initial);
-        }
-        s
-    }
-
-    /// The sleeps before each poll; the first is zero (check before sleeping).
-    pub fn delays(&self) -> Vec<Duration> {
-        let mut out = vec![Duration::ZERO, self.first];
-        let mut d = self.initial.as_secs_f64();
-        for _ in 0..self.steps {
-            out.push(Duration::from_secs_f64(d));
-            d *= self.factor;
-        }
-        out
-    }
-}
-
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok()?.trim().parse().ok()
 }
 
 // --- what the Service asks for ------------------------------------------------------------
@@ -175,28 +119,6 @@ pub fn desired_ports(service: &Service) -> Result<Vec<DesiredPort>, LbError> {
             })
         })
         .collect()
-}
-
-/// `spec.loadBalancerSourceRanges`, else the annotation (comma separated), as
-/// k8s `service/helpers.GetLoadBalancerSourceRanges`; empty = allow all.
-pub fn source_ranges(service: &Service) -> Vec<String> {
-    let spec_ranges = service
-        .spec
-        .as_ref()
-        .and_then(|s| s.load_balancer_source_ranges.clone())
-        .unwrap_or_default();
-    let ranges: Vec<String> = if spec_ranges.is_empty() {
-        service
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(SOURCE_RANGES_ANNOTATION))
-            .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
-            .unwrap_or_default()
-    } else {
-        spec_ranges.iter().map(|s| s.trim().to_owned()).collect()
-    };
-    ranges.into_iter().filter(|r| !r.is_empty()).collect()
 }
 
 /// The address a node is reached at: first InternalIP, else first ExternalIP

@@ -46,11 +46,11 @@ pub struct OpenStack {
     /// `OS_CCM_REGIONAL=true` puts the region into providerIDs, as upstream.
     regional: bool,
     /// How long to wait for Octavia to finish a change.
-    lb_poll: loadbalancer::PollSchedule,
+    lb_poll: loadbalancer::poll::PollSchedule,
     /// Whether Octavia is in the catalog (and `[LoadBalancer] enabled`).
     load_balancer_supported: bool,
     /// Extra-route API of `[Route] router-id`, once [`OpenStack::detect_routes`] found it.
-    routes: Option<routes::RouteApi>,
+    routes: Option<routes::api::RouteApi>,
     /// Why optional features are unsupported, for the startup log.
     notes: Vec<String>,
     /// The Kubernetes client handed over by [`OpenStack::initialize`]: the load balancer
@@ -94,7 +94,7 @@ impl OpenStack {
             config,
             flavor_names: Mutex::new(HashMap::new()),
             regional,
-            lb_poll: loadbalancer::PollSchedule::from_env(),
+            lb_poll: loadbalancer::poll::PollSchedule::from_env(),
             load_balancer_supported,
             routes: None,
             notes,
@@ -103,7 +103,7 @@ impl OpenStack {
     }
 
     /// Overrides the Octavia wait schedule (tests).
-    pub fn set_lb_poll(&mut self, schedule: loadbalancer::PollSchedule) {
+    pub fn set_lb_poll(&mut self, schedule: loadbalancer::poll::PollSchedule) {
         self.lb_poll = schedule;
     }
 
@@ -184,7 +184,7 @@ impl OpenStack {
     }
 }
 
-/// The OpenStack provider in the registry ([`crate::providers::PROVIDERS`]).
+/// The OpenStack provider in the registry ([`crate::providers::registry::PROVIDERS`]).
 pub static FACTORY: ProviderFactory = ProviderFactory {
     name: PROVIDER_NAME,
     display_name: "OpenStack",
@@ -196,7 +196,7 @@ pub static FACTORY: ProviderFactory = ProviderFactory {
 /// [`ProviderFactory::new`]: the hidden `--testing-lb-name-scheme` (OpenStack's alone),
 /// then [`OpenStack::new`] on `--cloud-config`.
 fn new_provider(opts: &Options) -> NewProvider<'_> {
-    loadbalancer::use_name_scheme(opts.testing_lb_name_scheme);
+    loadbalancer::naming::use_name_scheme(opts.testing_lb_name_scheme);
     Box::pin(async move {
         let (cloud, warnings) = OpenStack::new(&opts.cloud_config).await?;
         Ok((AnyCloud::new(cloud), warnings))
@@ -219,7 +219,7 @@ impl Provider for OpenStack {
         if self.config.route.router_id.is_empty() {
             return Some("routes unsupported: no [Route] router-id".to_owned());
         }
-        match routes::RouteApi::detect(&self.client).await {
+        match routes::api::RouteApi::detect(&self.client).await {
             Ok(Some(api)) => {
                 self.routes = Some(api);
                 None

@@ -12,30 +12,16 @@
 use serde::Deserialize;
 use serde_json::json;
 
+// `api` is also read by the provider's `mod.rs` (it holds the `RouteApi` it detected),
+// so it imports nothing from this file.
+pub(super) mod api;
+
+pub use api::RouteApi;
+
 use super::OpenStack;
-use super::client::{ClientError, OpenStackClient, Service as Endpoint};
+use super::client::Service as Endpoint;
 use crate::address::INTERNAL_IP;
 use crate::cloud::{CloudError, Route, Routes};
-
-/// How routes are written on this cloud.
-#[derive(Debug, Clone)]
-pub struct RouteApi {
-    /// `extraroute-atomic`: add/remove single routes.
-    pub atomic: bool,
-    /// Serializes read-modify-write of the whole route list.
-    lock: std::sync::Arc<tokio::sync::Mutex<()>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ExtensionList {
-    #[serde(default)]
-    extensions: Vec<Extension>,
-}
-#[derive(Debug, Deserialize)]
-struct Extension {
-    #[serde(default)]
-    alias: String,
-}
 
 #[derive(Debug, Deserialize)]
 struct RouterEnvelope {
@@ -50,21 +36,6 @@ struct Router {
 pub struct ExtraRoute {
     pub destination: String,
     pub nexthop: String,
-}
-
-impl RouteApi {
-    /// `Some` when Neutron has an extra-route extension (atomic preferred).
-    pub async fn detect(client: &OpenStackClient) -> Result<Option<Self>, ClientError> {
-        let list: ExtensionList = client
-            .get_json(Endpoint::Network, "/extensions", &[])
-            .await?;
-        let has = |alias: &str| list.extensions.iter().any(|e| e.alias == alias);
-        let atomic = has("extraroute-atomic");
-        Ok((atomic || has("extraroute")).then(|| Self {
-            atomic,
-            lock: Default::default(),
-        }))
-    }
 }
 
 /// The next hop for `route`: the target's InternalIP of the destination's family.

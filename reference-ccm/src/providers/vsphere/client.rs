@@ -17,7 +17,7 @@ use reqwest::StatusCode;
 use tokio::sync::Mutex;
 
 use super::config::VsphereConfig;
-use super::xml::{self, Element, esc};
+use crate::providers::xml::{self, Element, esc};
 
 /// Cookie name of the SOAP session (govmomi `soap.SessionCookieName`).
 pub const SESSION_COOKIE: &str = "vmware_soap_session";

@@ -28,7 +28,6 @@
 pub mod client;
 pub mod config;
 pub mod credentials;
-pub use super::xml;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -44,9 +43,9 @@ use crate::cloud::{
 };
 use crate::controllers::route::Cidr;
 use crate::options::Options;
+use crate::providers::xml::Element;
 use client::{ClientError, MoRef, VsphereClient};
 use config::{IpFamily, NodeNetworks, VsphereConfig};
-use xml::Element;
 
 /// `ProviderName()` of the vSphere cloud provider.
 pub const PROVIDER_NAME: &str = "vsphere";
@@ -646,7 +645,7 @@ fn no_routes() -> CloudError {
     CloudError::Other("provider vsphere has no routes (capability)".to_owned())
 }
 
-/// The vSphere provider in the registry ([`crate::providers::PROVIDERS`]); the one that
+/// The vSphere provider in the registry ([`crate::providers::registry::PROVIDERS`]); the one that
 /// owns `--node-labels`.
 pub static FACTORY: ProviderFactory = ProviderFactory {
     name: PROVIDER_NAME,

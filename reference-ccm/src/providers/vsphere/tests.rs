@@ -10,6 +10,7 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use super::client::{ClientError, MoRef, VsphereClient};
 use super::*;
+use crate::providers::xml;
 
 const SERVICE_CONTENT: &str = r#"<returnval><rootFolder type="Folder">group-d1</rootFolder><propertyCollector type="PropertyCollector">propertyCollector</propertyCollector><searchIndex type="SearchIndex">SearchIndex</searchIndex><sessionManager type="SessionManager">SessionManager</sessionManager></returnval>"#;
 

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 
-use super::{INTERNAL_SUFFIX, etag, lb_err, name_of, str_at};
+use super::shared::{INTERNAL_SUFFIX, etag, lb_err, name_of, str_at};
 use crate::cloud::{CloudError, LbError};
 use crate::providers::azure::Azure;
 use crate::providers::azure::client::{ArmError, NETWORK_API};

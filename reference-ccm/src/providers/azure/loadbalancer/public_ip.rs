@@ -9,7 +9,9 @@
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{Value, json};
 
-use super::{CLUSTER_NAME_KEY, SERVICE_TAG_KEY, etag, name_of, pip_name, service_key, str_at};
+use super::shared::{
+    CLUSTER_NAME_KEY, SERVICE_TAG_KEY, etag, name_of, pip_name, service_key, str_at,
+};
 use crate::cloud::LbError;
 use crate::providers::azure::Azure;
 use crate::providers::azure::client::NETWORK_API;

@@ -7,7 +7,7 @@
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{Value, json};
 
-use super::{
+use super::shared::{
     ANNOTATION_DISABLE_TCP_RESET, ANNOTATION_IDLE_TIMEOUT, ANNOTATION_PROBE_PATH,
     ANNOTATION_PROBE_PROTOCOL, annotation, annotation_true, eq_ci, floating_ip_disabled, name_of,
     owned_by, rule_name, str_at,

@@ -11,9 +11,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{Value, json};
 
-use super::health_check::HealthCheck;
 use super::{
-    HEALTH_CHECK_SOURCE_RANGES, Host, cidr_set, firewall_description, firewall_name,
+    HEALTH_CHECK_SOURCE_RANGES, HealthCheck, Host, cidr_set, firewall_description, firewall_name,
     health_check_firewall_name, int_field, lb_err, port_ranges, service_name, str_field, str_list,
 };
 use crate::cloud::LbError;
@@ -113,7 +112,7 @@ impl Gce {
         hosts: &[Host],
     ) -> Result<(), LbError> {
         let svc_name = service_name(service);
-        let mut ranges = crate::providers::openstack::loadbalancer::source_ranges(service);
+        let mut ranges = crate::providers::service_ranges::source_ranges(service);
         if ranges.is_empty() {
             ranges.push("0.0.0.0/0".to_owned());
         }

@@ -4,11 +4,13 @@
 //! (`mergeHTTPHealthChecks`).
 //!
 //! Exists apart so the check's shape and its drift rules sit together, away from the
-//! pool and rule that use it.
+//! pool and rule that use it. The check wanted ([`super::HealthCheck`]) is declared by
+//! the load balancer, which builds it, so this file imports from there and not the other
+//! way round.
 
 use serde_json::{Value, json};
 
-use super::{int_field, lb_err, service_description, str_field};
+use super::{HealthCheck, int_field, lb_err, service_description, str_field};
 use crate::cloud::LbError;
 use crate::providers::gce::Gce;
 
@@ -19,14 +21,6 @@ const HC_TIMEOUT: i64 = 1;
 const HC_HEALTHY: i64 = 1;
 
 const HC_UNHEALTHY: i64 = 3;
-
-/// The HTTP health check to have (`makeHTTPHealthCheck`).
-#[derive(Debug, Clone)]
-pub(super) struct HealthCheck {
-    pub(super) name: String,
-    pub(super) port: i64,
-    pub(super) path: String,
-}
 
 impl Gce {
     /// `makeHTTPHealthCheck` as JSON.

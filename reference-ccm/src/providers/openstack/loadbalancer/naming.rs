@@ -4,12 +4,18 @@
 //! `--testing-lb-name-scheme`, set once at startup by the provider's factory).
 //!
 //! Exists apart from the load balancer's API calls because names are pure and are what
-//! every lookup (and the upgrade suite) depends on.
+//! every lookup (and the upgrade suite) depends on; and so the provider's factory sets the
+//! scheme without importing the load balancer file (which imports the provider).
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::{LB_ID_ANNOTATION, NAME_PREFIX};
 use crate::options::LbNameScheme;
+
+/// Prefix of every load balancer name this CCM creates.
+pub const NAME_PREFIX: &str = "kube_service_";
+/// Where the Octavia ID of a Service's load balancer is kept (upstream
+/// `ServiceAnnotationLoadBalancerID`); the lookup that survives a `--cluster-name` change.
+pub const LB_ID_ANNOTATION: &str = "loadbalancer.openstack.org/load-balancer-id";
 
 /// The naming scheme of this process (`--testing-lb-name-scheme`, set once at startup).
 pub(super) static NAME_SCHEME: std::sync::OnceLock<LbNameScheme> = std::sync::OnceLock::new();

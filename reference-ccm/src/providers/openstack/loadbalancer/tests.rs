@@ -1,6 +1,7 @@
 //! Unit tests of the Octavia load balancer ([`super`]): the create-or-update lookup under
-//! the testing break, names and their cluster component, ports and source ranges, the
-//! poll schedule. Apart so that the load balancer stays under 1,200 lines.
+//! the testing break, names and their cluster component, ports (source ranges are
+//! tested with the shared `providers::service_ranges`, the poll schedule in `poll`).
+//! Apart so that the load balancer stays under 1,200 lines.
 
 use super::*;
 use crate::options::LbNameScheme;
@@ -145,7 +146,7 @@ fn cluster_component_of_names() {
 }
 
 #[test]
-fn ports_and_ranges() {
+fn ports() {
     let s = svc(vec![
         port("TCP", 80, Some(30080)),
         port("UDP", 53, Some(30053)),
@@ -155,28 +156,4 @@ fn ports_and_ranges() {
     assert_eq!(ports[1].protocol, "UDP");
     assert!(desired_ports(&svc(vec![port("TCP", 80, None)])).is_err());
     assert!(desired_ports(&svc(vec![])).is_err());
-
-    let mut s = svc(vec![]);
-    s.metadata.annotations = Some(
-        [(
-            SOURCE_RANGES_ANNOTATION.to_owned(),
-            "10.0.0.0/8, 192.168.0.0/16".to_owned(),
-        )]
-        .into(),
-    );
-    assert_eq!(source_ranges(&s), vec!["10.0.0.0/8", "192.168.0.0/16"]);
-    if let Some(spec) = s.spec.as_mut() {
-        spec.load_balancer_source_ranges = Some(vec!["1.2.3.4/32".into()]);
-    }
-    assert_eq!(source_ranges(&s), vec!["1.2.3.4/32"]);
-}
-
-#[test]
-fn poll_schedule_checks_at_once_then_fast_then_upstream() {
-    let d = PollSchedule::default().delays();
-    assert_eq!(d.len(), 25);
-    assert_eq!(d[0], Duration::ZERO);
-    assert_eq!(d[1], Duration::from_millis(50));
-    assert_eq!(d[2], Duration::from_secs(1));
-    assert!(d[3] > Duration::from_millis(1199) && d[3] < Duration::from_millis(1201));
 }
