@@ -28,7 +28,8 @@ use super::standalone;
 use super::{
     Backend, CloudLoadBalancer, CreateHold, FaultControl, FaultSpec, Feature, InTreeLoadBalancer,
     InTreeName, Instance, InstanceControl, InstancePatch, InstanceSpec, JournalControl, LbLister,
-    LoadBalancerControl, RefsReader, RouteControl, default_load_balancer_name, service_key, tokens,
+    LoadBalancerControl, Offers, RefsReader, RouteControl, default_load_balancer_name, service_key,
+    tokens,
 };
 use crate::ensure;
 use crate::error::CaseError;
@@ -289,24 +290,8 @@ impl Backend for Aws {
         Box::pin(self.mock.shutdown())
     }
 
-    fn instance_control(&self) -> Option<&dyn InstanceControl> {
-        Some(self)
-    }
-
-    fn load_balancer_control(&self) -> Option<&dyn LoadBalancerControl> {
-        Some(self)
-    }
-
-    fn route_control(&self) -> Option<&dyn RouteControl> {
-        Some(self)
-    }
-
-    fn fault_control(&self) -> Option<&dyn FaultControl> {
-        Some(self)
-    }
-
-    fn journal_control(&self) -> Option<&dyn JournalControl> {
-        Some(self)
+    fn offers(&self) -> Offers<'_> {
+        Offers::all(self)
     }
 }
 

@@ -62,8 +62,8 @@ impl Capability {
 }
 
 /// What every cloud backend answers: how the CCM under test is pointed at the cloud, which
-/// situations its provider can express, and what the CCM left behind. The capabilities
-/// are handed out by the accessors at the end; the defaults say "not offered".
+/// situations its provider can express, and what the CCM left behind; and which
+/// capabilities it offers ([`Offers`]).
 pub(crate) trait Backend: Send + Sync {
     /// Whether this cloud can express `feature`; `Err` says precisely why not.
     fn supports(&self, feature: Feature) -> Result<(), String>;
@@ -90,20 +90,34 @@ pub(crate) trait Backend: Send + Sync {
     fn leaks(&self) -> Vec<String>;
     fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()>;
 
-    fn instance_control(&self) -> Option<&dyn InstanceControl> {
-        None
-    }
-    fn load_balancer_control(&self) -> Option<&dyn LoadBalancerControl> {
-        None
-    }
-    fn route_control(&self) -> Option<&dyn RouteControl> {
-        None
-    }
-    fn fault_control(&self) -> Option<&dyn FaultControl> {
-        None
-    }
-    fn journal_control(&self) -> Option<&dyn JournalControl> {
-        None
+    /// The capabilities this backend offers.
+    fn offers(&self) -> Offers<'_>;
+}
+
+/// The capabilities a backend offers, each `None` where it has not that control.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Offers<'a> {
+    pub instances: Option<&'a dyn InstanceControl>,
+    pub load_balancers: Option<&'a dyn LoadBalancerControl>,
+    pub routes: Option<&'a dyn RouteControl>,
+    pub faults: Option<&'a dyn FaultControl>,
+    pub journal: Option<&'a dyn JournalControl>,
+}
+
+impl<'a> Offers<'a> {
+    /// Every capability, from a backend that implements them all (a mock with load
+    /// balancers and routes).
+    pub fn all<T>(backend: &'a T) -> Self
+    where
+        T: InstanceControl + LoadBalancerControl + RouteControl + FaultControl + JournalControl,
+    {
+        Self {
+            instances: Some(backend),
+            load_balancers: Some(backend),
+            routes: Some(backend),
+            faults: Some(backend),
+            journal: Some(backend),
+        }
     }
 }
 

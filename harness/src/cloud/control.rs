@@ -62,11 +62,11 @@ impl CloudControl {
     /// Whether the backend offers `capability`.
     pub fn has(&self, capability: Capability) -> bool {
         match capability {
-            Capability::Instances => self.backend.instance_control().is_some(),
-            Capability::LoadBalancers => self.backend.load_balancer_control().is_some(),
-            Capability::Routes => self.backend.route_control().is_some(),
-            Capability::Faults => self.backend.fault_control().is_some(),
-            Capability::Journal => self.backend.journal_control().is_some(),
+            Capability::Instances => self.backend.offers().instances.is_some(),
+            Capability::LoadBalancers => self.backend.offers().load_balancers.is_some(),
+            Capability::Routes => self.backend.offers().routes.is_some(),
+            Capability::Faults => self.backend.offers().faults.is_some(),
+            Capability::Journal => self.backend.offers().journal.is_some(),
         }
     }
 
@@ -106,16 +106,16 @@ impl CloudControl {
 
     fn instance_control(&self) -> Result<&dyn InstanceControl, CaseError> {
         self.require_capability(Capability::Instances)?;
-        Ok(self.backend.instance_control().expect("checked"))
+        Ok(self.backend.offers().instances.expect("checked"))
     }
 
     fn lb_control(&self) -> Option<&dyn LoadBalancerControl> {
-        self.backend.load_balancer_control()
+        self.backend.offers().load_balancers
     }
 
     fn route_control(&self) -> Result<&dyn RouteControl, CaseError> {
         self.require_capability(Capability::Routes)?;
-        Ok(self.backend.route_control().expect("checked"))
+        Ok(self.backend.offers().routes.expect("checked"))
     }
 
     /// A capability a case asked for without declaring it: a harness bug, not a verdict.
@@ -129,19 +129,22 @@ impl CloudControl {
 
     fn instances_or_bug(&self) -> &dyn InstanceControl {
         self.backend
-            .instance_control()
+            .offers()
+            .instances
             .unwrap_or_else(|| self.undeclared(Capability::Instances))
     }
 
     fn faults_or_bug(&self) -> &dyn FaultControl {
         self.backend
-            .fault_control()
+            .offers()
+            .faults
             .unwrap_or_else(|| self.undeclared(Capability::Faults))
     }
 
     fn journal_or_bug(&self) -> &dyn JournalControl {
         self.backend
-            .journal_control()
+            .offers()
+            .journal
             .unwrap_or_else(|| self.undeclared(Capability::Journal))
     }
 
@@ -266,7 +269,7 @@ impl CloudControl {
     }
 
     pub fn clear_faults(&self) {
-        if let Some(f) = self.backend.fault_control() {
+        if let Some(f) = self.backend.offers().faults {
             f.faults().clear()
         }
     }
@@ -277,7 +280,8 @@ impl CloudControl {
     /// harness has no route control.
     pub fn routes(&self) -> Vec<(String, String)> {
         self.backend
-            .route_control()
+            .offers()
+            .routes
             .map(|r| r.routes())
             .unwrap_or_default()
     }
@@ -403,7 +407,7 @@ impl CloudControl {
     /// the harness cannot watch this cloud's load balancers.
     pub fn observer(&self) -> Option<CloudObserver> {
         let lbs = self.lb_control()?.load_balancer_lister()?;
-        let journal = self.backend.journal_control()?;
+        let journal = self.backend.offers().journal?;
         Some(CloudObserver::new(
             journal.journal(),
             journal.refs_reader(),
@@ -531,7 +535,7 @@ impl CloudControl {
 
     /// A compact journal dump for failure details (empty without a journal).
     pub fn journal_text(&self, last: usize) -> String {
-        let Some(journal) = self.backend.journal_control() else {
+        let Some(journal) = self.backend.offers().journal else {
             return String::new();
         };
         let entries = journal.journal().entries();
@@ -545,7 +549,7 @@ impl CloudControl {
     /// The whole journal, one timestamped line per request (the case's
     /// `cloud-journal.txt`; empty without a journal).
     pub fn journal_dump(&self) -> String {
-        let Some(journal) = self.backend.journal_control() else {
+        let Some(journal) = self.backend.offers().journal else {
             return String::new();
         };
         journal

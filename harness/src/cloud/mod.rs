@@ -44,6 +44,7 @@ pub use crate::provider::Provider;
 
 pub(crate) use calls::{LbLister, RefsReader, tokens};
 pub(crate) use capability::{
-    Backend, FaultControl, InstanceControl, JournalControl, LoadBalancerControl, RouteControl,
+    Backend, FaultControl, InstanceControl, JournalControl, LoadBalancerControl, Offers,
+    RouteControl,
 };
 pub(crate) use types::{default_load_balancer_name, service_key, truncate};

@@ -18,8 +18,8 @@ use super::standalone;
 use super::{
     Backend, CloudLoadBalancer, FaultControl, FaultSpec, Feature, InTreeLoadBalancer, InTreeName,
     Instance, InstanceControl, InstancePatch, InstanceSpec, JournalControl, LbLister,
-    LoadBalancerControl, RefsReader, RouteControl, default_load_balancer_name, service_key, tokens,
-    truncate,
+    LoadBalancerControl, Offers, RefsReader, RouteControl, default_load_balancer_name, service_key,
+    tokens, truncate,
 };
 use crate::ensure;
 use crate::error::CaseError;
@@ -188,24 +188,8 @@ impl Backend for OpenStack {
         Box::pin(self.mock.shutdown())
     }
 
-    fn instance_control(&self) -> Option<&dyn InstanceControl> {
-        Some(self)
-    }
-
-    fn load_balancer_control(&self) -> Option<&dyn LoadBalancerControl> {
-        Some(self)
-    }
-
-    fn route_control(&self) -> Option<&dyn RouteControl> {
-        Some(self)
-    }
-
-    fn fault_control(&self) -> Option<&dyn FaultControl> {
-        Some(self)
-    }
-
-    fn journal_control(&self) -> Option<&dyn JournalControl> {
-        Some(self)
+    fn offers(&self) -> Offers<'_> {
+        Offers::all(self)
     }
 }
 

@@ -34,7 +34,7 @@ use super::descriptor::{CloudDescriptor, MockEntry, MockTls, UpstreamEntry};
 use super::standalone;
 use super::{
     Backend, FaultControl, FaultSpec, Feature, Instance, InstanceControl, InstancePatch,
-    InstanceSpec, JournalControl, RefsReader,
+    InstanceSpec, JournalControl, Offers, RefsReader,
 };
 use crate::error::CaseError;
 use ccm_upstream::{Siblings, Upstream};
@@ -648,16 +648,14 @@ impl Backend for VsphereCloud {
         Box::pin(self.mock.shutdown())
     }
 
-    fn instance_control(&self) -> Option<&dyn InstanceControl> {
-        Some(self)
-    }
-
-    fn fault_control(&self) -> Option<&dyn FaultControl> {
-        Some(self)
-    }
-
-    fn journal_control(&self) -> Option<&dyn JournalControl> {
-        Some(self)
+    // No load balancers or routes: cloud-provider-vsphere has neither.
+    fn offers(&self) -> Offers<'_> {
+        Offers {
+            instances: Some(self),
+            faults: Some(self),
+            journal: Some(self),
+            ..Offers::default()
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use super::standalone;
 use super::{
     Backend, CloudLoadBalancer, CreateHold, FaultControl, FaultSpec, Feature, Instance,
     InstanceControl, InstancePatch, InstanceSpec, JournalControl, LbLister, LoadBalancerControl,
-    RouteControl,
+    Offers, RouteControl,
 };
 use crate::ensure;
 use crate::error::CaseError;
@@ -249,24 +249,8 @@ impl Backend for Gcp {
         Box::pin(mock_cloud::MockCloud::shutdown(self.mock))
     }
 
-    fn instance_control(&self) -> Option<&dyn InstanceControl> {
-        Some(self)
-    }
-
-    fn load_balancer_control(&self) -> Option<&dyn LoadBalancerControl> {
-        Some(self)
-    }
-
-    fn route_control(&self) -> Option<&dyn RouteControl> {
-        Some(self)
-    }
-
-    fn fault_control(&self) -> Option<&dyn FaultControl> {
-        Some(self)
-    }
-
-    fn journal_control(&self) -> Option<&dyn JournalControl> {
-        Some(self)
+    fn offers(&self) -> Offers<'_> {
+        Offers::all(self)
     }
 }
 
