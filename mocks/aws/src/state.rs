@@ -12,8 +12,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::elb::state::ClassicLb;
-use crate::elbv2::state::Elbv2;
+use crate::elb::model::ClassicLb;
+use crate::elbv2::model::Elbv2;
 
 /// Instance states with their EC2 codes (cloud-apis.md §4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

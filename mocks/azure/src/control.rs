@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::arm::path;
-use crate::compute::state::{PowerState, Vm, VmInfo, VmPatch, VmSpec};
+use crate::compute::state::{PowerState, Vm, VmInfo, VmPatch, VmSpec, provider_id};
 use crate::compute::vmss::{Instance, ScaleSet, ScaleSetSpec, base36};
 use crate::state::{Cloud, PRIVATE_POOL, PUBLIC_POOL, Pool};
 use crate::{LIFECYCLE_TYPES, LifecycleMode, LifecyclePolicies, Shared};
@@ -430,20 +430,6 @@ pub(crate) fn vm_info(cloud: &Cloud, vm: &Vm) -> VmInfo {
         provider_id: provider_id(&vm.id),
         vm_id: vm.vm_id.clone(),
     }
-}
-
-/// `azure://` + the VM id with the resource group lowercased, as cloud-provider-azure
-/// writes it (`pkg/provider/azure_wrap.go` `convertResourceGroupNameToLower`).
-pub fn provider_id(vm_id: &str) -> String {
-    let mut parts: Vec<String> = vm_id.split('/').map(str::to_string).collect();
-    if let Some(i) = parts
-        .iter()
-        .position(|p| p.eq_ignore_ascii_case("resourceGroups"))
-        && let Some(rg) = parts.get_mut(i + 1)
-    {
-        *rg = rg.to_ascii_lowercase();
-    }
-    format!("azure://{}", parts.join("/"))
 }
 
 impl Admin {

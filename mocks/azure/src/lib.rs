@@ -244,7 +244,7 @@ pub(crate) fn build_shared(config: Config, base: String) -> Result<Shared, Error
         nsg: config.security_group_name.clone(),
         route_table: config.route_table_name.clone(),
     };
-    let mut cloud = Cloud::new(ctx);
+    let mut cloud = Cloud::new(ctx, network::state::prepare);
     for i in 0..config.nodes {
         let name = format!("{}{i}", config.node_name_prefix);
         let zone = (!config.zones.is_empty()).then(|| config.zones[i % config.zones.len()].clone());

@@ -4,9 +4,11 @@
 //! Why documents: ARM itself stores a resource as the JSON a client PUT, plus what the
 //! resource provider computes (ids of sub-resources, allocated addresses, etag,
 //! `provisioningState`, read-only back-references). Keeping that JSON, with per-type
-//! hooks in [`crate::network::state`] that check references and fill computed fields,
-//! answers every field a client sent back as sent (the CCM compares what it reads with
-//! what it wants, and a lost field makes it PUT again forever).
+//! hooks that check references and fill computed fields (the network provider's, in
+//! `network/state.rs`, handed in as [`Prepare`] and [`CheckDelete`]: they read the store,
+//! so the store takes them as parameters rather than importing them), answers every
+//! field a client sent back as sent (the CCM compares what it reads with what it wants,
+//! and a lost field makes it PUT again forever).
 //!
 //! Child resources (routes of a route table, subnets of a virtual network) live in
 //! their parent's `properties` array, as ARM shows them, and are also addressable on
@@ -27,6 +29,14 @@ use crate::arm::ops::{OpKind, Operation};
 use crate::arm::path::{self, TypeInfo};
 use crate::arm::{ArmError, new_etag};
 use crate::compute::state::Vm;
+
+/// The hook that builds a PUT's stored document from its body: checks the body and its
+/// references, fills ids, etag, state and computed fields (`network::state::prepare`).
+pub type Prepare =
+    fn(&Cloud, &TypeInfo, &str, &str, Value, Option<&Value>) -> Result<Value, ArmError>;
+
+/// The hook that refuses deleting what is still used (`network::state::check_delete`).
+pub type CheckDelete = fn(&Cloud, &TypeInfo, &str) -> Result<(), ArmError>;
 
 /// Where the mock's resources live.
 #[derive(Debug, Clone)]
@@ -127,8 +137,8 @@ fn props(v: &Value) -> Option<&serde_json::Map<String, Value>> {
 
 impl Cloud {
     /// The infrastructure every start (and reset) has: the virtual network with its
-    /// subnet, the network security group and the route table.
-    pub fn new(ctx: Ctx) -> Cloud {
+    /// subnet, the network security group and the route table, built by `prepare`.
+    pub fn new(ctx: Ctx, prepare: Prepare) -> Cloud {
         let mut cloud = Cloud {
             ctx,
             docs: BTreeMap::new(),
@@ -170,7 +180,7 @@ impl Cloud {
         for (ty, name, body) in seeds {
             let info = path::type_info(ty).expect("known type");
             let id = cloud.id(ty, &[&name]);
-            let value = crate::network::state::prepare(&cloud, info, &id, &name, body, None)
+            let value = prepare(&cloud, info, &id, &name, body, None)
                 .expect("the seeded infrastructure is valid");
             cloud.insert_settled(&id, value);
         }
@@ -419,8 +429,8 @@ impl Cloud {
 
     // ---- writes -----------------------------------------------------------------
 
-    /// PUT: creates or replaces a resource (top-level or child). Returns whether it was
-    /// created, the stored JSON and the operation id.
+    /// PUT: creates or replaces a resource (top-level or child), its document built by
+    /// `prepare`. Returns whether it was created, the stored JSON and the operation id.
     pub fn put(
         &mut self,
         info: &'static TypeInfo,
@@ -428,6 +438,7 @@ impl Cloud {
         name: &str,
         body: Value,
         headers: &axum::http::HeaderMap,
+        prepare: Prepare,
     ) -> Result<(bool, Value, String), ArmError> {
         let key = path::resource_key(id);
         self.check_idle(&key, name)?;
@@ -450,8 +461,7 @@ impl Cloud {
                     &self.ctx.resource_group,
                 ));
             }
-            let value =
-                crate::network::state::prepare(self, info, id, name, body, existing.as_ref())?;
+            let value = prepare(self, info, id, name, body, existing.as_ref())?;
             let doc = self.docs.get_mut(&parent_key).expect("checked");
             let items = doc
                 .value
@@ -470,7 +480,7 @@ impl Cloud {
             let op = self.begin(info, &key, name, OpKind::Put);
             return Ok((existing.is_none(), value, op));
         }
-        let value = crate::network::state::prepare(self, info, id, name, body, existing.as_ref())?;
+        let value = prepare(self, info, id, name, body, existing.as_ref())?;
         self.seq += 1;
         let seq = self.seq;
         match self.docs.get_mut(&key) {
@@ -504,12 +514,14 @@ impl Cloud {
     }
 
     /// DELETE: `None` when there was nothing to delete (ARM's 204), else the operation.
+    /// `check_delete` refuses deleting what is still used.
     pub fn delete(
         &mut self,
         info: &'static TypeInfo,
         id: &str,
         name: &str,
         headers: &axum::http::HeaderMap,
+        check_delete: CheckDelete,
     ) -> Result<Option<String>, ArmError> {
         let key = path::resource_key(id);
         self.settle();
@@ -528,7 +540,7 @@ impl Cloud {
             .and_then(|v| v.get("etag"))
             .and_then(Value::as_str);
         crate::arm::check_preconditions(headers, etag)?;
-        crate::network::state::check_delete(self, info, &key)?;
+        check_delete(self, info, &key)?;
         if let Some(v) = self.lookup_mut(&key) {
             set_state(v, "Deleting");
         }

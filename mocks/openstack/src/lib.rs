@@ -49,12 +49,15 @@
 mod admin_api;
 mod control;
 mod envelope;
+mod error;
 mod gate;
+mod ids;
 mod keystone;
 mod leaks;
 mod neutron;
 mod nova;
 mod octavia;
+mod pool;
 mod state;
 mod util;
 

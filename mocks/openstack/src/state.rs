@@ -2,11 +2,15 @@
 //! subnets and flavors. It is plain data behind one lock, edited by the admin API and read
 //! by the Nova/Neutron handlers, so every service sees the same consistent world.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
 
 use mock_cloud::lifecycle::{Lifecycle, Mode, Phase};
 use serde::{Deserialize, Serialize};
+
+pub use crate::error::AdminError;
+use crate::ids::new_id;
+use crate::pool::Pool;
 
 /// A flavor of the standard devstack set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,22 +170,6 @@ pub struct ServerInfo {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// Why an admin operation was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AdminError {
-    #[error("no server with id {0:?}")]
-    NotFound(String),
-    #[error("invalid {field}: {reason}")]
-    Invalid { field: &'static str, reason: String },
-    #[error("address {0} is already in use")]
-    AddressInUse(String),
-    #[error("no free address left in {0}")]
-    Exhausted(&'static str),
-    /// The server's state does not allow the action (Nova's 409 `conflictingRequest`).
-    #[error("{0}")]
-    InvalidState(String),
-}
-
 fn invalid(field: &'static str, reason: impl Into<String>) -> AdminError {
     AdminError::Invalid {
         field,
@@ -249,59 +237,6 @@ pub(crate) struct Subnet {
     pub last: Ipv4Addr,
 }
 
-/// A sequential allocator over one /16, skipping addresses in use.
-#[derive(Debug, Clone)]
-pub(crate) struct Pool {
-    name: &'static str,
-    base: u32,
-    next: u32,
-    last: u32,
-    used: HashSet<IpAddr>,
-}
-
-impl Pool {
-    pub fn new(name: &'static str, first: Ipv4Addr, last: Ipv4Addr) -> Self {
-        Self {
-            name,
-            base: u32::from(first),
-            next: u32::from(first),
-            last: u32::from(last),
-            used: HashSet::new(),
-        }
-    }
-
-    /// Marks `ip` used; false if it already was.
-    pub fn take(&mut self, ip: IpAddr) -> bool {
-        self.used.insert(ip)
-    }
-
-    pub fn release(&mut self, ip: &IpAddr) {
-        self.used.remove(ip);
-    }
-
-    /// Starts allocating `offset` addresses past the first one (the pool still wraps
-    /// around to its first address when it reaches the end).
-    pub fn skip(&mut self, offset: u32) {
-        self.next = self.base.saturating_add(offset).min(self.last);
-    }
-
-    pub fn allocate(&mut self) -> Result<IpAddr, AdminError> {
-        let span = self.last - self.base + 1;
-        for _ in 0..span {
-            let ip = IpAddr::V4(Ipv4Addr::from(self.next));
-            self.next = if self.next >= self.last {
-                self.base
-            } else {
-                self.next + 1
-            };
-            if self.used.insert(ip) {
-                return Ok(ip);
-            }
-        }
-        Err(AdminError::Exhausted(self.name))
-    }
-}
-
 pub(crate) const PRIVATE_NETWORK: &str = "private";
 
 impl Cloud {
@@ -331,14 +266,10 @@ pub(crate) struct Cloud {
     next_mac: u32,
     default_az: String,
     /// Octavia's load balancers and children.
-    pub lbaas: crate::octavia::state::Lbaas,
+    pub lbaas: crate::octavia::model::Lbaas,
     /// Neutron floating IPs and routers.
     pub l3: crate::neutron::l3_state::L3,
-    pub secgroups: crate::neutron::sg::SecGroups,
-}
-
-pub(crate) fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    pub secgroups: crate::neutron::sg_state::SecGroups,
 }
 
 fn parse_ips(field: &'static str, ips: &[String]) -> Result<Vec<IpAddr>, AdminError> {
@@ -446,7 +377,7 @@ impl Cloud {
         ]);
         let mut cloud = Self {
             l3,
-            secgroups: crate::neutron::sg::SecGroups::seeded(),
+            secgroups: crate::neutron::sg_state::SecGroups::seeded(),
             servers: HashMap::new(),
             order: BTreeMap::new(),
             next_seq: 1,
@@ -470,7 +401,7 @@ impl Cloud {
             subnets: vec![private, public],
             next_mac: 1,
             default_az: default_az.to_string(),
-            lbaas: crate::octavia::state::Lbaas::default(),
+            lbaas: crate::octavia::model::Lbaas::default(),
         };
         cloud.seed_router_ports();
         cloud

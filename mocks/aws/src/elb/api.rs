@@ -1,7 +1,8 @@
 //! The ELB classic query protocol: each action's parameters are validated into a typed
 //! request, handed to `state`, and the answer is rendered as ELB XML (`.member.N` lists).
 
-use super::state::{self, AttributeChanges, Attributes, HealthCheck, Listener};
+use super::model::{Attributes, HealthCheck, Listener};
+use super::state::{self, AttributeChanges};
 use crate::error::AwsError;
 use crate::params::Params;
 use crate::state::Cloud;

@@ -3,11 +3,12 @@
 //! registration, health check, listeners, attributes, tags and security groups. Classic
 //! load balancers have no state machine; the CCM reports `DNSName` as the ingress hostname.
 //!
-//! `state` holds the load balancers and the operations on them; `api` validates the query
-//! parameters into typed requests, calls `state` and renders the XML answer.
+//! `model` holds the load balancer records, `state` the operations on them; `api` validates
+//! the query parameters into typed requests, calls `state` and renders the XML answer.
 
 mod api;
+pub(crate) mod model;
 pub(crate) mod state;
 
 pub(crate) use api::{ACTIONS, handle};
-pub(crate) use state::ClassicLb;
+pub(crate) use model::ClassicLb;

@@ -1,57 +1,11 @@
-//! ELB classic's resources (load balancers with their listeners, health check, attributes,
-//! registered instances and tags) and the operations on them. Requests arrive already
-//! validated (see `api.rs`); this module knows nothing of query parameters or XML.
+//! The operations on ELB classic's resources (load balancers with their listeners, health
+//! check, attributes, registered instances and tags; the records are in `model.rs`).
+//! Requests arrive already validated (see `api.rs`); this module knows nothing of query
+//! parameters or XML.
 
-use std::collections::BTreeMap;
-
+use super::model::{Attributes, ClassicLb, HealthCheck, Listener};
 use crate::error::AwsError;
 use crate::state::{Cloud, InstanceState};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Listener {
-    pub protocol: String,
-    pub port: i64,
-    pub instance_protocol: String,
-    pub instance_port: i64,
-    pub certificate: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HealthCheck {
-    pub target: String,
-    pub interval: i64,
-    pub timeout: i64,
-    pub unhealthy: i64,
-    pub healthy: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Attributes {
-    pub cross_zone: bool,
-    pub access_log: bool,
-    pub draining: bool,
-    pub draining_timeout: i64,
-    pub idle_timeout: i64,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct ClassicLb {
-    pub name: String,
-    pub dns_name: String,
-    /// The address the data plane serves the listeners on (what `dns_name` resolves to).
-    pub vip: std::net::Ipv4Addr,
-    pub scheme: String,
-    pub vpc_id: String,
-    pub listeners: Vec<Listener>,
-    pub subnets: Vec<String>,
-    pub zones: Vec<String>,
-    pub security_groups: Vec<String>,
-    pub instances: Vec<String>,
-    pub health_check: HealthCheck,
-    pub attributes: Attributes,
-    pub tags: BTreeMap<String, String>,
-    pub created: jiff::Timestamp,
-}
 
 pub(super) fn not_found(name: &str) -> AwsError {
     AwsError::bad(

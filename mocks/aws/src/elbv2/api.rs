@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use mock_cloud::Phase;
 
+use super::model::{HealthCheck, Listener, LoadBalancer, TargetGroup};
 use super::state::{
-    self, CreateLb, CreateListener, CreateTg, HealthCheck, Listener, LoadBalancer, ModifyListener,
-    TargetGroup, TargetHealth, state_of, validation,
+    self, CreateLb, CreateListener, CreateTg, ModifyListener, TargetHealth, state_of, validation,
 };
 use crate::error::AwsError;
 use crate::params::Params;

@@ -6,10 +6,11 @@
 //! `LoadBalancerNotFound`, `TargetGroupNotFound`, `DuplicateLoadBalancerName`,
 //! `DuplicateTargetGroupName`, `ResourceInUse`, `ListenerNotFound`, `DuplicateListener`.
 //!
-//! `state` holds the resources and the operations on them; `api` validates the query
+//! `model` holds the resources, `state` the operations on them; `api` validates the query
 //! parameters into typed requests, calls `state` and renders the XML answer.
 
 mod api;
+pub(crate) mod model;
 pub(crate) mod state;
 
 pub(crate) use api::{ACTIONS, handle};

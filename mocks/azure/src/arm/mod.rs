@@ -16,6 +16,7 @@
 
 pub mod ops;
 pub mod path;
+pub(crate) mod request;
 pub(crate) mod router;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::Shared;
 use crate::arm::ArmError;
 use crate::arm::path::{self, ArmPath};
-use crate::arm::router::{ArmRequest, method_not_allowed};
+use crate::arm::request::{ArmRequest, method_not_allowed};
 
 /// A display name ARM uses for a location (`eastus` -> `East US`); unknown ones as given.
 fn display_location(location: &str) -> String {

@@ -174,3 +174,17 @@ impl Vm {
         view
     }
 }
+
+/// `azure://` + the VM id with the resource group lowercased, as cloud-provider-azure
+/// writes it (`pkg/provider/azure_wrap.go` `convertResourceGroupNameToLower`).
+pub fn provider_id(vm_id: &str) -> String {
+    let mut parts: Vec<String> = vm_id.split('/').map(str::to_string).collect();
+    if let Some(i) = parts
+        .iter()
+        .position(|p| p.eq_ignore_ascii_case("resourceGroups"))
+        && let Some(rg) = parts.get_mut(i + 1)
+    {
+        *rg = rg.to_ascii_lowercase();
+    }
+    format!("azure://{}", parts.join("/"))
+}

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::compute::state::{PowerState, VmInfo};
+use crate::compute::state::{PowerState, VmInfo, provider_id};
 
 /// A scale set to create (admin API `POST /admin/scale-sets`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,7 +178,7 @@ impl ScaleSet {
             .map(|i| {
                 let id = self.instance_id_path(i);
                 VmInfo {
-                    provider_id: crate::control::provider_id(&id),
+                    provider_id: provider_id(&id),
                     id,
                     name: i.computer_name.clone(),
                     zone: i.zone.clone(),

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::Shared;
 use crate::arm::path::{self, ArmPath, TypeInfo};
-use crate::arm::router::{ArmRequest, async_headers, method_not_allowed};
+use crate::arm::request::{ArmRequest, async_headers, method_not_allowed};
 use crate::arm::{ArmError, new_etag};
 
 /// ARM's naming rule for these resources: 1–80 of letters, digits, `.`, `_`, `-`,
@@ -86,7 +86,14 @@ pub fn handle(s: &Shared, info: &'static TypeInfo, req: &ArmRequest) -> Result<R
             }
             let body = req.json()?;
             let mut cloud = s.cloud();
-            let (created, stored, op) = cloud.put(info, &id, name, body, &req.headers)?;
+            let (created, stored, op) = cloud.put(
+                info,
+                &id,
+                name,
+                body,
+                &req.headers,
+                crate::network::state::prepare,
+            )?;
             let rendered = crate::network::state::render(&cloud, info, &stored);
             drop(cloud);
             let status = if created {
@@ -106,7 +113,13 @@ pub fn handle(s: &Shared, info: &'static TypeInfo, req: &ArmRequest) -> Result<R
             Ok(response)
         }
         Method::DELETE => {
-            let op = s.cloud().delete(info, &id, name, &req.headers)?;
+            let op = s.cloud().delete(
+                info,
+                &id,
+                name,
+                &req.headers,
+                crate::network::state::check_delete,
+            )?;
             match op {
                 None => Ok(StatusCode::NO_CONTENT.into_response()),
                 Some(op) => {

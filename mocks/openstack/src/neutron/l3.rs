@@ -18,12 +18,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use serde_json::{Map, Value, json};
 
+use super::common::{Pairs, bad_request, filtered_list, neutron_body, opt_str};
 pub(crate) use super::l3_state::{FloatingIp, Route};
 use super::l3_state::{RouterRes, in_cidr, parse_any_cidr};
-use super::{Pairs, bad_request, filtered_list, neutron_body, opt_str};
 use crate::Shared;
 use crate::envelope::neutron_error;
-use crate::state::{Cloud, new_id};
+use crate::ids::new_id;
+use crate::state::Cloud;
 use crate::util::{iso_seconds, json};
 
 /// A Neutron error reply, `Err` side of the handlers.

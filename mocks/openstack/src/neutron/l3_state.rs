@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::state::new_id;
+use crate::ids::new_id;
 
 #[derive(Debug, Clone)]
 pub(crate) struct FloatingIp {

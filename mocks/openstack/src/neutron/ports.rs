@@ -18,7 +18,7 @@ use axum::response::Response;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::{Pairs, bad_request, neutron_body, page, pairs};
+use super::common::{Pairs, bad_request, neutron_body, page, pairs};
 use crate::Shared;
 use crate::envelope::neutron_error;
 use crate::state::{Network, Port, Subnet};

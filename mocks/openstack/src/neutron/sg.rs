@@ -1,11 +1,11 @@
 //! Neutron security groups and rules, which cloud-provider-openstack manages for load
 //! balancer members when `manage-security-groups` is on (`pkg/openstack/loadbalancer_sg.go`).
 //! The seed has the project's `default` group; a new group starts with the two egress
-//! rules Neutron adds (`neutron/db/securitygroups_db.py` create_security_group).
+//! rules Neutron adds (`neutron/db/securitygroups_db.py` create_security_group). This is
+//! the HTTP side; the records are in `sg_state`.
 
 #![allow(clippy::result_large_err)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Router;
@@ -17,111 +17,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Map, Value, json};
 
+use super::common::{Pairs, bad_request, filtered_list, neutron_body, opt_str};
 use super::l3_state::parse_cidr;
-use super::{Pairs, bad_request, filtered_list, neutron_body, opt_str};
+use super::sg_state::{Rule, SecGroups, SecurityGroup};
 use crate::Shared;
 use crate::envelope::neutron_error;
-use crate::state::new_id;
+use crate::ids::new_id;
 use crate::util::{iso_seconds, json};
-
-#[derive(Debug, Clone)]
-pub(crate) struct SecurityGroup {
-    pub id: String,
-    pub name: String,
-    pub description: String,
-    pub stateful: bool,
-    pub created: jiff::Timestamp,
-    pub updated: jiff::Timestamp,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Rule {
-    pub id: String,
-    pub group_id: String,
-    pub direction: String,
-    pub ethertype: String,
-    pub protocol: Option<String>,
-    pub port_min: Option<u16>,
-    pub port_max: Option<u16>,
-    pub remote_ip_prefix: Option<String>,
-    pub remote_group_id: Option<String>,
-    pub description: String,
-    pub created: jiff::Timestamp,
-}
-
-impl Rule {
-    /// What makes two rules the same (Neutron's duplicate check ignores id/description).
-    fn key(&self) -> impl PartialEq + '_ {
-        (
-            &self.group_id,
-            &self.direction,
-            &self.ethertype,
-            &self.protocol,
-            self.port_min,
-            self.port_max,
-            &self.remote_ip_prefix,
-            &self.remote_group_id,
-        )
-    }
-}
-
-/// Security groups and their rules, inside [`crate::state::Cloud`].
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SecGroups {
-    pub groups: BTreeMap<String, SecurityGroup>,
-    pub rules: BTreeMap<String, Rule>,
-}
-
-fn rule(group: &str, direction: &str, ethertype: &str, remote_group: Option<&str>) -> Rule {
-    Rule {
-        id: new_id(),
-        group_id: group.to_string(),
-        direction: direction.to_string(),
-        ethertype: ethertype.to_string(),
-        protocol: None,
-        port_min: None,
-        port_max: None,
-        remote_ip_prefix: None,
-        remote_group_id: remote_group.map(str::to_string),
-        description: String::new(),
-        created: jiff::Timestamp::now(),
-    }
-}
-
-impl SecGroups {
-    /// The project's `default` group with its four rules.
-    pub fn seeded() -> Self {
-        let mut sg = SecGroups::default();
-        let id = sg.add_group("default", "Default security group");
-        for ethertype in ["IPv4", "IPv6"] {
-            let r = rule(&id, "ingress", ethertype, Some(&id));
-            sg.rules.insert(r.id.clone(), r);
-        }
-        sg
-    }
-
-    /// A new group with Neutron's two default egress rules.
-    fn add_group(&mut self, name: &str, description: &str) -> String {
-        let now = jiff::Timestamp::now();
-        let id = new_id();
-        self.groups.insert(
-            id.clone(),
-            SecurityGroup {
-                id: id.clone(),
-                name: name.to_string(),
-                description: description.to_string(),
-                stateful: true,
-                created: now,
-                updated: now,
-            },
-        );
-        for ethertype in ["IPv4", "IPv6"] {
-            let r = rule(&id, "egress", ethertype, None);
-            self.rules.insert(r.id.clone(), r);
-        }
-        id
-    }
-}
 
 fn rule_json(s: &Shared, r: &Rule) -> Value {
     json!({

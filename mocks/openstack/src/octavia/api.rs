@@ -22,7 +22,8 @@ use serde_json::{Map, Value, json};
 
 use crate::Shared;
 use crate::envelope::octavia_error;
-use crate::octavia::state::{Kind, LbError};
+use crate::octavia::error::LbError;
+use crate::octavia::model::Kind;
 use crate::util::{encode_query, json, last, values};
 
 /// The newest API minor version we announce; CPO reads the last entry of the list, so it

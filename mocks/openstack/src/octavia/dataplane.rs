@@ -35,7 +35,7 @@ use mock_cloud::{
 use serde_json::Value;
 
 use crate::Shared;
-use crate::octavia::state::{Child, ChildProv, Kind, Lbaas, Op, Prov};
+use crate::octavia::model::{Child, ChildProv, Kind, Lbaas, Op, Prov};
 use crate::state::Cloud;
 
 /// How often the reconciler runs when nothing wakes it.

@@ -7,7 +7,8 @@ use std::net::IpAddr;
 
 use serde_json::{Map, Value, json};
 
-use super::state::{Kind, LbError, invalid};
+use super::error::{LbError, invalid};
+use super::model::Kind;
 
 #[derive(Debug, Clone, Copy)]
 enum Ty {

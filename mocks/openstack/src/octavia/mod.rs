@@ -1,7 +1,9 @@
 //! Octavia (load-balancer API v2), one file per concern:
 //!
-//! - `state`: load balancers and their children, the provisioning state machine and the
-//!   rules (409 while pending), inside [`crate::state::Cloud`] — no HTTP;
+//! - `model`: the records of load balancers and their children, inside
+//!   [`crate::state::Cloud`];
+//! - `state`: the provisioning state machine and the rules (409 while pending) — no HTTP;
+//! - `error`: why a request was refused;
 //! - `fields`: the attribute tables a create or update body is checked against;
 //! - `views`: the JSON the API shows for that state (statuses, the status tree);
 //! - `api`: the HTTP handlers (routes, WSME's error shape);
@@ -10,7 +12,9 @@
 
 pub(crate) mod api;
 mod dataplane;
+mod error;
 mod fields;
+pub(crate) mod model;
 pub(crate) mod state;
 mod views;
 

@@ -1,9 +1,10 @@
-//! Octavia's state: load balancers and their children (listeners, pools, members, health
-//! monitors), kept apart from HTTP so the rules are in one place. Each write puts the load
-//! balancer in `PENDING_*` and starts a [`Lifecycle`]; the transition is evaluated when
-//! anyone looks, and while it is pending every other write is refused with a 409, as in
-//! Octavia (`octavia/db/repositories.py` `test_and_set_provisioning_status`: only ACTIVE
-//! load balancers are mutable, ACTIVE or ERROR ones deletable).
+//! Octavia's state: the operations on load balancers and their children (listeners, pools,
+//! members, health monitors; the records are in `model`), kept apart from HTTP so the
+//! rules are in one place. Each write puts the load balancer in `PENDING_*` and starts a
+//! [`Lifecycle`]; the transition is evaluated when anyone looks, and while it is pending
+//! every other write is refused with a 409, as in Octavia (`octavia/db/repositories.py`
+//! `test_and_set_provisioning_status`: only ACTIVE load balancers are mutable, ACTIVE or
+//! ERROR ones deletable).
 //!
 //! Child attributes are kept as JSON maps checked against a small table per kind (type,
 //! required, updatable; the tables are in `fields`), because Octavia's objects have many
@@ -11,185 +12,22 @@
 //! statuses) is in `views`.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
-use mock_cloud::{Lifecycle, MemberStatus, Mode, Phase, Policies};
+use mock_cloud::{Lifecycle, Mode, Phase};
 use serde_json::{Map, Value, json};
 
+use super::error::{LbError, invalid};
 use super::fields::{
     TreeListener, TreePool, as_object, bad_value, check_create, check_update, defaults, merge,
     parse_tree_pool, str_of, take_list, take_object,
 };
-use crate::state::{Cloud, Pool, Port, new_id};
-
-/// Why an Octavia request was refused; rendered as a WSME fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum LbError {
-    /// `octavia/common/exceptions.py` NotFound: "%(resource)s %(id)s not found."
-    #[error("{resource} {id} not found.")]
-    NotFound { resource: &'static str, id: String },
-    /// `octavia/common/exceptions.py` ImmutableObject.
-    #[error("{resource} {id} is immutable and cannot be updated.")]
-    Immutable { resource: &'static str, id: String },
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{0}")]
-    Conflict(String),
-}
-
-impl LbError {
-    pub fn status(&self) -> u16 {
-        match self {
-            LbError::NotFound { .. } => 404,
-            LbError::Immutable { .. } | LbError::Conflict(_) => 409,
-            LbError::Invalid(_) => 400,
-        }
-    }
-}
-
-pub(super) fn invalid(message: impl Into<String>) -> LbError {
-    LbError::Invalid(message.into())
-}
-
-/// The operation a pending load balancer (or child) is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    Create,
-    Update,
-    Delete,
-}
-
-impl Op {
-    pub(super) fn pending(self) -> &'static str {
-        match self {
-            Op::Create => "PENDING_CREATE",
-            Op::Update => "PENDING_UPDATE",
-            Op::Delete => "PENDING_DELETE",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) enum Prov {
-    Active,
-    Error,
-    Pending(Op, Lifecycle),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ChildProv {
-    Active,
-    Error,
-    Pending(Op),
-}
-
-/// The four child resource kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Kind {
-    Listener,
-    Pool,
-    Member,
-    Monitor,
-}
-
-impl Kind {
-    /// The name Octavia uses in messages.
-    pub fn resource(self) -> &'static str {
-        match self {
-            Kind::Listener => "Listener",
-            Kind::Pool => "Pool",
-            Kind::Member => "Member",
-            Kind::Monitor => "Health Monitor",
-        }
-    }
-
-    /// The JSON wrapper key, also the lifecycle type name.
-    pub fn key(self) -> &'static str {
-        match self {
-            Kind::Listener => "listener",
-            Kind::Pool => "pool",
-            Kind::Member => "member",
-            Kind::Monitor => "healthmonitor",
-        }
-    }
-
-    pub fn collection(self) -> &'static str {
-        match self {
-            Kind::Listener => "listeners",
-            Kind::Pool => "pools",
-            Kind::Member => "members",
-            Kind::Monitor => "healthmonitors",
-        }
-    }
-}
+use super::model::{Child, ChildProv, Kind, Lb, Lbaas, Op, Prov};
+use crate::ids::new_id;
+use crate::state::{Cloud, Port};
 
 pub(crate) const LB: &str = "Load Balancer";
 pub(crate) const LB_TYPE: &str = "loadbalancer";
-
-#[derive(Debug, Clone)]
-pub(crate) struct Lb {
-    pub id: String,
-    pub seq: u64,
-    pub attrs: Map<String, Value>,
-    pub vip_address: IpAddr,
-    pub vip_port_id: String,
-    /// Whether the VIP port was created for this LB (and goes with it).
-    pub owns_port: bool,
-    pub vip_subnet_id: String,
-    pub vip_network_id: String,
-    pub prov: Prov,
-    pub created: jiff::Timestamp,
-    pub updated: jiff::Timestamp,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Child {
-    pub id: String,
-    pub seq: u64,
-    pub kind: Kind,
-    pub lb_id: String,
-    /// The pool of a member or health monitor.
-    pub pool_id: Option<String>,
-    pub attrs: Map<String, Value>,
-    pub prov: ChildProv,
-    pub created: jiff::Timestamp,
-    pub updated: jiff::Timestamp,
-}
-
-/// All load-balancer state, inside [`Cloud`].
-#[derive(Debug, Clone)]
-pub(crate) struct Lbaas {
-    pub lbs: BTreeMap<String, Lb>,
-    pub children: BTreeMap<String, Child>,
-    next_seq: u64,
-    pub(crate) vips: Pool,
-    pub policies: Policies,
-    /// Member health as the data plane's monitors last saw it (`dataplane`), only for
-    /// members not ONLINE: members not in it show ONLINE when monitored.
-    pub member_health: BTreeMap<String, MemberStatus>,
-    /// Pending transitions that have completed (or failed). A read can complete one
-    /// without a write request, so the data plane's reconciler counts these as well as
-    /// writes to know when its plan is stale.
-    pub transitions: u64,
-}
-
-impl Default for Lbaas {
-    fn default() -> Self {
-        Self {
-            lbs: BTreeMap::new(),
-            children: BTreeMap::new(),
-            next_seq: 1,
-            vips: Pool::new(
-                "127.30.0.0/16",
-                Ipv4Addr::new(127, 30, 0, 10),
-                Ipv4Addr::new(127, 30, 255, 254),
-            ),
-            policies: Policies::default(),
-            member_health: BTreeMap::new(),
-            transitions: 0,
-        }
-    }
-}
 
 impl Lbaas {
     fn seq(&mut self) -> u64 {

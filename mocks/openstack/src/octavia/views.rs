@@ -6,7 +6,7 @@ use mock_cloud::MemberStatus;
 use serde_json::{Value, json};
 
 use super::fields::str_of;
-use super::state::{Child, ChildProv, Kind, Lb, Lbaas, Op, Prov};
+use super::model::{Child, ChildProv, Kind, Lb, Lbaas, Op, Prov};
 use crate::util::iso_naive_seconds;
 
 fn ids(iter: impl Iterator<Item = String>) -> Value {
