@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Tests of ci/check_verdicts.py and ci/check_same_verdicts.py on small JUnit files: each
+"""Tests of ci/check_verdicts.py, ci/check_same_verdicts.py and
+ci/check_reference_verdicts.py on small JUnit files: each
 rule they enforce fails the check when broken and passes it when kept. Run by .ci/run
 before the checks themselves."""
 import os
@@ -167,6 +168,49 @@ class CheckSameVerdicts(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout)
         r = self.run_check(embedded, [("openstack", "NI-01", "fail")], retry=[("openstack", "NI-01", "fail")])
         self.assertEqual(r.returncode, 1, r.stdout)
+
+
+
+class CheckReferenceVerdicts(unittest.TestCase):
+    TSV = "# comment\nopenstack\tNI-03\twhy\naws\tNI-03\twhy\n"
+
+    def run_check(self, cases, tsv=TSV):
+        d = tempfile.mkdtemp()
+        run, exp = os.path.join(d, "run.xml"), os.path.join(d, "skips.tsv")
+        with open(run, "w") as f:
+            f.write(junit(cases))
+        with open(exp, "w") as f:
+            f.write(tsv)
+        return subprocess.run(
+            [sys.executable, os.path.join(HERE, "check_reference_verdicts.py"), run,
+             "--expected", exp], capture_output=True, text=True)
+
+    def test_recorded_verdicts_pass(self):
+        r = self.run_check([("openstack", "NI-01", "pass"), ("openstack", "NI-03", "skip")])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_a_new_skip_fails(self):
+        r = self.run_check([("openstack", "NI-01", "skip"), ("openstack", "NI-03", "skip")])
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("openstack NI-01: skip, recorded pass", r.stdout)
+
+    def test_a_listed_skip_that_runs_fails(self):
+        r = self.run_check([("openstack", "NI-03", "pass")])
+        self.assertEqual(r.returncode, 1, r.stdout)
+
+    def test_a_failure_fails(self):
+        r = self.run_check([("openstack", "NI-01", "fail"), ("openstack", "NI-03", "skip")])
+        self.assertEqual(r.returncode, 1, r.stdout)
+
+    def test_a_listed_case_missing_from_a_run_of_its_provider_fails(self):
+        r = self.run_check([("openstack", "NI-01", "pass")])
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("not in the run", r.stdout)
+
+    def test_providers_not_run_are_not_looked_for(self):
+        # aws NI-03 is listed, but this run has no aws cases.
+        r = self.run_check([("openstack", "NI-03", "skip")])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
 
 if __name__ == "__main__":
