@@ -5,7 +5,7 @@ A cloud lives in its own folders (ARCHITECTURE.md "Adding a cloud"): its mock cr
 (mocks/<cloud>/), the reference CCM's provider (reference-ccm/src/providers/<cloud>/) and
 the harness backend with its registry descriptor (harness/src/cloud/<cloud>.rs or
 harness/src/cloud/<cloud>/). Each registry, the one list of clouds, names them too:
-harness/src/cloud/registry.rs and reference-ccm/src/providers/mod.rs, and so does a `mod`
+harness/src/cloud/registry.rs and reference-ccm/src/providers/registry.rs, and so does a `mod`
 line that declares a cloud's module. Everything else reads
 the registry. This check reads every tracked .rs file outside those places, drops comments,
 test files and `#[cfg(test)]` modules, and prints each line that still names a cloud.
@@ -28,7 +28,7 @@ OWN = [
     re.compile(r"^reference-ccm/src/providers/(" + "|".join(CLOUDS) + r")/"),
     re.compile(r"^harness/src/cloud/(" + "|".join(CLOUDS) + r")(\.rs|/)"),
 ]
-REGISTRIES = {"harness/src/cloud/registry.rs", "reference-ccm/src/providers/mod.rs"}
+REGISTRIES = {"harness/src/cloud/registry.rs", "reference-ccm/src/providers/registry.rs"}
 # `mod aws;`: how Rust is told a cloud's file exists, next to the registry that lists it.
 MOD_DECLARATION = re.compile(r"^\s*(pub(\(crate\))?\s+)?mod\s+\w+;\s*$")
 

@@ -16,7 +16,7 @@
 //! - CH-01 (failing cloud calls) catches `delete-nodes-on-cloud-errors` (a NotReady node
 //!   deleted because the instance check failed: SO-4).
 //!
-//! The longer form is `ccm-conformance soak` (README "Soak").
+//! The longer form is `ccm-conformance soak` (docs/soak.md).
 
 use std::time::Duration;
 

@@ -33,13 +33,9 @@ pub struct Upstream {
     pub package: &'static str,
     /// The binary's file name, as upstream's Makefile names it.
     pub binary: &'static str,
-    /// The newest release the Go module proxy served here that builds (README,
-    /// "Upstream CCMs"). On 2026-11-26: AWS v1.37.1 (and v1.36.2) replace cel-go by a
-    /// module version the proxy refuses, so AWS is v1.37.0; the proxy refuses to list the
-    /// OpenStack and vSphere versions, and by exact version refused OpenStack
-    /// v1.36.1–v1.37.1 and vSphere v1.35.0–v1.37.1 (vSphere v1.35.1's go.mod failed
-    /// checksum verification), so both are v1.36.0. Azure: v1.36.5, the repository's newest
-    /// tag (the proxy refuses its version list and v1.36.6/v1.37.0 by exact version).
+    /// The newest release the Go module proxy served here that builds; each entry says why
+    /// its version is the one (the CCMs' entries are in the harness's registry of clouds,
+    /// docs/upstream.md).
     pub default_version: &'static str,
     /// What upstream's `replace` lines that point into its own repository become.
     pub siblings: Siblings,

@@ -48,6 +48,8 @@ pub(crate) static CLOUD: CloudDescriptor = CloudDescriptor {
         tls: MockTls::Never,
         imds: true,
     }),
+    // v1.37.0: on 2026-11-26, v1.37.1 (and v1.36.2) replace cel-go by a module version the
+    // proxy refuses.
     upstream: Some(UpstreamEntry {
         ccm: Upstream {
             name: "aws",

@@ -36,6 +36,8 @@ pub(crate) static CLOUD: CloudDescriptor = CloudDescriptor {
         tls: MockTls::OnRequest,
         imds: false,
     }),
+    // v1.36.0: on 2026-11-26 the proxy refused to list the versions, and by exact version
+    // refused v1.36.1–v1.37.1.
     upstream: Some(UpstreamEntry {
         ccm: Upstream {
             name: "openstack",

@@ -52,6 +52,8 @@ pub(crate) static CLOUD: CloudDescriptor = CloudDescriptor {
         tls: MockTls::Always,
         imds: false,
     }),
+    // v1.36.0: on 2026-11-26 the proxy refused to list the versions, and by exact version
+    // refused v1.35.0–v1.37.1 (v1.35.1's go.mod failed checksum verification).
     upstream: Some(UpstreamEntry {
         ccm: Upstream {
             name: "vsphere",

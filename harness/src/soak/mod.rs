@@ -29,7 +29,7 @@
 //! drawn under the seed (the leader about half the time with two), so the workload also
 //! crosses leader hand-overs, counted from the Lease's `leaseTransitions`.
 //!
-//! Not covered yet (README "Soak"): listener/target-group/security-rule duplicates (only
+//! Not covered yet (docs/soak.md): listener/target-group/security-rule duplicates (only
 //! whole load balancers are compared).
 
 pub mod faults;
