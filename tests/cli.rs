@@ -777,8 +777,14 @@ fn mock_with_a_bad_seed_file_exits_2_naming_the_problem() {
 fn mock_refuses_what_the_cloud_cannot_be_with_exit_2() {
     for (args, wanted) in [
         (&["mock", "nimbus"][..], "unknown provider \"nimbus\""),
-        (&["mock", "aws", "--tls"][..], "--tls is not supported for the aws mock"),
-        (&["mock", "openstack", "--imds"][..], "--imds is not served by the openstack mock"),
+        (
+            &["mock", "aws", "--tls"][..],
+            "--tls is not supported for the aws mock",
+        ),
+        (
+            &["mock", "openstack", "--imds"][..],
+            "--imds is not served by the openstack mock",
+        ),
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");

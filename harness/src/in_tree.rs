@@ -52,7 +52,9 @@ mod tests {
 
     #[tokio::test]
     async fn openstack_names_follow_the_provider() {
-        let cloud = CloudControl::start(Provider::parse("openstack").unwrap(), 0).await.unwrap();
+        let cloud = CloudControl::start(Provider::parse("openstack").unwrap(), 0)
+            .await
+            .unwrap();
         let svc: Service = serde_json::from_value(json!({"metadata": {
             "name": "web", "namespace": "prod",
             "uid": "12345678-aaaa-bbbb-cccc-1234567890ab1234"}}))
@@ -71,7 +73,9 @@ mod tests {
 
     #[tokio::test]
     async fn aws_names_are_always_the_uid_name() {
-        let cloud = CloudControl::start(Provider::parse("aws").unwrap(), 0).await.unwrap();
+        let cloud = CloudControl::start(Provider::parse("aws").unwrap(), 0)
+            .await
+            .unwrap();
         let svc: Service = serde_json::from_value(json!({"metadata": {
             "name": "web", "namespace": "prod",
             "uid": "12345678-aaaa-bbbb-cccc-1234567890ab"}}))
@@ -88,7 +92,9 @@ mod tests {
     #[tokio::test]
     async fn vsphere_has_no_in_tree_load_balancers() {
         crate::install_crypto_provider();
-        let cloud = CloudControl::start(Provider::parse("vsphere").unwrap(), 0).await.unwrap();
+        let cloud = CloudControl::start(Provider::parse("vsphere").unwrap(), 0)
+            .await
+            .unwrap();
         let svc: Service =
             serde_json::from_value(json!({"metadata": {"name": "web", "uid": "u-1"}})).unwrap();
         assert!(matches!(

@@ -18,8 +18,8 @@
 
 use std::time::Duration;
 
-use ccm_harness::cloud::Capability;
 use ccm_harness::case::CaseMetrics;
+use ccm_harness::cloud::Capability;
 use ccm_harness::cloud::Feature;
 use ccm_harness::env::NodeOptions;
 use ccm_harness::{

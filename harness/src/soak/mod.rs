@@ -987,7 +987,11 @@ mod tests {
 
     #[test]
     fn steps_follow_the_duration_and_interval() {
-        let mut c = SoakConfig::new(Provider::parse("openstack").unwrap(), Duration::from_secs(10), 5);
+        let mut c = SoakConfig::new(
+            Provider::parse("openstack").unwrap(),
+            Duration::from_secs(10),
+            5,
+        );
         c.step_interval = Duration::from_millis(250);
         assert_eq!(c.plan(true).steps.len(), 40);
         c.kill_rate = 0.0;

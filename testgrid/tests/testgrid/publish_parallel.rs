@@ -120,10 +120,7 @@ async fn a_failed_object_stops_the_upload_and_leaves_no_finished_json() {
     )
     .await
     .unwrap_err();
-    assert!(
-        err.to_string().contains("example-0003/file-0.log"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("example-0003/file-0.log"), "{err}");
     assert!(err.to_string().contains("403"), "{err}");
     let names = uploaded_names(&server).await;
     assert_eq!(names[0], "pfx/logs/ci-x/7/started.json");
