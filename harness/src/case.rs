@@ -93,3 +93,42 @@ impl Case {
         all
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(tags: &'static [Tag], needs: &'static [Capability]) -> Case {
+        Case {
+            id: "XX-01",
+            suite: "Test",
+            title: "t",
+            tags,
+            ccm_args: &[],
+            start_ccm: false,
+            needs,
+            run: |_| Box::pin(async { Ok(Vec::new()) }),
+        }
+    }
+
+    #[test]
+    fn capabilities_are_instances_the_needs_and_what_mock_declares() {
+        assert_eq!(
+            case(&[Tag::Conformance], &[]).capabilities(),
+            [Capability::Instances]
+        );
+        assert_eq!(
+            case(&[Tag::Conformance], &[Capability::LoadBalancers]).capabilities(),
+            [Capability::Instances, Capability::LoadBalancers]
+        );
+        assert_eq!(
+            case(&[Tag::Mock], &[Capability::Routes, Capability::Instances]).capabilities(),
+            [
+                Capability::Instances,
+                Capability::Routes,
+                Capability::Faults,
+                Capability::Journal
+            ]
+        );
+    }
+}

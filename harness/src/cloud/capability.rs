@@ -40,15 +40,6 @@ pub enum Capability {
 }
 
 impl Capability {
-    /// Every capability, in declaration order.
-    pub const ALL: [Capability; 5] = [
-        Capability::Instances,
-        Capability::LoadBalancers,
-        Capability::Routes,
-        Capability::Faults,
-        Capability::Journal,
-    ];
-
     /// How a skip names it.
     pub fn describe(self) -> &'static str {
         match self {

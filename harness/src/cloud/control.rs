@@ -602,6 +602,17 @@ mod tests {
             cloud.add_route("10.0.0.0/24", "1.2.3.4"),
             Err(CaseError::Skipped(_))
         ));
+        // A capability the provider's CCM has no such thing for skips with its reason.
+        match cloud.require_capability(Capability::LoadBalancers) {
+            Err(CaseError::Skipped(why)) => {
+                assert!(
+                    why.contains("cloud-provider-vsphere returns false"),
+                    "{why}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        cloud.require_capability(Capability::Journal).unwrap();
         cloud.shutdown().await;
     }
 
